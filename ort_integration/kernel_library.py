@@ -1,0 +1,102 @@
+"""Export the runtime kernel bundle of one target: one TVM `.so` with every kernel, and its manifest.
+
+Bundle layout (a directory, by default `build/<target>/`):
+
+    flashgemm_kernels.so     every kernel, one exported function each
+    manifest.json            which function serves which (variant, canonical shape); read by the C++ op
+    libflashgemm_ort.so      the ONNX Runtime custom-op library (ort_integration/native.py builds it)
+
+Kernel calling convention (all kernels, see tir_kernels/fused_gemm_softmax.py):
+    fn(A, B, [bias], [mask], P, scale: float32)
+with canonical 4-D DLTensors; A/B batch strides and all bias/mask strides are free (0 = broadcast).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Optional
+
+import tvm
+
+from schedules import targets
+from tir_kernels import CanonicalShape, Variant, runtime_func
+from tuning_db.best import TunedKernel
+
+MANIFEST_FORMAT = 1
+KERNELS_SO = "flashgemm_kernels.so"
+MANIFEST = "manifest.json"
+
+
+def generic_name(variant: Variant) -> str:
+    return f"fgs_{variant.key}_generic"
+
+
+def tuned_name(variant: Variant, shape: CanonicalShape) -> str:
+    b0, b1, m, n, k = shape.sizes
+    return f"fgs_{variant.key}_b{b0}x{b1}_m{m}_n{n}_k{k}"
+
+
+def _entry(name, variant, shape=None, workload=None, run_secs=None):
+    return {
+        "name": name,
+        "dtype": variant.dtype,
+        "trans_b": int(variant.trans_b),
+        "bias": int(variant.has_bias),
+        "mask": variant.mask,
+        "causal": int(variant.causal),
+        "tuned": shape is not None,
+        "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K]
+        "workload": workload,
+        "run_secs": run_secs,
+    }
+
+
+def generic_schedule(target_name: str, func):
+    if targets.is_cuda(target_name):
+        from schedules import cuda_generic  # noqa: PLC0415  (GPU spaces: their own issue)
+        return cuda_generic.generic_schedule(func)
+    from schedules import llvm  # noqa: PLC0415
+    return llvm.generic_schedule(func)
+
+
+def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
+                  variants: Optional[Iterable[Variant]] = None, log=print) -> Path:
+    """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so."""
+    target_name = targets.resolve(target_name)
+    target = targets.tvm_target(target_name)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    funcs, entries = {}, []
+    for v in (list(variants) if variants is not None else Variant.all()):
+        name = generic_name(v)
+        funcs[name] = generic_schedule(target_name, runtime_func(v, name=name)).mod["main"].with_attr(
+            "global_symbol", name)
+        entries.append(_entry(name, v))
+    for tk in tuned:
+        name = tuned_name(tk.variant, tk.shape)
+        if name in funcs:  # two workloads with one canonical problem: keep the faster
+            continue
+        funcs[name] = tk.schedule.mod["main"].with_attr("global_symbol", name)
+        entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs))
+    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned) for {target_name} ...")
+    with target:
+        ex = tvm.compile(tvm.IRModule(funcs), target=target)
+    so_path = out_dir / KERNELS_SO
+    tmp = so_path.with_suffix(".so.tmp")
+    ex.export_library(str(tmp))
+    os.replace(tmp, so_path)  # never leave a half-written library behind
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "target": target_name,
+        "device": "cuda" if targets.is_cuda(target_name) else "cpu",
+        "kernels": KERNELS_SO,
+        "tvm_version": tvm.__version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "functions": entries,
+    }
+    tmp = out_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, out_dir / MANIFEST)
+    return out_dir

@@ -1,0 +1,63 @@
+"""One-node ONNX models of flashgemm::FusedGemmSoftmax (tests, examples).
+
+    P = FusedGemmSoftmax(A, B, [bias], [mask]; scale, transB, causal)   domain "flashgemm", opset 1
+
+IR version 9: onnx 1.23 writes IR 14 by default, which ORT 1.31 rejects ("max supported IR version: 13").
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from onnx import TensorProto, helper
+
+DOMAIN = "flashgemm"
+OP_TYPE = "FusedGemmSoftmax"
+IR_VERSION = 9
+OPSET = 17
+
+ELEM_TYPES = {
+    "float16": TensorProto.FLOAT16,
+    "bfloat16": TensorProto.BFLOAT16,
+    "float32": TensorProto.FLOAT,
+    "bool": TensorProto.BOOL,
+}
+
+
+def elem_type(dtype) -> int:
+    """'float16' | 'bfloat16' | 'float32' | 'bool' (or a numpy / ml_dtypes dtype) -> TensorProto enum."""
+    name = getattr(dtype, "name", dtype)  # np.dtype('float16').name == 'float16'; str passes through
+    name = {"float": "float32"}.get(str(name), str(name))
+    if name not in ELEM_TYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}; one of {sorted(ELEM_TYPES)}")
+    return ELEM_TYPES[name]
+
+
+def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape: Optional[Sequence[int]] = None,
+               mask_shape: Optional[Sequence[int]] = None, mask_dtype=None, scale: float = 1.0, trans_b: int = 0,
+               causal: int = 0, *, b_dtype=None, bias_dtype=None, out_shape: Optional[Sequence] = None):
+    """Graph inputs A, B, [bias], [mask] -> output P.
+
+    dtype: T of A, B, bias and P. mask_dtype: 'bool' or T (default T). b_dtype / bias_dtype override T for those
+    inputs (only to provoke type errors in tests). An absent bias with a mask present becomes an empty input name,
+    ONNX's way to skip an optional input. P's shape is left symbolic unless out_shape is given.
+    """
+    t = elem_type(dtype)
+    inputs = [helper.make_tensor_value_info("A", t, list(a_shape)),
+              helper.make_tensor_value_info("B", elem_type(b_dtype or dtype), list(b_shape))]
+    names = ["A", "B"]
+    if bias_shape is not None:
+        inputs.append(helper.make_tensor_value_info("bias", elem_type(bias_dtype or dtype), list(bias_shape)))
+        names.append("bias")
+    if mask_shape is not None:
+        if bias_shape is None:
+            names.append("")
+        inputs.append(helper.make_tensor_value_info("mask", elem_type(mask_dtype or dtype), list(mask_shape)))
+        names.append("mask")
+    node = helper.make_node(OP_TYPE, names, ["P"], domain=DOMAIN, name="fgs", scale=float(scale),
+                            transB=int(trans_b), causal=int(causal))
+    if out_shape is None:
+        out_shape = [f"p{i}" for i in range(max(len(a_shape), len(b_shape)))]
+    out = helper.make_tensor_value_info("P", t, list(out_shape))
+    graph = helper.make_graph([node], "fused_gemm_softmax", inputs, [out])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
+                             ir_version=IR_VERSION)

@@ -1,0 +1,65 @@
+"""Using the custom-op library from Python's onnxruntime.
+
+    so = session_options(bundle_dir)                       # registers bundle_dir/libflashgemm_ort.so
+    sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    (p,) = run(sess, {"A": a, "B": b})                      # numpy in/out, bfloat16 included
+
+bfloat16: onnxruntime's Python binding cannot take or return ml_dtypes.bfloat16 numpy arrays
+("Numpy_type 256 can't be converted to MLDataType"), so `run` passes them as OrtValues over a uint16 view
+and copies bfloat16 outputs back out of ORT-owned memory.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto
+
+from .native import LIBRARY
+REPO = Path(__file__).resolve().parent.parent
+
+
+def default_bundle_dir(target: str = "llvm") -> Path:
+    """Where scripts/build.py puts a target's bundle: <repo>/build/<target>."""
+    return REPO / "build" / target
+
+
+def library_path(bundle_dir: os.PathLike) -> Path:
+    """The op library sits in its bundle: it loads manifest.json and the kernels from its own directory."""
+    return Path(bundle_dir) / LIBRARY
+
+
+def session_options(bundle_dir: Optional[os.PathLike] = None, so: Optional[ort.SessionOptions] = None
+                    ) -> ort.SessionOptions:
+    """SessionOptions with the library registered (raises if the bundle is missing or broken)."""
+    so = so or ort.SessionOptions()
+    so.register_custom_ops_library(str(library_path(bundle_dir or default_bundle_dir())))
+    return so
+
+
+def _to_ort_value(x: np.ndarray) -> ort.OrtValue:
+    x = np.ascontiguousarray(x)
+    if x.dtype == ml_dtypes.bfloat16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x.view(np.uint16), TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(x)
+
+
+def _to_numpy(v: ort.OrtValue) -> np.ndarray:
+    if v.data_type() != "tensor(bfloat16)":
+        return v.numpy()
+    out = np.empty(v.shape(), dtype=np.uint16)
+    if out.size:
+        ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
+    return out.view(ml_dtypes.bfloat16)
+
+
+def run(sess: ort.InferenceSession, feeds: Mapping[str, np.ndarray], outputs=None) -> list:
+    """sess.run for numpy inputs of any dtype ORT knows, bfloat16 included; returns numpy arrays."""
+    outputs = outputs or [o.name for o in sess.get_outputs()]
+    values = {k: _to_ort_value(np.asarray(v)) for k, v in feeds.items()}
+    return [_to_numpy(v) for v in sess.run_with_ort_values(outputs, values)]

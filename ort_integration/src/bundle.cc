@@ -1,0 +1,160 @@
+#include "bundle.h"
+
+#include <tvm/ffi/extra/json.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace flashgemm {
+namespace {
+
+constexpr int64_t kManifestFormat = 1;  // ort_integration/kernel_library.py:MANIFEST_FORMAT
+constexpr const char* kFix = "run scripts/build.py --target llvm (or point FLASHGEMM_BUNDLE_DIR at a built bundle)";
+
+namespace json = tvm::ffi::json;
+
+// Typed access to one manifest field, with an error that says which field of which file is wrong.
+class Fields {
+ public:
+  Fields(json::Object obj, std::string where, std::string path)
+      : obj_(std::move(obj)), where_(std::move(where)), path_(std::move(path)) {}
+
+  tvm::ffi::Any Get(const char* key) const {
+    std::optional<tvm::ffi::Any> v = obj_.Get(tvm::ffi::String(key));
+    if (!v.has_value()) Fail(key, "is missing");
+    return *v;
+  }
+  std::string Str(const char* key) const {
+    auto v = Get(key).as<tvm::ffi::String>();
+    if (!v) Fail(key, "is not a string");
+    return std::string(*v);
+  }
+  int64_t Int(const char* key) const {
+    tvm::ffi::Any v = Get(key);
+    if (auto b = v.as<bool>()) return *b;  // manifest writes 0/1, accept true/false too
+    auto i = v.as<int64_t>();
+    if (!i) Fail(key, "is not an integer");
+    return *i;
+  }
+  [[noreturn]] void Fail(const char* key, const char* what) const {
+    throw BundleError("flashgemm: corrupt manifest " + path_ + ": " + where_ + "\"" + key + "\" " + what +
+                      ". Rebuild the bundle: " + kFix);
+  }
+
+ private:
+  json::Object obj_;
+  std::string where_, path_;
+};
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = static_cast<bool>(in);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string VariantKey::Key() const {
+  return std::string(bf16 ? "bf16" : "f16") + "_tb" + (trans_b ? "1" : "0") + "_bias" + (has_bias ? "1" : "0") +
+         "_mask" + mask + "_causal" + (causal ? "1" : "0");
+}
+
+std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
+  const std::string manifest_path = dir + "/manifest.json";
+  bool ok = false;
+  std::string text = ReadFile(manifest_path, &ok);
+  if (!ok)
+    throw BundleError("flashgemm: no kernel bundle in " + dir + " (" + manifest_path + " not found). To build it, " +
+                      kFix);
+  tvm::ffi::String err;
+  json::Value root = json::Parse(tvm::ffi::String(text), &err);
+  if (!err.empty())
+    throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + std::string(err) +
+                      ". Rebuild the bundle: " + kFix);
+  auto root_obj = root.as<json::Object>();
+  if (!root_obj)
+    throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": not a JSON object. Rebuild the bundle: " + kFix);
+  Fields top(*root_obj, "", manifest_path);
+
+  const int64_t format = top.Int("format");
+  if (format != kManifestFormat)
+    throw BundleError("flashgemm: " + manifest_path + " has manifest format " + std::to_string(format) +
+                      " but this library reads format " + std::to_string(kManifestFormat) +
+                      "; rebuild the bundle and the library together: " + kFix);
+
+  auto b = std::unique_ptr<Bundle>(new Bundle());
+  b->dir_ = dir;
+  b->device_ = top.Str("device");
+  if (b->device_ == "cuda" && !cuda_build)
+    throw BundleError("flashgemm: bundle " + dir + " holds CUDA kernels (target " + top.Str("target") +
+                      ") but this libflashgemm_ort.so was built without CUDA support; use a CPU bundle (" + kFix +
+                      ") or rebuild the library with CUDA");
+  if (b->device_ != "cpu" && b->device_ != "cuda")
+    throw BundleError("flashgemm: " + manifest_path + ": unknown device \"" + b->device_ + "\". " + kFix);
+
+  const std::string so_path = dir + "/" + top.Str("kernels");
+  {
+    std::ifstream probe(so_path);
+    if (!probe)
+      throw BundleError("flashgemm: kernel library " + so_path + " (named in " + manifest_path + ") not found. " +
+                        "To rebuild the bundle, " + kFix);
+  }
+  try {
+    b->module_ = tvm::ffi::Module::LoadFromFile(so_path);
+  } catch (const std::exception& e) {
+    throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + kFix);
+  }
+
+  auto funcs = top.Get("functions").as<json::Array>();
+  if (!funcs) top.Fail("functions", "is not an array");
+  for (size_t i = 0; i < funcs->size(); ++i) {
+    const std::string where = "functions[" + std::to_string(i) + "].";
+    auto entry_obj = (*funcs)[i].as<json::Object>();
+    if (!entry_obj)
+      throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + where + " is not an object. " + kFix);
+    Fields e(*entry_obj, where, manifest_path);
+    VariantKey v;
+    const std::string dtype = e.Str("dtype");
+    if (dtype != "float16" && dtype != "bfloat16") e.Fail("dtype", "is neither float16 nor bfloat16");
+    v.bf16 = dtype == "bfloat16";
+    v.trans_b = e.Int("trans_b") != 0;
+    v.has_bias = e.Int("bias") != 0;
+    v.mask = e.Str("mask");
+    if (v.mask != "none" && v.mask != "add" && v.mask != "bool") e.Fail("mask", "is not none|add|bool");
+    v.causal = e.Int("causal") != 0;
+
+    Kernel k;
+    k.name = e.Str("name");
+    k.tuned = e.Int("tuned") != 0;
+    tvm::ffi::Optional<tvm::ffi::Function> f = (*b->module_)->GetFunction(k.name, /*query_imports=*/true);
+    if (!f.has_value())
+      throw BundleError("flashgemm: " + so_path + " has no function " + k.name + " listed in " + manifest_path +
+                        "; the two files are out of sync. " + kFix);
+    k.fn = *f;
+    if (k.tuned) {
+      auto sizes = e.Get("sizes").as<json::Array>();
+      if (!sizes || sizes->size() != 5) e.Fail("sizes", "is not a list of 5 integers");
+      Sizes s{};
+      for (size_t j = 0; j < 5; ++j) {
+        auto d = (*sizes)[j].as<int64_t>();
+        if (!d) e.Fail("sizes", "is not a list of 5 integers");
+        s[j] = *d;
+      }
+      b->tuned_.emplace(std::make_pair(v.Key(), s), std::move(k));
+    } else {
+      b->generic_.emplace(v.Key(), std::move(k));
+    }
+  }
+  return b;
+}
+
+const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes) const {
+  auto t = tuned_.find({variant_key, sizes});
+  if (t != tuned_.end()) return &t->second;
+  auto g = generic_.find(variant_key);
+  return g == generic_.end() ? nullptr : &g->second;
+}
+
+}  // namespace flashgemm

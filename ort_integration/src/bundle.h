@@ -1,0 +1,62 @@
+// The kernel bundle (ort_integration/kernel_library.py:export_bundle): manifest.json + flashgemm_kernels.so.
+// Loaded once when RegisterCustomOps runs; immutable afterwards, so lookups need no lock.
+#pragma once
+
+#include <tvm/ffi/extra/module.h>
+#include <tvm/ffi/function.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace flashgemm {
+
+using Sizes = std::array<int64_t, 5>;  // canonical [B0, B1, M, N, K]
+
+// Compile-time choices of a kernel; Key() is tir_kernels.variant.Variant.key.
+struct VariantKey {
+  bool bf16 = false;  // else float16
+  bool trans_b = false;
+  bool has_bias = false;
+  std::string mask = "none";  // none | add | bool
+  bool causal = false;
+
+  std::string Key() const;
+};
+
+struct Kernel {
+  tvm::ffi::Function fn;
+  std::string name;
+  bool tuned = false;
+};
+
+// Thrown for every bundle problem; the message names the path and how to fix it.
+class BundleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Bundle {
+ public:
+  // Reads dir/manifest.json, checks format and device, loads the kernels .so and resolves every listed function.
+  // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
+  static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
+
+  // The tuned kernel for exactly these sizes, else the generic one of the variant, else nullptr.
+  const Kernel* Find(const std::string& variant_key, const Sizes& sizes) const;
+
+  const std::string& dir() const { return dir_; }
+  const std::string& device() const { return device_; }  // "cpu" | "cuda"
+
+ private:
+  std::string dir_, device_;
+  std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
+  std::unordered_map<std::string, Kernel> generic_;
+  std::map<std::pair<std::string, Sizes>, Kernel> tuned_;
+};
+
+}  // namespace flashgemm

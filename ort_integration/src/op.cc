@@ -1,0 +1,280 @@
+#include "op.h"
+
+#include <dlfcn.h>
+#include <tvm/ffi/container/tensor.h>  // AnyView from DLTensor*
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "canonical.h"
+
+namespace flashgemm {
+namespace {
+
+constexpr auto kF16 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+constexpr auto kBF16 = ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+constexpr auto kBool = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+
+const char* TypeName(ONNXTensorElementDataType t) {
+  switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return "float16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return "bfloat16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return "float32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return "float64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return "bool";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return "int8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return "uint8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return "int32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return "int64";
+    default: return "an unsupported type";
+  }
+}
+
+// One input as seen by Compute (absent optional inputs have present == false).
+struct Input {
+  explicit Input(const char* n) : name(n) {}
+  const char* name;
+  bool present = false;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  Shape shape;
+  const void* data = nullptr;
+
+  std::string Describe() const {
+    return std::string(name) + ": " + (present ? std::string(TypeName(type)) + " " + ShapeStr(shape) : "absent");
+  }
+};
+
+DLDataType DLType(ONNXTensorElementDataType t) {
+  if (t == kBool) return DLDataType{kDLUInt, 8, 1};  // ORT bools are one byte; kernels read uint8 != 0
+  return t == kBF16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 16, 1};
+}
+
+// A DLTensor view (no copy, not owned) with explicit shape and strides, kept alive for the call.
+struct View {
+  std::array<int64_t, 4> shape, strides;
+  DLTensor t{};
+  View(const void* data, DLDevice dev, DLDataType dtype, std::array<int64_t, 4> shape_, std::array<int64_t, 4> st)
+      : shape(shape_), strides(st) {
+    t.data = const_cast<void*>(data);
+    t.device = dev;
+    t.ndim = 4;
+    t.dtype = dtype;
+    t.shape = shape.data();
+    t.strides = strides.data();
+    t.byte_offset = 0;
+  }
+  View(const View&) = delete;
+};
+
+// Reads an optional attribute; "absent" gives the default, a present attribute of the wrong type is an error
+// (silently falling back to the default would give wrong answers).
+template <typename T>
+T Attr(const OrtKernelInfo* info, const char* name, T dflt) {
+  T v{};
+  OrtStatus* st;
+  if constexpr (std::is_same_v<T, float>)
+    st = Ort::GetApi().KernelInfoGetAttribute_float(info, name, &v);
+  else
+    st = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &v);
+  if (st == nullptr) return v;
+  Ort::Status status(st);
+  if (status.GetErrorMessage().find("No attribute") != std::string::npos) return dflt;
+  throw Ort::Exception("attribute " + std::string(name) + ": " + status.GetErrorMessage(), ORT_INVALID_ARGUMENT);
+}
+
+bool BoolAttr(const OrtKernelInfo* info, const char* name) {
+  int64_t v = Attr<int64_t>(info, name, 0);
+  if (v != 0 && v != 1)
+    throw Ort::Exception("attribute " + std::string(name) + " must be 0 or 1, got " + std::to_string(v),
+                         ORT_INVALID_ARGUMENT);
+  return v == 1;
+}
+
+#ifdef FLASHGEMM_WITH_CUDA
+// TVM's CUDA launcher uses the current device; set it without a compile-time dependency on the CUDA toolkit.
+void CudaSetDevice(int id) {
+  using Fn = int (*)(int);
+  static Fn fn = [] {
+    void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+    return h ? reinterpret_cast<Fn>(dlsym(h, "cudaSetDevice")) : nullptr;
+  }();
+  if (fn) fn(id);
+}
+#endif
+
+}  // namespace
+
+FusedGemmSoftmaxKernel::FusedGemmSoftmaxKernel(const OrtKernelInfo* info, const Bundle& bundle) : bundle_(bundle) {
+  std::string name;
+  try {
+    name = Ort::ConstKernelInfo(info).GetNodeName();
+  } catch (const Ort::Exception&) {
+  }
+  node_ = std::string(kOpName) + " (node '" + name + "')";
+  try {
+    scale_ = Attr<float>(info, "scale", 1.0f);
+    trans_b_ = BoolAttr(info, "transB");
+    causal_ = BoolAttr(info, "causal");
+  } catch (const Ort::Exception& e) {
+    throw Ort::Exception(node_ + ": " + e.what(), ORT_INVALID_ARGUMENT);
+  }
+  const char* v = std::getenv("FLASHGEMM_VERBOSE");
+  verbose_ = v && std::strcmp(v, "0") != 0 && *v;
+}
+
+OrtStatusPtr FusedGemmSoftmaxKernel::ComputeV2(OrtKernelContext* ctx) const {
+  try {
+    return Compute(ctx).release();
+  } catch (const std::exception& e) {  // Ort::Exception, tvm::ffi::Error, std::bad_alloc, ...
+    return Ort::Status((node_ + ": " + e.what()).c_str(), ORT_RUNTIME_EXCEPTION).release();
+  }
+}
+
+Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
+  Ort::KernelContext ctx(raw_ctx);
+  Input in[4] = {Input("A"), Input("B"), Input("bias"), Input("mask")};
+  const size_t n_in = ctx.GetInputCount();
+  DLDevice dev{kDLCPU, 0};
+  for (size_t i = 0; i < 4 && i < n_in; ++i) {
+    Ort::ConstValue v = ctx.GetInput(i);
+    if (v == nullptr) continue;
+    auto info = v.GetTensorTypeAndShapeInfo();
+    in[i].present = true;
+    in[i].type = info.GetElementType();
+    in[i].shape = info.GetShape();
+    in[i].data = v.GetTensorRawData();
+#ifdef FLASHGEMM_WITH_CUDA
+    if (i == 0) {
+      Ort::ConstMemoryInfo mi = v.GetTensorMemoryInfo();
+      if (mi.GetDeviceType() == OrtMemoryInfoDeviceType_GPU) dev = DLDevice{kDLCUDA, mi.GetDeviceId()};
+    }
+#endif
+  }
+  const Input &a = in[0], &b = in[1], &bias = in[2], &mask = in[3];
+  auto fail = [&](const std::string& why) {
+    return Ort::Status((node_ + ": " + why + " [" + a.Describe() + ", " + b.Describe() + ", " + bias.Describe() +
+                        ", " + mask.Describe() + "]")
+                           .c_str(),
+                       ORT_INVALID_ARGUMENT);
+  };
+
+  // Types.
+  const ONNXTensorElementDataType t = a.type;
+  if (t != kF16 && t != kBF16) return fail(std::string("A is ") + TypeName(t) + "; supported: float16, bfloat16");
+  if (b.type != t)
+    return fail(std::string("A is ") + TypeName(t) + " but B is " + TypeName(b.type) +
+                "; A, B, bias, an additive mask and P must share one type");
+  if (bias.present && bias.type != t)
+    return fail(std::string("A is ") + TypeName(t) + " but bias is " + TypeName(bias.type) +
+                "; A, B, bias, an additive mask and P must share one type");
+  if (mask.present && mask.type != t && mask.type != kBool)
+    return fail(std::string("mask is ") + TypeName(mask.type) + "; it must be bool or the type of A (" +
+                TypeName(t) + ")");
+
+  // Shapes.
+  CanonicalShape c;
+  try {
+    c = Canonicalize(a.shape, b.shape, trans_b_, bias.present ? &bias.shape : nullptr,
+                     mask.present ? &mask.shape : nullptr);
+  } catch (const ShapeError& e) {
+    return fail(e.what());
+  }
+
+  Ort::UnownedValue out = ctx.GetOutput(0, c.out_shape);
+  if (c.b0 * c.b1 * c.m * c.n == 0) return Ort::Status{nullptr};  // empty output: nothing to compute
+
+  VariantKey key;
+  key.bf16 = t == kBF16;
+  key.trans_b = trans_b_;
+  key.has_bias = bias.present;
+  key.mask = !mask.present ? "none" : mask.type == kBool ? "bool" : "add";
+  key.causal = causal_;
+  const Sizes sizes = c.sizes();
+  const Kernel* kernel = bundle_.Find(key.Key(), sizes);
+  if (!kernel)
+    return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no kernel for variant " + key.Key() +
+                        "; rebuild it with every variant (run scripts/build.py --target llvm)")
+                           .c_str(),
+                       ORT_FAIL);
+  if (verbose_)
+    std::fprintf(stderr, "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]\n", kernel->name.c_str(),
+                 kernel->tuned ? "tuned" : "generic", static_cast<long long>(sizes[0]),
+                 static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
+                 static_cast<long long>(sizes[3]), static_cast<long long>(sizes[4]));
+
+  // K == 0: A @ B is all zeros, but a reduction of extent 0 never runs its init. Feed K = 1 with zero rows
+  // instead (A and B read a zero vector of max(M, N) elements through stride-0 batch dims).
+  const void* a_data = a.data;
+  const void* b_data = b.data;
+  int64_t k = c.k;
+  std::vector<uint16_t> zeros;
+  if (k == 0) {
+    if (dev.device_type != kDLCPU) return fail("K = 0 is not supported on this device yet");
+    zeros.assign(static_cast<size_t>(std::max(c.m, c.n)), 0);
+    a_data = b_data = zeros.data();
+    k = 1;
+    c.a_strides = {0, 0, 1, 1};
+    c.b_strides = {0, 0, trans_b_ ? 1 : c.n, 1};
+  }
+
+  const DLDataType dt = DLType(t);
+  View va(a_data, dev, dt, {c.b0, c.b1, c.m, k}, c.a_strides);
+  View vb(b_data, dev, dt, trans_b_ ? std::array<int64_t, 4>{c.b0, c.b1, c.n, k} : std::array<int64_t, 4>{c.b0, c.b1, k, c.n},
+          c.b_strides);
+  std::optional<View> vbias, vmask;
+  if (bias.present) vbias.emplace(bias.data, dev, dt, std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.bias_strides);
+  if (mask.present)
+    vmask.emplace(mask.data, dev, DLType(mask.type), std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.mask_strides);
+  View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, c.n}, {c.b1 * c.m * c.n, c.m * c.n, c.n, 1});
+
+  // fn(A, B, [bias], [mask], P, scale)
+  tvm::ffi::AnyView args[6];
+  int n_args = 0;
+  args[n_args++] = &va.t;
+  args[n_args++] = &vb.t;
+  if (vbias) args[n_args++] = &vbias->t;
+  if (vmask) args[n_args++] = &vmask->t;
+  args[n_args++] = &vp.t;
+  args[n_args++] = static_cast<double>(scale_);
+
+#ifdef FLASHGEMM_WITH_CUDA
+  // TVM's launcher reads the stream from TVMFFIEnvGetStream (thread-local): run on ORT's stream.
+  TVMFFIStreamHandle prev = nullptr;
+  if (dev.device_type == kDLCUDA) {
+    CudaSetDevice(dev.device_id);
+    TVMFFIEnvSetStream(dev.device_type, dev.device_id, ctx.GetGPUComputeStream(), &prev);
+  }
+  struct RestoreStream {
+    DLDevice dev;
+    TVMFFIStreamHandle prev;
+    ~RestoreStream() {
+      if (dev.device_type == kDLCUDA) TVMFFIEnvSetStream(dev.device_type, dev.device_id, prev, nullptr);
+    }
+  } restore{dev, prev};
+#endif
+  tvm::ffi::Any rv;
+  try {
+    kernel->fn.CallPacked(args, n_args, &rv);
+  } catch (const std::exception& e) {
+    return Ort::Status((node_ + ": kernel " + kernel->name + " failed: " + e.what()).c_str(), ORT_RUNTIME_EXCEPTION);
+  }
+  return Ort::Status{nullptr};
+}
+
+OrtStatusPtr FusedGemmSoftmaxOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+  try {
+    *kernel = new FusedGemmSoftmaxKernel(info, *bundle_);
+    return nullptr;
+  } catch (const Ort::Exception& e) {
+    return api.CreateStatus(e.GetOrtErrorCode(), e.what());
+  } catch (const std::exception& e) {
+    return api.CreateStatus(ORT_FAIL, e.what());
+  }
+}
+
+}  // namespace flashgemm

@@ -1,0 +1,62 @@
+// flashgemm::FusedGemmSoftmax(A, B, [bias], [mask]) -> P = softmax_rowwise(scale * A @ B + bias + mask), causal opt.
+//
+// Types: A, B, bias, an additive mask and P share one T in {float16, bfloat16}; the mask may instead be bool.
+// ORT infers a custom op's output type from the kernel registrations, so the op is registered once per T with A
+// and P concrete (T) and B/bias/mask type-generic: a node with an unsupported A type is rejected by ORT's schema
+// check at session creation, and every other type error (B != A, bias != A, mask not T|bool) reaches Compute
+// and comes back as an INVALID_ARGUMENT status that names the inputs.
+#pragma once
+
+#include <string>
+
+#include "bundle.h"
+#include "ort_api.h"
+
+namespace flashgemm {
+
+constexpr const char* kOpName = "FusedGemmSoftmax";
+
+class FusedGemmSoftmaxKernel {
+ public:
+  FusedGemmSoftmaxKernel(const OrtKernelInfo* info, const Bundle& bundle);
+  // Returns nullptr on success; never throws (Compute may run concurrently on several threads: no mutable state).
+  OrtStatusPtr ComputeV2(OrtKernelContext* ctx) const;
+
+ private:
+  Ort::Status Compute(OrtKernelContext* ctx) const;
+
+  const Bundle& bundle_;
+  float scale_ = 1.0f;
+  bool trans_b_ = false, causal_ = false, verbose_ = false;
+  std::string node_;  // "FusedGemmSoftmax (node 'x')", prefix of every message
+};
+
+class FusedGemmSoftmaxOp
+    : public Ort::CustomOpBase<FusedGemmSoftmaxOp, FusedGemmSoftmaxKernel, /*WithStatus=*/true> {
+ public:
+  // type: T of this overload; ep: e.g. "CPUExecutionProvider". bundle must outlive every session.
+  FusedGemmSoftmaxOp(ONNXTensorElementDataType type, const char* ep, const Bundle* bundle)
+      : type_(type), ep_(ep), bundle_(bundle) {}
+
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
+
+  const char* GetName() const { return kOpName; }
+  const char* GetExecutionProviderType() const { return ep_; }
+
+  size_t GetInputTypeCount() const { return 4; }  // A, B, bias, mask
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    return i == 0 ? type_ : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  }
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
+    return i < 2 ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
+  }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
+
+ private:
+  ONNXTensorElementDataType type_;
+  const char* ep_;
+  const Bundle* bundle_;
+};
+
+}  // namespace flashgemm

@@ -1,0 +1,92 @@
+// Entry point: RegisterCustomOps, called by ORT when a session options object registers this library.
+// Loads the kernel bundle (manifest + kernels .so) right away, so a missing or broken bundle fails here with a
+// message that names the path and the fix, not later at the first Run.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "bundle.h"
+#include "op.h"
+#include "ort_api.h"
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base);
+
+namespace {
+
+#ifdef FLASHGEMM_WITH_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
+
+// The bundle lives next to this library unless FLASHGEMM_BUNDLE_DIR says otherwise.
+std::string BundleDir() {
+  if (const char* env = std::getenv("FLASHGEMM_BUNDLE_DIR"); env && *env) return env;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&RegisterCustomOps), &info) && info.dli_fname) {
+    std::string path = info.dli_fname;
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  }
+  return ".";
+}
+
+// ORT dlopens us RTLD_LOCAL, and TVM dlopens kernels RTLD_LOCAL with no DT_NEEDED: their error path
+// (TVMFFIErrorSetRaisedFromCStrParts) and context symbols resolve from the global scope only. Promote the
+// already-loaded TVM libraries (our DT_NEEDED) to it; RTLD_NOLOAD never loads a second copy.
+void PromoteTvmLibsToGlobal() {
+  for (const char* soname : {"libtvm_ffi.so", "libtvm_runtime.so"}) dlopen(soname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+#ifdef FLASHGEMM_WITH_CUDA
+  dlopen("libtvm_runtime_cuda.so", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+#endif
+}
+
+// One bundle and one domain per bundle directory, created once and never freed: sessions may outlive any
+// owner we could give them, and static destructors may run after ORT is gone. (OrtCustomOp has no virtual
+// destructor either.) Keyed by directory so that FLASHGEMM_BUNDLE_DIR can differ between registrations.
+struct Registered {
+  const flashgemm::Bundle* bundle;
+  OrtCustomOpDomain* domain;
+};
+
+Registered RegisterFor(const std::string& dir) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, Registered>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(dir); it != cache->end()) return it->second;
+
+  const flashgemm::Bundle* bundle = flashgemm::Bundle::Load(dir, kCudaBuild).release();  // throws BundleError
+  // ORT infers P's type from the registrations: one overload per T (see op.h).
+  const char* ep = bundle->device() == "cuda" ? "CUDAExecutionProvider" : "CPUExecutionProvider";
+  auto* domain = new Ort::CustomOpDomain("flashgemm");
+  for (auto t : {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16})
+    domain->Add(new flashgemm::FusedGemmSoftmaxOp(t, ep, bundle));
+  Registered r{bundle, *domain};
+  cache->emplace(dir, r);
+  return r;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  // ORT_API_VERSION is that of the headers we compiled with; any ORT at least that new serves it.
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr)  // API 1 always exists and has CreateStatus
+    return api_base->GetApi(1)->CreateStatus(
+        ORT_FAIL, ("flashgemm: ONNX Runtime is older than the headers this library was built with (ORT API " +
+                   std::to_string(ORT_API_VERSION) + ")")
+                      .c_str());
+  Ort::InitApi(api);
+  PromoteTvmLibsToGlobal();
+  try {
+    Registered r = RegisterFor(BundleDir());
+    return api->AddCustomOpDomain(options, r.domain);
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, e.what());
+  }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Tune workloads for a target with Meta-Schedule; keep the top-k records in tuning_db/<target>/.
+
+  scripts/tune.py --target llvm --workload demo --trials 16
+  scripts/tune.py --target auto --workload bert-large --dtype both          # 1024 trials each
+  scripts/tune.py --target llvm --workload "a=4x128x64,b=4x64x128,mask=4x1x128:bool"
+
+Running it again continues toward --trials (the budget is a total, not an increment).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(argv=None) -> int:
+    from tir_kernels.workloads import PRESETS, parse  # noqa: PLC0415  (keep --help fast)
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
+    ap.add_argument("--workload", action="append", required=True,
+                    help=f"preset ({', '.join(sorted(PRESETS))}, w1..w4) or a spec string; repeatable")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
+                    help="override the workload's dtype; 'both' tunes each")
+    ap.add_argument("--trials", type=int, default=1024, help="total candidates per workload (default 1024)")
+    ap.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "random"],
+                    help="evolutionary = XGBoost-guided search (default); random = ReplayTrace")
+    ap.add_argument("--top-k", type=int, default=10, help="records kept per workload (default 10)")
+    ap.add_argument("--db", default=None, help="database root (default: the repo's tuning_db/)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=None, help="builder processes (default: all cores)")
+    ap.add_argument("--batch-size", type=int, default=64,
+                    help="candidates per search iteration; an interrupted run loses at most one batch (default 64)")
+    args = ap.parse_args(argv)
+    if min(args.trials, args.top_k, args.batch_size) < 1:
+        ap.error("--trials, --top-k and --batch-size must be at least 1")
+
+    from schedules import targets  # noqa: PLC0415
+    from tuning_db import database, tuner  # noqa: PLC0415
+
+    try:
+        target = targets.resolve(args.target)
+        dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
+        workloads = [parse(w, d) for w in args.workload for d in dtypes]
+    except (ValueError, targets.TargetError) as err:
+        ap.error(str(err))
+    for wl in workloads:
+        try:
+            tuner.tune(wl, target, args.trials, strategy=args.strategy, top_k=args.top_k, db_root=args.db,
+                       seed=args.seed, workers=args.workers, batch_size=args.batch_size)
+        except (database.DatabaseError, targets.TargetError, ValueError) as err:
+            print(f"tune.py: error: {err}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

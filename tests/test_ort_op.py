@@ -1,0 +1,521 @@
+"""flashgemm::FusedGemmSoftmax through ONNX Runtime (CPU EP), against the FP64 reference and ORT's own ops.
+
+One session-scoped fixture exports the llvm kernel bundle (all 48 generic kernels, ~20 s) into a temp dir and
+builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental).
+
+Tolerances (max abs error of P, whose entries lie in [0, 1]):
+  float16   atol 2e-3   (P is rounded to fp16: ~5e-4 relative, plus fp16 inputs feeding an fp32 softmax)
+  bfloat16  atol 1.6e-2 (bf16 output rounding is 2^-8 relative, ~4e-3 at P ~ 1, with margin)
+The reference is computed from the very same (rounded) fp16/bf16 inputs, upcast to float64.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import threading
+
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from ort_integration import native
+from ort_integration.kernel_library import export_bundle
+from ort_integration.model import make_model
+from ort_integration.session import LIBRARY, library_path, run, session_options
+from tir_kernels import ShapeError, canonicalize
+from tir_kernels.reference import fused_gemm_softmax_ref
+
+DTYPES = ["float16", "bfloat16"]
+NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
+CPU = ["CPUExecutionProvider"]
+
+
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory):
+    os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)  # the library must find its bundle next to itself
+    d = tmp_path_factory.mktemp("bundle")
+    export_bundle(d, "llvm", log=lambda *a: None)
+    native.build_custom_op_library(d, log=lambda *a: None)
+    return d
+
+
+@pytest.fixture(scope="session")
+def so(bundle):
+    return session_options(bundle)
+
+
+def session(so, model):
+    return ort.InferenceSession(model.SerializeToString(), so, providers=CPU)
+
+
+def rand(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(NP[dtype])
+
+
+def check(so, dtype, a_shape, b_shape, bias_shape=None, mask=None, scale=None, trans_b=0, causal=0, seed=0):
+    """Run the op on random inputs and compare with the reference. mask: None or a numpy array (bool or float)."""
+    rng = np.random.default_rng(seed)
+    k = a_shape[-1]
+    scale = 1.0 / np.sqrt(max(k, 1)) if scale is None else scale
+    a, b = rand(rng, a_shape, dtype), rand(rng, b_shape, dtype)
+    feeds = {"A": a, "B": b}
+    bias = None
+    if bias_shape is not None:
+        bias = feeds["bias"] = rand(rng, bias_shape, dtype)
+    mask_dtype = None
+    if mask is not None:
+        mask_dtype = "bool" if mask.dtype == np.bool_ else dtype
+        with np.errstate(over="ignore"):  # -1e9 -> -inf in float16, on purpose
+            mask = feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(NP[dtype])
+    model = make_model(dtype, a.shape, b.shape, bias_shape, None if mask is None else mask.shape, mask_dtype,
+                       scale=scale, trans_b=trans_b, causal=causal)
+    (p,) = run(session(so, model), feeds)
+    ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=trans_b, causal=causal)
+    assert p.dtype == NP[dtype] and p.shape == ref.shape
+    np.testing.assert_allclose(p.astype(np.float64), ref, rtol=0, atol=ATOL[dtype])
+    return p, ref
+
+
+# ---------------------------------------------------------------------------------------------- numerics
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias_shape", [None, [19], [17, 19], [2, 3, 17, 19], [3, 1, 19]],
+                         ids=["nobias", "bias_n", "bias_mn", "bias_full", "bias_h1n"])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_bias(so, dtype, bias_shape, trans_b):
+    b_shape = [2, 3, 19, 33] if trans_b else [2, 3, 33, 19]
+    check(so, dtype, [2, 3, 17, 33], b_shape, bias_shape, trans_b=trans_b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_additive_mask_padding(so, dtype):
+    """[B, 1, 1, N] padding mask with -1e9 (-inf in fp16), mild negative values, and one batch fully masked."""
+    rng = np.random.default_rng(1)
+    mask = np.where(rng.random((3, 1, 1, 21)) < 0.3, -1e9, -0.5 * rng.random((3, 1, 1, 21)))
+    mask[2] = -1e9  # batch 2: every row fully masked -> zeros
+    p, _ = check(so, dtype, [3, 4, 9, 16], [3, 4, 16, 21], [21], mask=mask)
+    assert not np.any(p[2].astype(np.float32)), "fully masked rows must be exactly 0"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_additive_mask_full_with_masked_rows(so, dtype):
+    rng = np.random.default_rng(2)
+    mask = rng.standard_normal((2, 3, 5, 7))
+    mask[0, 1, 2] = -np.inf
+    mask[1, 2, 4] = -65504.0  # at the threshold: masked
+    p, _ = check(so, dtype, [2, 3, 5, 8], [2, 3, 8, 7], mask=mask)
+    assert not np.any(p[0, 1, 2].astype(np.float32)) and not np.any(p[1, 2, 4].astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_shape", [[2, 1, 1, 12], [2, 1, 6, 12], [6, 12], [2, 3, 6, 12]])
+def test_bool_mask(so, dtype, mask_shape):
+    mask = np.random.default_rng(3).random(mask_shape) < 0.7
+    mask.reshape(-1, mask.shape[-1])[0] = False  # one fully masked row (all rows of batch 0 for [2, 1, 1, N])
+    check(so, dtype, [2, 3, 6, 10], [10, 12], [12], mask=mask)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", [(8, 8), (5, 11), (11, 5), (1, 7)])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_causal(so, dtype, m, n, trans_b):
+    """Bottom-right aligned; with M > N the first M - N rows are fully masked (zeros)."""
+    b_shape = [2, n, 16] if trans_b else [2, 16, n]
+    p, _ = check(so, dtype, [2, m, 16], b_shape, trans_b=trans_b, causal=1)
+    if m > n:
+        assert not np.any(p[:, : m - n].astype(np.float32))
+
+
+def test_attribute_defaults(so):
+    """No attributes at all: scale 1.0, transB 0, causal 0."""
+    model = make_model("float16", [3, 5, 8], [8, 7])
+    del model.graph.node[0].attribute[:]
+    rng = np.random.default_rng(10)
+    a, b = rand(rng, [3, 5, 8], "float16"), rand(rng, [8, 7], "float16")
+    (p,) = run(session(so, model), {"A": a, "B": b})
+    np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b), rtol=0, atol=ATOL["float16"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_everything_at_once(so, dtype):
+    mask = np.random.default_rng(4).random((4, 1, 1, 13)) < 0.8
+    check(so, dtype, [4, 2, 9, 24], [4, 2, 13, 24], [2, 9, 13], mask=mask, scale=0.3, trans_b=1, causal=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ([2, 3, 7, 16], [16, 9]),          # B shared by every batch of A
+    ([2, 3, 7, 16], [3, 16, 9]),       # B broadcast over the outer batch dim
+    ([7, 16], [2, 3, 16, 9]),          # A shared
+    ([2, 1, 7, 16], [1, 3, 16, 9]),    # both broadcast: two independent batch dims
+    ([5, 2, 3, 7, 16], [16, 9]),       # rank 5, batch dims merged into one
+])
+def test_batch_broadcast(so, dtype, a_shape, b_shape):
+    check(so, dtype, a_shape, b_shape, [9])
+
+
+ODD = [(m, n, k) for m in (1, 3, 17, 197) for n in (1, 3, 17, 197) for k in (1, 17)] + [
+    (3, 17, 197), (197, 3, 3), (17, 197, 197), (1, 1, 197)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,k", ODD)
+def test_odd_shapes(so, dtype, m, n, k):
+    check(so, dtype, [2, m, k], [2, k, n], [n], seed=m * 1000 + n * 10 + k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_shape,b_shape,out_shape", [
+    ([2, 0, 8], [2, 8, 5], (2, 0, 5)), ([2, 4, 8], [2, 8, 0], (2, 4, 0)), ([0, 4, 8], [8, 5], (0, 4, 5))])
+def test_empty_output(so, dtype, a_shape, b_shape, out_shape):
+    rng = np.random.default_rng(5)
+    (p,) = run(session(so, make_model(dtype, a_shape, b_shape)),
+               {"A": rand(rng, a_shape, dtype), "B": rand(rng, b_shape, dtype)})
+    assert p.shape == out_shape and p.dtype == NP[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_k_zero(so, dtype):
+    """A @ B is all zeros: P = softmax(bias)."""
+    check(so, dtype, [2, 3, 0], [2, 0, 5], [5], mask=np.array([True, True, False, True, True]))
+
+
+def _ort_reference_model(a_shape, b_shape, bias_shape, mask_shape, scale, trans_b):
+    """ORT's own MatMul (+Mul) (+Add) + Softmax in float32."""
+    f = TensorProto.FLOAT
+    nodes, inputs = [], [helper.make_tensor_value_info("A", f, a_shape), helper.make_tensor_value_info("B", f, b_shape)]
+    b = "B"
+    if trans_b:
+        perm = list(range(len(b_shape)))
+        perm[-2:] = perm[-1], perm[-2]
+        nodes.append(helper.make_node("Transpose", ["B"], ["Bt"], perm=perm))
+        b = "Bt"
+    nodes.append(helper.make_node("MatMul", ["A", b], ["S"]))
+    x = "S"
+    if scale != 1.0:
+        nodes.append(helper.make_node("Mul", [x, "scale"], ["Ss"]))
+        x = "Ss"
+    for name, shape in (("bias", bias_shape), ("mask", mask_shape)):
+        if shape is not None:
+            inputs.append(helper.make_tensor_value_info(name, f, shape))
+            nodes.append(helper.make_node("Add", [x, name], [x + "_" + name]))
+            x = x + "_" + name
+    nodes.append(helper.make_node("Softmax", [x], ["P"], axis=-1))
+    graph = helper.make_graph(nodes, "ref", inputs, [helper.make_tensor_value_info("P", f, None)],
+                              initializer=[helper.make_tensor("scale", f, [], [scale])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("trans_b,with_extras", [(0, False), (1, True), (0, True)])
+def test_against_ort_graph(so, dtype, trans_b, with_extras):
+    rng = np.random.default_rng(6)
+    a_shape, b_shape = [2, 4, 12, 32], ([2, 4, 20, 32] if trans_b else [2, 4, 32, 20])
+    bias_shape, mask_shape = ([12, 20], [2, 1, 1, 20]) if with_extras else (None, None)
+    scale = 0.25 if with_extras else 1.0
+    feeds = {"A": rand(rng, a_shape, dtype), "B": rand(rng, b_shape, dtype)}
+    if with_extras:
+        feeds["bias"] = rand(rng, bias_shape, dtype)
+        feeds["mask"] = (-3.0 * rng.random(mask_shape)).astype(NP[dtype])  # finite: ORT's Softmax has no masking
+    ours = session(so, make_model(dtype, a_shape, b_shape, bias_shape, mask_shape, scale=scale, trans_b=trans_b))
+    (p,) = run(ours, feeds)
+    theirs = ort.InferenceSession(
+        _ort_reference_model(a_shape, b_shape, bias_shape, mask_shape, scale, trans_b).SerializeToString(),
+        providers=CPU)
+    (q,) = theirs.run(None, {k: v.astype(np.float32) for k, v in feeds.items()})
+    np.testing.assert_allclose(p.astype(np.float32), q, rtol=0, atol=ATOL[dtype])
+
+
+def test_concurrent_runs(so):
+    """One session, several threads at once: Compute keeps no mutable state."""
+    dtype, rng = "float16", np.random.default_rng(7)
+    sess = session(so, make_model(dtype, [4, 33, 40], [40, 29], [29]))
+    cases = [{"A": rand(rng, [4, 33, 40], dtype), "B": rand(rng, [40, 29], dtype), "bias": rand(rng, [29], dtype)}
+             for _ in range(8)]
+    refs = [fused_gemm_softmax_ref(c["A"], c["B"], c["bias"]) for c in cases]
+    errors = []
+
+    def worker(i):
+        try:
+            for _ in range(5):
+                (p,) = run(sess, cases[i])
+                np.testing.assert_allclose(p.astype(np.float64), refs[i], rtol=0, atol=ATOL[dtype])
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_verbose_dispatch_line(so, monkeypatch, capfd):
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
+    rng = np.random.default_rng(8)
+    sess = session(so, make_model("bfloat16", [2, 3, 5, 8], [8, 6], mask_shape=[6], mask_dtype="bool", causal=1))
+    run(sess, {"A": rand(rng, [2, 3, 5, 8], "bfloat16"), "B": rand(rng, [8, 6], "bfloat16"),
+               "mask": np.ones(6, bool)})
+    err = capfd.readouterr().err
+    assert "flashgemm: fgs_bf16_tb0_bias0_maskbool_causal1_generic (generic) sizes=[1,6,5,6,8]" in err
+
+
+def test_tuned_entry_dispatch(bundle, tmp_path, monkeypatch, capfd):
+    """A tuned manifest entry serves exactly its sizes; other sizes fall back to the generic kernel."""
+    d = tmp_path / "tuned"
+    d.mkdir()
+    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    generic = next(f for f in manifest["functions"] if f["name"] == "fgs_f16_tb0_bias0_masknone_causal0_generic")
+    # Stands in for a tuned kernel: same function, listed as tuned for [1, 2, 4, 6, 5].
+    manifest["functions"].append(dict(generic, tuned=True, sizes=[1, 2, 4, 6, 5], workload="w"))
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so2 = session_options(bundle)  # same library, bundle from the environment
+    rng = np.random.default_rng(9)
+    for a_shape, tag in (([2, 4, 5], "tuned"), ([3, 4, 5], "generic")):
+        a, b = rand(rng, a_shape, "float16"), rand(rng, [5, 6], "float16")
+        (p,) = run(session(so2, make_model("float16", a_shape, [5, 6])), {"A": a, "B": b})
+        np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b), atol=ATOL["float16"])
+        assert f"fgs_f16_tb0_bias0_masknone_causal0_generic ({tag}) sizes=[1,{a_shape[0]},4,6,5]" in \
+            capfd.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+def test_tvm_error_becomes_status(bundle, tmp_path, monkeypatch):
+    """A kernel that raises (here: a manifest entry naming a kernel of another variant, so TVM's argument
+    check fails) comes back as an error status; the process survives (TVM's error symbols are reachable)."""
+    d = tmp_path / "wrong"
+    d.mkdir()
+    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for f in manifest["functions"]:
+        if f["name"] == "fgs_f16_tb0_bias0_masknone_causal0_generic":
+            f["name"] = "fgs_f16_tb0_bias1_masknone_causal0_generic"  # expects 5 arguments, gets 4
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    so2 = session_options(bundle)
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+    sess = session(so2, make_model("float16", [2, 3], [3, 4]))
+    with pytest.raises(Exception, match="kernel fgs_f16_tb0_bias1_masknone_causal0_generic failed"):
+        run(sess, {"A": _z([2, 3]), "B": _z([3, 4])})
+    check(so2, "float16", [2, 3, 4], [4, 5], [5])  # other variants of that bundle still work
+
+
+
+def _expect_run_error(so, model, feeds, *needles):
+    sess = session(so, model)
+    with pytest.raises(Exception) as ei:  # onnxruntime's InvalidArgument / Fail
+        run(sess, feeds)
+    msg = str(ei.value)
+    assert "FusedGemmSoftmax" in msg and "INVALID_ARGUMENT" in msg, msg
+    for needle in needles:
+        assert needle in msg, msg
+    # the process survives, and so does ORT: a good run right after
+    check(so, "float16", [2, 3, 4], [4, 5], [5])
+
+
+def _z(shape, dtype="float16"):
+    return np.zeros(shape, NP[dtype] if dtype in NP else dtype)
+
+
+@pytest.mark.parametrize("case", [
+    "b_bf16", "b_f32", "bias_bf16", "mask_f32", "k_mismatch", "k_mismatch_transb", "a_rank1", "b_rank1",
+    "batch_not_broadcastable", "bias_not_broadcastable", "mask_not_broadcastable", "mask_rank_too_high",
+    "three_batch_groups", "int32_overflow"])
+def test_run_time_errors(so, case):
+    f16 = "float16"
+    a_shape, b_shape, bias_shape, mask_shape = [2, 3, 4], [2, 4, 5], None, None
+    kw, dtypes = {}, {}
+    needles = {
+        "b_bf16": ["A is float16 but B is bfloat16"],
+        "b_f32": ["A is float16 but B is float32"],
+        "bias_bf16": ["A is float16 but bias is bfloat16"],
+        "mask_f32": ["mask is float32; it must be bool or the type of A (float16)"],
+        "k_mismatch": ["K mismatch: A is [2, 3, 4] (K=4) but B is [2, 3, 5] (K=3, transB=0)"],
+        "k_mismatch_transb": ["K mismatch: A is [2, 3, 4] (K=4) but B is [2, 4, 5] (K=5, transB=1)"],
+        "a_rank1": ["A must have rank >= 2", "got shape [4]"],
+        "b_rank1": ["B must have rank >= 2", "got shape [4]"],
+        "batch_not_broadcastable": ["A and B: batch dims [[2], [3]] are not broadcastable"],
+        "bias_not_broadcastable": ["bias of shape [4] is not broadcastable to the output shape [2, 3, 5]"],
+        "mask_not_broadcastable": ["mask of shape [2, 1] is not broadcastable to the output shape [2, 3, 5]"],
+        "mask_rank_too_high": ["mask of shape [1, 2, 3, 5] is not broadcastable"],
+        "three_batch_groups": ["needs 3 independent batch dims; the kernels take two"],
+        "int32_overflow": ["has tensors of more than 2^31 elements"],
+    }[case]
+    if case == "b_bf16":
+        dtypes["B"] = "bfloat16"
+    elif case == "b_f32":
+        dtypes["B"] = "float32"
+    elif case == "bias_bf16":
+        bias_shape, dtypes["bias"] = [5], "bfloat16"
+    elif case == "mask_f32":
+        mask_shape, dtypes["mask"] = [5], "float32"
+    elif case == "k_mismatch":
+        b_shape = [2, 3, 5]
+    elif case == "k_mismatch_transb":
+        kw["trans_b"] = 1
+    elif case == "a_rank1":
+        a_shape = [4]
+    elif case == "b_rank1":
+        b_shape = [4]
+    elif case == "batch_not_broadcastable":
+        b_shape = [3, 4, 5]
+    elif case == "bias_not_broadcastable":
+        bias_shape = [4]
+    elif case == "mask_not_broadcastable":
+        mask_shape = [2, 1]
+    elif case == "mask_rank_too_high":
+        mask_shape = [1, 2, 3, 5]
+    elif case == "three_batch_groups":
+        a_shape, b_shape, mask_shape = [2, 3, 4, 3, 4], [4, 5], [2, 1, 4, 3, 5]
+    elif case == "int32_overflow":  # 2^32 outputs from 2 x 64K-element inputs
+        a_shape, b_shape = [65536, 1, 1, 1], [1, 65536, 1, 1]
+    feeds = {"A": _z(a_shape), "B": _z(b_shape, dtypes.get("B", f16))}
+    if bias_shape is not None:
+        feeds["bias"] = _z(bias_shape, dtypes.get("bias", f16))
+    if mask_shape is not None:
+        feeds["mask"] = _z(mask_shape, dtypes.get("mask", f16))
+    model = make_model(f16, a_shape, b_shape, bias_shape, mask_shape, dtypes.get("mask"), b_dtype=dtypes.get("B"),
+                       bias_dtype=dtypes.get("bias"), **kw)
+    _expect_run_error(so, model, feeds, *needles)
+
+
+def test_unsupported_a_dtype_rejected_at_load(so):
+    """A float32 A never reaches Compute: ORT's schema check (A is float16 | bfloat16) rejects the model."""
+    with pytest.raises(Exception, match=r"Type 'tensor\(float\)' of input parameter \(A\)"):
+        session(so, make_model("float32", [2, 3], [3, 4]))
+    check(so, "float16", [2, 3, 4], [4, 5])
+
+
+@pytest.mark.parametrize("attr,value,needle", [("transB", 2, "transB must be 0 or 1, got 2"),
+                                               ("scale", 3, "attribute scale")])
+def test_bad_attribute(so, attr, value, needle):
+    model = make_model("float16", [2, 3], [3, 4])
+    node = model.graph.node[0]
+    for i, a in enumerate(node.attribute):
+        if a.name == attr:
+            del node.attribute[i]
+            break
+    node.attribute.append(helper.make_attribute(attr, value))  # int where a float is due, or out of range
+    with pytest.raises(Exception, match=needle):
+        session(so, model)
+
+
+# --------------------------------------------------------------------------------------- bundle loading
+
+def _bad_bundle(bundle, tmp_path, what):
+    d = tmp_path / what
+    d.mkdir()
+    if what == "empty":
+        return d
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    if what != "no_kernels_so":
+        shutil.copy(bundle / "flashgemm_kernels.so", d)
+    if what == "corrupt":
+        (d / "manifest.json").write_text('{"format": 1, "functions": [')
+        return d
+    if what == "format2":
+        manifest["format"] = 2
+    elif what == "cuda":
+        manifest["device"], manifest["target"] = "cuda", "cuda-sm90"
+    elif what == "missing_function":
+        manifest["functions"][0]["name"] = "fgs_no_such_kernel"
+    elif what == "bad_field":
+        del manifest["functions"][3]["mask"]
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    return d
+
+
+@pytest.mark.parametrize("what,needles", [
+    ("empty", ["no kernel bundle in", "manifest.json not found", "run scripts/build.py --target llvm"]),
+    ("no_kernels_so", ["flashgemm_kernels.so", "not found", "run scripts/build.py --target llvm"]),
+    ("corrupt", ["corrupt manifest", "manifest.json", "run scripts/build.py --target llvm"]),
+    ("format2", ["manifest format 2", "reads format 1", "run scripts/build.py --target llvm"]),
+    ("cuda", ["holds CUDA kernels", "built without CUDA support"]),
+    ("missing_function", ["has no function fgs_no_such_kernel"]),
+    ("bad_field", ['functions[3]."mask" is missing']),
+])
+def test_bad_bundle_fails_registration(bundle, tmp_path, monkeypatch, what, needles):
+    d = _bad_bundle(bundle, tmp_path, what)
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    with pytest.raises(Exception) as ei:
+        session_options(bundle)
+    msg = str(ei.value)
+    for needle in needles + [str(d)]:
+        assert needle in msg, msg
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+    check(session_options(bundle), "float16", [2, 3, 4], [4, 5])  # registering the good bundle still works
+
+
+def test_library_without_bundle_next_to_it(bundle, tmp_path):
+    """Without FLASHGEMM_BUNDLE_DIR the bundle is the library's own directory (dladdr)."""
+    shutil.copy(library_path(bundle), tmp_path / LIBRARY)
+    with pytest.raises(Exception, match=f"no kernel bundle in {tmp_path}"):
+        session_options(tmp_path)
+
+
+# ------------------------------------------------------------------------------ canonical shape (C++ = Py)
+
+def _random_case(rng):
+    rank = rng.randint(0, 3)
+    batch = [rng.choice([1, 2, 3]) for _ in range(rank)]
+
+    def sub(shape):  # broadcast-compatible variant: drop leading dims, set some dims to 1
+        shape = shape[rng.randint(0, len(shape)):] if shape and rng.random() < 0.3 else list(shape)
+        return [1 if rng.random() < 0.3 else d for d in shape]
+
+    m, n, k = rng.choice([1, 2, 5]), rng.choice([1, 3, 4]), rng.choice([1, 2, 3])
+    tb = rng.random() < 0.5
+    a = sub(batch) + [m, k]
+    b = sub(batch) + ([n, k] if tb else [k, n])
+    if rng.random() < 0.1:  # provoke errors now and then
+        b[-1 if tb else -2] += 1
+    out = batch + [m, n]
+    bias = sub(out) if rng.random() < 0.6 else None
+    mask = sub(out) if rng.random() < 0.6 else None
+    if mask is not None and rng.random() < 0.05:
+        mask = [7] + mask
+    return a, b, tb, bias, mask
+
+
+def _fmt(shape):
+    return "none" if shape is None else ",".join(map(str, shape))
+
+
+def test_canonical_cpp_matches_python(bundle):
+    rng = random.Random(0)
+    cases = [_random_case(rng) for _ in range(3000)] + [
+        ([2, 3, 4, 3, 4], [4, 5], False, None, [2, 1, 4, 3, 5]),
+        ([65536, 1, 1, 1], [1, 65536, 1, 1], False, None, None),
+        ([46341, 46341], [46341, 1], False, None, None),
+        ([3], [3, 4], False, None, None), ([2, 3], [3], False, None, None),
+        ([2, 3], [3, 4], False, [], [1, 1, 1]),
+    ]
+    cli = native.build_dir() / native.CANONICAL_CLI
+    stdin = "".join(f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)}\n" for a, b, tb, bias, mask in cases)
+    lines = subprocess.run([str(cli)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(lines) == len(cases)
+    n_err = 0
+    for (a, b, tb, bias, mask), line in zip(cases, lines):
+        try:
+            c = canonicalize(a, b, tb, bias, mask)
+        except ShapeError as e:
+            n_err += 1
+            assert line == f"err {e}", (a, b, tb, bias, mask)
+            continue
+        j = lambda t: ",".join(map(str, t))  # noqa: E731
+        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
+                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
+                  f"{'none' if c.mask_strides is None else j(c.mask_strides)}")
+        assert line == expect, (a, b, tb, bias, mask)
+    assert 50 < n_err < len(cases) - 1000  # both paths exercised

@@ -1,0 +1,87 @@
+"""The whole chain on the CPU: Meta-Schedule tuning -> tuning_db -> scripts/build.py -> bundle (.so + manifest +
+op library) -> ORT session that dispatches the tuned kernel for the tuned shape and a generic one otherwise."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from ort_integration import session
+from ort_integration.model import make_model
+from tir_kernels import fused_gemm_softmax_ref
+from tir_kernels.workloads import parse
+from tuning_db import tuner
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = [sys.executable, str(REPO / "scripts" / "build.py")]
+SPEC = "a=2x3x16x8,b=2x3x16x8,transB=1,mask=2x1x1x16:bool,scale=0.35,name=pipe"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    db, bundle = root / "db", root / "bundle"
+    tuner.tune(parse(SPEC), "llvm", 2, db_root=db, workers=2, progress=False)
+    out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(db), "--out", str(bundle)],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return db, bundle
+
+
+@pytest.mark.slow
+def test_manifest_lists_the_tuned_kernel_and_every_generic_one(built):
+    _, bundle = built
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    tuned = [f for f in manifest["functions"] if f["tuned"]]
+    assert len(tuned) == 1 and tuned[0]["sizes"] == [2, 3, 16, 16, 8]
+    assert tuned[0]["workload"] == "pipe.f16" and tuned[0]["run_secs"] > 0
+    assert sum(not f["tuned"] for f in manifest["functions"]) == 48
+    for f in ("flashgemm_kernels.so", "libflashgemm_ort.so"):
+        assert (bundle / f).is_file()
+
+
+def _run(bundle, a_shape, b_shape, mask_shape, seed=0):
+    model = make_model("float16", a_shape, b_shape, None, mask_shape, "bool", 0.35, 1, 0)
+    sess = ort.InferenceSession(model.SerializeToString(), session.session_options(bundle),
+                                providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(a_shape).astype(np.float16)
+    b = rng.standard_normal(b_shape).astype(np.float16)
+    mask = rng.random(mask_shape) > 0.3
+    (p,) = session.run(sess, {"A": a, "B": b, "mask": mask})
+    ref = fused_gemm_softmax_ref(a, b, mask=mask, scale=0.35, trans_b=True)
+    return float(np.abs(p.astype(np.float64) - ref).max())
+
+
+@pytest.mark.slow
+def test_session_uses_the_tuned_kernel_for_the_tuned_shape(built, monkeypatch, capfd):
+    _, bundle = built
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    assert _run(bundle, (2, 3, 16, 8), (2, 3, 16, 8), (2, 1, 1, 16)) < 2e-3
+    assert "fgs_f16_tb1_bias0_maskbool_causal0_b2x3_m16_n16_k8 (tuned)" in capfd.readouterr().err
+    # another shape of the same variant: served by the generic kernel, still right
+    assert _run(bundle, (2, 3, 17, 8), (2, 3, 16, 8), (2, 1, 1, 16)) < 2e-3
+    assert "fgs_f16_tb1_bias0_maskbool_causal0_generic (generic)" in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_build_refuses_a_corrupt_database(built, tmp_path):
+    db, _ = built
+    bad = tmp_path / "db"
+    subprocess.run(["cp", "-r", str(db), str(bad)], check=True)
+    (next((bad / "llvm").iterdir()) / "database_tuning_record.json").write_text("{not json\n")
+    out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(bad), "--out", str(tmp_path / "b"), "--no-native"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "no valid record" in out.stderr
+
+
+def test_build_refuses_a_database_of_another_target(tmp_path):
+    wl_dir = tmp_path / "llvm" / "x.f16"
+    wl_dir.mkdir(parents=True)
+    (wl_dir / "provenance.json").write_text(json.dumps({"target": "sm_90", "workload": {"spec": SPEC}}))
+    out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(tmp_path), "--out", str(tmp_path / "b"),
+                                  "--no-native"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "tuned for target 'sm_90', not 'llvm'" in out.stderr

@@ -1,0 +1,135 @@
+"""scripts/tune.py and tuning_db/ on the CPU (llvm): tiny budgets, resume, top-k pruning, provenance,
+interrupted runs, and bad arguments. Each tuning call costs tens of seconds on 2 cores."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tir_kernels.workloads import parse
+from tuning_db import database as dbm
+from tuning_db import tuner
+
+REPO = Path(__file__).resolve().parent.parent
+TUNE = [sys.executable, str(REPO / "scripts" / "tune.py")]
+SPEC = "a=2x16x8,b=8x16,mask=2x1x16:bool,scale=0.5,name=tiny"
+
+
+def records(path: Path) -> list:
+    return [json.loads(line) for line in (path / "database_tuning_record.json").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """One workload tuned for 3 trials, then resumed to 5."""
+    root = tmp_path_factory.mktemp("db")
+    wl = parse(SPEC)
+    first = tuner.tune(wl, "llvm", 3, db_root=root, workers=2, progress=False)
+    second = tuner.tune(wl, "llvm", 5, db_root=root, workers=2, progress=False)
+    return root, wl, first, second
+
+
+@pytest.mark.slow
+def test_tuning_writes_a_top_k_database_with_provenance(tuned):
+    root, wl, first, _ = tuned
+    wl_dir = root / "llvm" / wl.dir_name
+    assert first["trials"] == 3 and first["valid"] + first["invalid"] == 3
+    prov = json.loads((wl_dir / "provenance.json").read_text())
+    for key in ("target", "workload", "variant", "canonical_sizes", "trials", "valid", "invalid",
+                "strategy", "best_secs", "environment", "runs"):
+        assert key in prov, key
+    assert prov["target"] == "llvm" and prov["workload"]["spec"] == wl.spec()
+    assert prov["environment"]["tvm"].startswith("0.27")
+    assert prov["best_secs"] > 0
+    recs = records(wl_dir)
+    assert 1 <= len(recs) <= 10
+    secs = [sum(r[1][1]) / len(r[1][1]) for r in recs]
+    assert secs == sorted(secs) and secs[0] == pytest.approx(prov["best_secs"])
+    assert all(s < dbm.INVALID_SECS for s in secs), "invalid candidates must never be kept as winners"
+    assert (wl_dir / "work" / "curve.csv").read_text().startswith("trial,best_seconds")
+
+
+@pytest.mark.slow
+def test_running_again_resumes_toward_the_budget(tuned):
+    root, wl, first, second = tuned
+    assert second["trials"] == 5
+    assert [r["trials"] for r in second["runs"]] == [3, 2]
+    assert second["best_secs"] <= first["best_secs"]
+    # the budget is met: a third call measures nothing and keeps the database
+    again = tuner.tune(wl, "llvm", 5, db_root=root, workers=2, progress=False)
+    assert again["trials"] == 5 and len(again["runs"]) == 2
+
+
+@pytest.mark.slow
+def test_top_k_prunes(tuned):
+    root, wl, _, _ = tuned
+    prov = tuner.tune(wl, "llvm", 5, db_root=root, top_k=1, workers=2, progress=False)
+    assert prov["top_k"] == 1 and len(records(root / "llvm" / wl.dir_name)) == 1
+
+
+@pytest.mark.slow
+def test_torn_last_line_is_repaired_and_tuning_goes_on(tuned):
+    root, wl, _, _ = tuned
+    work = root / "llvm" / wl.dir_name / "work" / "database_tuning_record.json"
+    n = len(work.read_text().splitlines())
+    with work.open("a") as fh:
+        fh.write('[0, [[["GetSBlock", [], ["S", "ma')  # a write cut by kill -9
+    prov = tuner.tune(wl, "llvm", 6, db_root=root, workers=2, progress=False)
+    assert prov["trials"] == 6 and len(work.read_text().splitlines()) == n + 1
+
+
+@pytest.mark.slow
+def test_kill_dash_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "4", "--batch-size", "2",
+                  "--db", str(tmp_path), "--workers", "2"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    work = tmp_path / "llvm" / parse(SPEC).dir_name / "work"
+    deadline = time.time() + 240
+    records = work / "database_tuning_record.json"
+    while time.time() < deadline and proc.poll() is None:
+        if records.exists() and records.read_text().strip():  # first batch stored: kill the second mid-flight
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be killed mid-way"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 1 <= len(records.read_text().splitlines()) < 4
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    prov = json.loads((work.parent / "provenance.json").read_text())
+    assert prov["trials"] == 4 and prov["best_secs"] > 0
+
+
+def run_tune(*args):
+    return subprocess.run(TUNE + list(args), capture_output=True, text=True, timeout=300)
+
+
+def test_unknown_workload_and_target_are_clear_errors(tmp_path):
+    out = run_tune("--target", "llvm", "--workload", "nonsense", "--db", str(tmp_path))
+    assert out.returncode == 2 and "unknown workload 'nonsense'" in out.stderr
+    out = run_tune("--target", "sm_75", "--workload", "demo", "--db", str(tmp_path))
+    assert out.returncode == 2 and "unknown target 'sm_75'" in out.stderr
+    out = run_tune("--target", "llvm", "--workload", "demo", "--trials", "0", "--db", str(tmp_path))
+    assert out.returncode == 2 and "at least 1" in out.stderr
+
+
+def test_unwritable_database_path_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    out = run_tune("--target", "llvm", "--workload", "demo", "--trials", "1", "--db", str(blocker / "db"))
+    assert out.returncode == 2 and "cannot write the tuning database" in out.stderr
+
+
+def test_database_of_another_target_is_refused(tmp_path):
+    wl = parse(SPEC)
+    wl_dir = tmp_path / "llvm" / wl.dir_name
+    wl_dir.mkdir(parents=True)
+    (wl_dir / "provenance.json").write_text(json.dumps({"target": "sm_90", "workload": wl.to_json()}))
+    out = run_tune("--target", "llvm", "--workload", SPEC, "--trials", "1", "--db", str(tmp_path))
+    assert out.returncode == 2 and "tuned for target 'sm_90', not 'llvm'" in out.stderr

@@ -1,0 +1,156 @@
+"""P = softmax_rowwise(scale * A @ B + bias + mask), causal optional, in TensorIR (TVM 0.27).
+
+One template, two forms of the same computation (identical block and loop structure, so a
+Meta-Schedule trace found on one replays on the other):
+
+* runtime form (`runtime_func`): what the exported library contains. `scale` is a scalar argument,
+  A/B batch strides and all bias/mask strides are symbolic (0 = broadcast, bound at call time from
+  the DLTensor), and the sizes are either static (a tuned kernel) or symbolic (the generic kernel).
+* tuning form (`tuning_func`): what Meta-Schedule measures. Static sizes, compact buffers (broadcast
+  dims have extent 1 and are indexed at 0, so the measured memory traffic is the real one), and
+  `scale` folded to a constant: Meta-Schedule's runner only passes tensors.
+
+Blocks: "S" (fp32 GEMM), "row_max", "exp", "row_sum", "P". The masked logit is an expression
+inlined into "row_max" and "exp" rather than a block of its own, so schedules can keep S on chip.
+
+Masking semantics (the contract, mirrored by `reference.py`):
+* an additive mask entry <= -65504 (fp16's lowest finite; -inf, -1e9 and dtype-min masks
+  included) masks its element out, as does a `false` boolean mask entry and the causal rule;
+* a masked element has probability exactly 0; a row with every element masked is all zeros.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import tvm
+from tvm.script import tirx as T
+
+from .variant import CanonicalShape, Variant
+
+MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this count as "masked out"
+NEG_INF = float("-inf")
+
+
+def _strides(name: str, n: int):
+    return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
+
+
+def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None):
+    """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
+    bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'."""
+    dt = variant.dtype
+    B0, B1, M, N, K = sizes
+    bc = bcast or {}
+
+    def shape_of(t, full):
+        return tuple(1 if bc.get(t, (False,) * 4)[d] else full[d] for d in range(4))
+
+    def at(t, b0, b1, r, c):
+        idx = (b0, b1, r, c)
+        return tuple(0 if bc.get(t, (False,) * 4)[d] else idx[d] for d in range(4))
+
+    b_full = (B0, B1, N, K) if variant.trans_b else (B0, B1, K, N)
+    a_shape, b_shape = shape_of("a", (B0, B1, M, K)), shape_of("b", b_full)
+    bias_shape, mask_shape = shape_of("bias", (B0, B1, M, N)), shape_of("mask", (B0, B1, M, N))
+    if strided:
+        sa, sb = _strides("A", 2), _strides("B", 2)
+        a_strides = (*sa, K, 1)
+        b_strides = (*sb, K, 1) if variant.trans_b else (*sb, N, 1)
+        bias_strides, mask_strides = _strides("bias", 4), _strides("mask", 4)
+    else:
+        a_strides = b_strides = bias_strides = mask_strides = None
+    mask_dtype = "uint8" if variant.mask == "bool" else dt
+    # Runtime kernels accept any element-aligned pointer (ORT hands us user memory, e.g. numpy views).
+    align = 2 if strided else 64
+    has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
+
+    def b_elem(Bm, b0, b1, k, j):
+        return Bm[at("b", b0, b1, j, k)] if trans_b else Bm[at("b", b0, b1, k, j)]
+
+    def logit(S, Bias, Mask, scale, b0, b1, i, j):
+        x = S[b0, b1, i, j] * scale
+        if has_bias:
+            x = x + T.cast(Bias[at("bias", b0, b1, i, j)], "float32")
+        if mask_kind == "add":
+            mv = T.cast(Mask[at("mask", b0, b1, i, j)], "float32")
+            x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
+        elif mask_kind == "bool":
+            x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
+        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
+            x = T.if_then_else(j > i + (N - M), T.float32(NEG_INF), x)
+        return x
+
+    @T.prim_func(s_tir=True)
+    def fused_gemm_softmax(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                           p_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align, offset_factor=1)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align, offset_factor=1)
+        Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
+        Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        S = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        E = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        for b0, b1, i, j, k in T.grid(B0, B1, M, N, K):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A[at("a", v0, v1, vi, vk)], "float32") * T.cast(
+                    b_elem(Bm, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("row_max"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_max[v0, v1, vi] = T.float32(NEG_INF)
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], logit(S, Bias, Mask, scale, v0, v1, vi, vj))
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("exp"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                # A masked element (-inf) is exactly 0, and never -inf - (-inf) = NaN on an all-masked row.
+                E[v0, v1, vi, vj] = T.if_then_else(
+                    row_max[v0, v1, vi] == T.float32(NEG_INF), T.float32(0),
+                    T.exp(logit(S, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi]))
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("row_sum"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_sum[v0, v1, vi] = T.float32(0)
+                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("P"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                    row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi], T.float32(0)), dt)
+
+    return _drop_unused_params(fused_gemm_softmax, variant)
+
+
+def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.PrimFunc:
+    """The template always declares bias and mask; remove the ones this variant does not read."""
+    a, b, bias, mask, p, scale = func.params
+    keep = [a, b] + ([bias] if variant.has_bias else []) + ([mask] if variant.mask != "none" else []) + [p, scale]
+    return tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
+
+
+def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main") -> tvm.tirx.PrimFunc:
+    """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None."""
+    if shape is None:
+        sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
+    else:
+        sizes = shape.sizes
+    return _template(variant, sizes, strided=True).with_attr("global_symbol", name)
+
+
+def tuning_func(variant: Variant, shape: CanonicalShape, scale: float) -> tvm.tirx.PrimFunc:
+    """The kernel as Meta-Schedule measures it (see the module docstring)."""
+    bcast = {"a": tuple(s == 0 for s in shape.a_strides[:2]) + (False, False),
+             "b": tuple(s == 0 for s in shape.b_strides[:2]) + (False, False)}
+    if shape.bias_strides is not None:
+        bcast["bias"] = tuple(s == 0 for s in shape.bias_strides)
+    if shape.mask_strides is not None:
+        bcast["mask"] = tuple(s == 0 for s in shape.mask_strides)
+    func = _template(variant, shape.sizes, strided=False, bcast=bcast)
+    return func.specialize({func.params[-1]: tvm.tirx.FloatImm("float32", float(scale))})

@@ -1,0 +1,43 @@
+"""NumPy FP64 reference of the operator contract (README: "The operator"). Every numerics test uses it."""
+from __future__ import annotations
+
+import numpy as np
+
+from .fused_gemm_softmax import MASKED_AT_OR_BELOW
+
+
+def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=False, causal=False):
+    """P = softmax_rowwise(scale * A @ B + bias + mask) in float64, ONNX MatMul broadcasting.
+
+    mask: bool (False = masked out) or additive float (<= -65504, -inf included, = masked out).
+    Masked elements get probability 0; a fully masked row is all zeros. causal: bottom-right aligned,
+    (i, j) masked iff j > i + (N - M). Returns float64.
+    """
+    a = np.asarray(a).astype(np.float64)
+    b = np.asarray(b).astype(np.float64)
+    if trans_b:
+        b = np.swapaxes(b, -1, -2)
+    x = np.matmul(a, b) * float(scale)
+    m, n = x.shape[-2:]
+    masked = np.zeros(x.shape, dtype=bool)
+    if bias is not None:
+        x = x + np.asarray(bias).astype(np.float64)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype == np.bool_:
+            masked = masked | ~mask
+        else:
+            mv = mask.astype(np.float64)
+            masked = masked | (mv <= MASKED_AT_OR_BELOW)
+            x = x + np.where(mv <= MASKED_AT_OR_BELOW, 0.0, mv)
+    if causal:
+        i = np.arange(m)[:, None]
+        j = np.arange(n)[None, :]
+        masked = masked | (j > i + (n - m))
+    masked = np.broadcast_to(masked, x.shape) | np.isneginf(x)
+    x = np.where(masked, -np.inf, x)
+    row_max = x.max(axis=-1, keepdims=True) if n else np.zeros(x.shape[:-1] + (1,))
+    safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
+    e = np.where(masked, 0.0, np.exp(x - safe_max))
+    s = e.sum(axis=-1, keepdims=True)
+    return np.where(s > 0, e / np.where(s > 0, s, 1.0), 0.0)

@@ -1,0 +1,1 @@
+"""Stage 3: Meta-Schedule tuning and the committed top-k databases (tuning_db/<target>/<workload>/)."""

@@ -1,0 +1,128 @@
+"""The committed tuning databases: tuning_db/<target>/<workload>.<dtype>/.
+
+Each workload directory holds
+    database_workload.json, database_tuning_record.json   Meta-Schedule JSONDatabase, top-k records only
+    provenance.json                                       what was tuned, where, how, and how it went
+    work/                                                 (git-ignored) every measured record, for resuming
+
+Writes go to a temporary directory first and are renamed into place, so an interrupted run never
+leaves a half-written database.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+INVALID_SECS = 1e9  # Meta-Schedule stores failed candidates with a huge run time (1e10 s)
+PROVENANCE = "provenance.json"
+DB_FILES = ("database_workload.json", "database_tuning_record.json")
+
+
+class DatabaseError(RuntimeError):
+    """A database that is missing, unreadable, or for another target/workload."""
+
+
+def default_root() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def workload_dir(root: os.PathLike, target: str, dir_name: str) -> Path:
+    return Path(root) / target / dir_name
+
+
+def mean_secs(record) -> Optional[float]:
+    secs = [float(x) for x in (record.run_secs or [])]
+    if not secs:
+        return None
+    mean = sum(secs) / len(secs)
+    return None if mean >= INVALID_SECS else mean
+
+
+def repair_jsonl(path: Path) -> int:
+    """Drop a torn last line (a run killed mid-write). Returns the number of lines dropped."""
+    if not path.exists():
+        return 0
+    lines = path.read_bytes().splitlines(keepends=True)
+    good = []
+    for line in lines:
+        try:
+            json.loads(line)
+        except ValueError:
+            break
+        if not line.endswith(b"\n"):
+            line += b"\n"
+        good.append(line)
+    dropped = len(lines) - len(good)
+    if dropped:
+        path.write_bytes(b"".join(good))
+    return dropped
+
+
+def open_json_db(path: Path, create: bool = False) -> ms.database.JSONDatabase:
+    if not create and not all((path / f).exists() for f in DB_FILES):
+        raise DatabaseError(f"no tuning database at {path} (expected {', '.join(DB_FILES)})")
+    path.mkdir(parents=True, exist_ok=True)
+    for f in DB_FILES:
+        repair_jsonl(path / f)
+    try:
+        return ms.database.JSONDatabase(work_dir=str(path), allow_missing=create)
+    except Exception as err:  # noqa: BLE001  (TVM raises its own error types)
+        raise DatabaseError(f"corrupt tuning database at {path}: {str(err).strip().splitlines()[-1]}. "
+                            f"Delete the directory and tune again.") from err
+
+
+def read_provenance(wl_dir: Path) -> dict:
+    path = wl_dir / PROVENANCE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatabaseError(f"{path} is missing: not a tuning database directory") from None
+    except ValueError as err:
+        raise DatabaseError(f"{path} is not valid JSON ({err}); delete {wl_dir} and tune again") from None
+
+
+def check_target(wl_dir: Path, prov: dict, target: str) -> None:
+    if prov.get("target") != target:
+        raise DatabaseError(f"{wl_dir} holds records tuned for target {prov.get('target')!r}, not {target!r}. "
+                            f"Tune for {target} (scripts/tune.py --target {target}) or point --db elsewhere.")
+
+
+def top_records(mod: tvm.IRModule, dbs, k: int) -> list:
+    """The k fastest valid records for `mod` across databases, one per distinct trace."""
+    seen, out = set(), []
+    for db in dbs:
+        if not db.has_workload(mod):
+            continue
+        for rec in db.get_top_k(db.commit_workload(mod), max(k, 1) * 4):
+            secs = mean_secs(rec)
+            key = str(rec.trace)
+            if secs is None or key in seen:
+                continue
+            seen.add(key)
+            out.append((secs, rec))
+    out.sort(key=lambda t: t[0])
+    return [rec for _, rec in out[:k]]
+
+
+def write_top_k(wl_dir: Path, mod: tvm.IRModule, records: list, provenance: dict) -> None:
+    """Atomically replace wl_dir's database files and provenance with `records` (already top-k)."""
+    wl_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=wl_dir))
+    try:
+        db = ms.database.JSONDatabase(work_dir=str(tmp), allow_missing=True)
+        workload = db.commit_workload(mod)
+        for rec in records:
+            db.commit_tuning_record(ms.database.TuningRecord(
+                rec.trace, workload, rec.run_secs, rec.target, rec.args_info))
+        (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n")
+        for f in (*DB_FILES, PROVENANCE):  # each rename is atomic; provenance last marks completion
+            os.replace(tmp / f, wl_dir / f)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

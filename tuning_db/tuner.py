@@ -1,0 +1,243 @@
+"""Tune one workload for one target with Meta-Schedule and keep the top-k records.
+
+Resumable: every measured candidate lands in <workload dir>/work/ (Meta-Schedule's JSONDatabase,
+appended as it goes); a new run counts what is there and tunes only toward the remaining budget,
+seeding the search with the best records found so far. The committed top-k files are rewritten
+atomically at the end of every run.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import logging
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+from schedules import targets
+from tir_kernels import tuning_func
+from tir_kernels.workloads import Workload
+
+from . import database as dbm
+
+STRATEGIES = ("evolutionary", "random")
+
+
+def tuning_module(workload: Workload) -> tvm.IRModule:
+    """The IRModule Meta-Schedule tunes (and the database is keyed by) for a workload."""
+    func = tuning_func(workload.variant, workload.canonical, workload.scale)
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+def _space(target_name: str):
+    if targets.is_cuda(target_name):
+        from schedules import cuda_space  # noqa: PLC0415
+        return cuda_space.design_space(target_name)
+    from schedules import llvm  # noqa: PLC0415
+    return llvm.design_space()
+
+
+def _builder_runner(target_name: str, workers: int):
+    if targets.is_cuda(target_name):
+        from schedules import cuda_space  # noqa: PLC0415
+        return cuda_space.builder(target_name, workers), cuda_space.runner()
+    from schedules import llvm  # noqa: PLC0415
+    return llvm.builder(workers), llvm.runner()
+
+
+def _export_repo_path() -> None:
+    """Builder/runner workers are fresh processes that unpickle our f_build by reference: let them import us."""
+    repo = str(Path(__file__).resolve().parent.parent)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if repo not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([repo, *[p for p in paths if p]])
+
+
+def _quiet_meta_schedule_console() -> None:
+    """Meta-Schedule logs everything to <work>/logs and, at its logger's level, to stdout; keep stdout for
+    the progress bar. Its logging set-up also formats the names of the handlers already on its logger and
+    fails on an unnamed one (pytest adds such), so drop those."""
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in list(ms_logger.handlers):
+        if handler.get_name() is None:
+            ms_logger.removeHandler(handler)
+    ms_logger.setLevel(logging.WARNING)  # the console handler's level; the file logs stay at DEBUG
+
+
+def environment(target_name: str) -> dict:
+    """Where the measurements were taken (the database's provenance)."""
+    env = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
+           "tvm": tvm.__version__}
+    try:
+        import tvm_ffi  # noqa: PLC0415
+        env["tvm_ffi"] = tvm_ffi.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    if targets.is_cuda(target_name):
+        from schedules import cuda_space  # noqa: PLC0415
+        env.update(cuda_space.gpu_environment())
+    return env
+
+
+@derived_object
+class _Progress(ms.measure_callback.PyMeasureCallback):
+    """Counts trials as they are measured: valid/invalid, best so far, for the bar and the curve."""
+
+    def __init__(self, done: int, best: float, on_batch: Callable):
+        self.done, self.valid, self.invalid = done, 0, 0
+        self.best = best
+        self.curve = []  # (trial, best seconds so far)
+        self.on_batch = on_batch
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        for b, r in zip(builder_results, runner_results):
+            self.done += 1
+            secs = None
+            if b.error_msg is None and r.error_msg is None and r.run_secs:
+                vals = [float(x) for x in r.run_secs]
+                secs = sum(vals) / len(vals)
+            if secs is None or secs >= dbm.INVALID_SECS:
+                self.invalid += 1
+            else:
+                self.valid += 1
+                self.best = min(self.best, secs)
+            self.curve.append((self.done, self.best))
+        self.on_batch(self)
+
+
+def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
+         top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
+         workers: Optional[int] = None, batch_size: int = 64, log: Callable = print,
+         progress: bool = True) -> dict:
+    """Tune toward a total budget of `trials` candidates; returns the provenance written.
+
+    batch_size: candidates measured per search iteration (Meta-Schedule's num_trials_per_iter); a run
+    killed mid-way loses at most the batch in flight.
+    """
+    target_name = targets.resolve(target_name)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if trials < 1 or top_k < 1:
+        raise ValueError("trials and top_k must be >= 1")
+    target = targets.tvm_target(target_name)
+    wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
+    try:
+        wl_dir.mkdir(parents=True, exist_ok=True)
+        probe = wl_dir / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise dbm.DatabaseError(f"cannot write the tuning database at {wl_dir}: {err.strerror}. "
+                                f"Pass --db with a writable directory.") from None
+    prov_old = dbm.read_provenance(wl_dir) if (wl_dir / dbm.PROVENANCE).exists() else {}
+    if prov_old:
+        dbm.check_target(wl_dir, prov_old, target_name)
+        if prov_old.get("workload", {}).get("spec") not in (None, workload.spec()):
+            raise dbm.DatabaseError(f"{wl_dir} was tuned for a different workload ({prov_old['workload']['spec']}); "
+                                    f"name yours differently or remove that directory")
+
+    mod = tuning_module(workload)
+    _export_repo_path()
+    work = wl_dir / "work"
+    work_db = dbm.open_json_db(work, create=True)
+    done = len(work_db.get_all_tuning_records())
+    prior = dbm.top_records(mod, [work_db], 1)
+    best0 = dbm.mean_secs(prior[0]) if prior else math.inf
+    remaining = trials - done
+    log(f"[tune] {workload.dir_name} on {target_name}: {done} trials done, budget {trials}, "
+        f"{max(remaining, 0)} to go ({strategy})")
+
+    bar = None
+    if remaining > 0 and progress:
+        try:
+            from tqdm import tqdm  # noqa: PLC0415
+            bar = tqdm(total=trials, initial=done, unit="trial", desc=workload.dir_name, dynamic_ncols=True)
+        except ImportError:
+            bar = None
+
+    def on_batch(p: _Progress):
+        text = (f"valid {p.valid} invalid {p.invalid} best "
+                f"{p.best * 1e6:.1f}us" if p.best < math.inf else f"valid {p.valid} invalid {p.invalid}")
+        if bar is not None:
+            bar.n = min(p.done, trials)
+            bar.set_postfix_str(text)
+        else:
+            log(f"[tune] {p.done}/{trials} trials, {text}")
+
+    _quiet_meta_schedule_console()
+    prog = _Progress(done, best0, on_batch)
+    t0 = time.time()
+    if remaining > 0:
+        builder, runner = _builder_runner(target_name, workers or os.cpu_count() or 1)
+        is_random = strategy == "random"
+        ms.tune_tir(
+            mod=mod, target=target, work_dir=str(work), max_trials_global=remaining,
+            num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner, database=work_db,
+            cost_model="random" if is_random else "xgb",
+            strategy=ms.search_strategy.ReplayTrace() if is_random else "evolutionary",
+            space=_space(target_name), measure_callbacks=ms.measure_callback.MeasureCallback.create("default")
+            + [prog], num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
+    if bar is not None:
+        bar.close()
+    elapsed = time.time() - t0
+
+    committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
+    top = dbm.top_records(mod, [work_db, *committed], top_k)
+    total = len(work_db.get_all_tuning_records())
+    runs = list(prov_old.get("runs", []))
+    if remaining > 0:
+        runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                     "trials": prog.done - done, "valid": prog.valid, "invalid": prog.invalid,
+                     "strategy": strategy, "seconds": round(elapsed, 1),
+                     "trials_per_second": round((prog.done - done) / elapsed, 3) if elapsed else None})
+        _append_curve(work / "curve.csv", prog.curve)
+    provenance = {
+        "target": target_name,
+        "target_json": target.export() if hasattr(target, "export") else str(target),
+        "workload": workload.to_json(),
+        "variant": workload.variant.key,
+        "canonical_sizes": list(workload.canonical.sizes),
+        "trials": total,
+        "valid": sum(r.get("valid", 0) for r in runs),
+        "invalid": sum(r.get("invalid", 0) for r in runs),
+        "strategy": strategy if len({r["strategy"] for r in runs}) <= 1 else "mixed",
+        "top_k": len(top),
+        "best_secs": dbm.mean_secs(top[0]) if top else None,
+        "environment": environment(target_name),
+        "runs": runs,
+    }
+    if not top:
+        raise dbm.DatabaseError(f"no valid candidate among {total} trials for {workload.dir_name} on {target_name}; "
+                                f"see {work}/logs")
+    dbm.write_top_k(wl_dir, mod, top, _json_safe(provenance))
+    best = provenance["best_secs"]
+    log(f"[tune] {workload.dir_name}: {total} trials total, best {best * 1e6:.1f} us, top {len(top)} kept in {wl_dir}")
+    return provenance
+
+
+def _append_curve(path: Path, curve) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as fh:
+        w = csv.writer(fh)
+        if new:
+            w.writerow(["trial", "best_seconds"])
+        w.writerows((t, "" if math.isinf(b) else f"{b:.9g}") for t, b in curve)
+
+
+def _json_safe(obj):
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
