@@ -201,11 +201,15 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
                         "; rebuild it with every variant (run scripts/build.py --target llvm)")
                            .c_str(),
                        ORT_FAIL);
-  if (verbose_)
-    std::fprintf(stderr, "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]\n", kernel->name.c_str(),
-                 kernel->tuned ? "tuned" : "generic", static_cast<long long>(sizes[0]),
-                 static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
-                 static_cast<long long>(sizes[3]), static_cast<long long>(sizes[4]));
+  if (verbose_) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]\n", kernel->name.c_str(),
+                  kernel->tuned ? "tuned" : "generic", static_cast<long long>(sizes[0]),
+                  static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
+                  static_cast<long long>(sizes[3]), static_cast<long long>(sizes[4]));
+    std::lock_guard<std::mutex> lock(logged_mu_);
+    if (logged_.insert(line).second) std::fputs(line, stderr);
+  }
 
   // K == 0: A @ B is all zeros, but a reduction of extent 0 never runs its init. Feed K = 1 with zero rows
   // instead (A and B read a zero vector of max(M, N) elements through stride-0 batch dims).

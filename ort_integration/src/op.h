@@ -7,6 +7,8 @@
 // and comes back as an INVALID_ARGUMENT status that names the inputs.
 #pragma once
 
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "bundle.h"
@@ -28,6 +30,9 @@ class FusedGemmSoftmaxKernel {
   const Bundle& bundle_;
   float scale_ = 1.0f;
   bool trans_b_ = false, causal_ = false, verbose_ = false;
+  // FLASHGEMM_VERBOSE: each (kernel, sizes) is reported once per node, not on every run.
+  mutable std::mutex logged_mu_;
+  mutable std::set<std::string> logged_;
   std::string node_;  // "FusedGemmSoftmax (node 'x')", prefix of every message
 };
 
