@@ -103,16 +103,15 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("row_max"):
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
-                with T.init():
-                    row_max[v0, v1, vi] = T.float32(NEG_INF)
+                with T.init():  # min_value, not -inf: TVM's cross-thread max reduction needs that identity
+                    row_max[v0, v1, vi] = T.min_value("float32")
                 row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], logit(S, Bias, Mask, scale, v0, v1, vi, vj))
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("exp"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                # A masked element (-inf) is exactly 0, and never -inf - (-inf) = NaN on an all-masked row.
-                E[v0, v1, vi, vj] = T.if_then_else(
-                    row_max[v0, v1, vi] == T.float32(NEG_INF), T.float32(0),
-                    T.exp(logit(S, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi]))
+                # row_max >= lowest finite float, so a masked element gives exp(-inf) = 0 exactly and an
+                # all-masked row never computes -inf - (-inf) = NaN: its sum is 0 and "P" writes zeros.
+                E[v0, v1, vi, vj] = T.exp(logit(S, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("row_sum"):
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
