@@ -25,9 +25,8 @@ from typing import Optional
 import tvm
 from tvm.script import tirx as T
 
-from .variant import CanonicalShape, Variant
+from .variant import MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
-MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this count as "masked out"
 NEG_INF = float("-inf")
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fused_gemm_softmax import MASKED_AT_OR_BELOW
+from .variant import MASKED_AT_OR_BELOW
 
 
 def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=False, causal=False):

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 
 DTYPES = {"float16": "f16", "bfloat16": "bf16"}
 MASK_KINDS = ("none", "add", "bool")
+MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this (fp16's lowest finite) mask out
 INT32_MAX = 2**31 - 1
 
 

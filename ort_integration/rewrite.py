@@ -1,0 +1,573 @@
+"""Replace attention-score subgraphs of an ONNX model with flashgemm::FusedGemmSoftmax (onnxscript pattern rewriter).
+
+    from ort_integration.rewrite import rewrite_file
+    report = rewrite_file("bert.onnx", "bert.fused.onnx")
+    print(report.text())
+
+Three rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; the first with `commute=True`, so
+Add(mask, s) and Mul(c, s) match as well as Add(s, mask) and Mul(s, c)):
+
+1. FuseScoresSoftmax   Softmax( [Add( [Mul(S, c) | Div(S, c) | S] , M )] ),  S = MatMul(A, B)
+                         -> FusedGemmSoftmax(A, B, [bias=M]; scale = c | 1/c | 1, transB=0, causal=0)
+2. FoldTransposeB      FusedGemmSoftmax(A, Transpose(K, perm); transB=0)
+                         -> FusedGemmSoftmax(A, K'; transB=1),  K' = Transpose(K, perm with its last two entries
+                            swapped), or K itself when that is the identity (BERT/ViT/Whisper: [0,2,3,1] -> [0,2,1,3])
+3. FoldQueryScale      FusedGemmSoftmax([Transpose]([Reshape](Mul(X, c) | Div(X, c))), B; scale s)
+                         -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; scale s*c | s/c)   (Whisper scales q)
+
+Rule 1 fuses only what is provably the same function (everything it declines is reported with the reason):
+  - Softmax over the last axis: axis -1, or axis == rank-1 with the rank known (opset < 13's default axis 1 too,
+    when the rank is 2; its 2-D coercion at the last axis is the row softmax);
+  - the scores' dtype is float16 or bfloat16 (the op's only types). float32 models are left alone and the report
+    says so: there is deliberately no --cast option, because casting an fp32 model's Q, K and mask to fp16 around
+    each site changes its numerics (and e.g. turns a -3.4e38 mask into -inf) - that is not a rewrite but a
+    different model; export the model in float16 instead (scripts/getmodel.py --dtype float16);
+  - A and B of known rank >= 2 (ONNX MatMul's 1-D promotion is not the op's contract);
+  - the scale is a constant (initializer or Constant, not a graph input) with exactly one element, finite (and
+    non-zero for Div), of rank <= the scores' rank (so it cannot broadcast the scores to a larger shape);
+  - the added operand M is unidirectionally broadcastable to the scores: rank <= theirs, and each of its dims
+    (aligned right) is 1 or provably equal to the scores' dim (same number, or same symbolic name). An unknown
+    dim, or a symbolic dim against a different one, is not provable: the site is left alone. M goes in as the
+    op's `bias` input, which is added exactly as Add adds it (the op's `mask` input would instead zero rows whose
+    entries are all <= -65504, which ONNX's Add + Softmax does not);
+  - for scores of rank >= 5 the shapes must be static and accepted by the op's canonicalization (the kernels take
+    at most two independent batch dims; rank <= 4 always fits).
+The matched intermediate values (S, the scaled and the masked scores) must have no other consumer - the matcher
+refuses otherwise, and the report says so.
+
+Numerics: the fused op accumulates in fp32 and applies the scale in fp32, so its result differs from the fp16 graph's
+(which rounds S, c*S and c*S+M to fp16) by rounding only. Rule 3 relies on Reshape and Transpose only moving
+elements, so c*(X) reshaped/transposed times K is c times the product, exactly in real arithmetic; for a power-of-two
+c (Whisper: 64^-0.5 = 0.125) the fp16 product X*c is itself exact.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
+from onnxscript.rewriter import pattern
+from onnxscript.rewriter._basics import MatchFailureError
+
+from tir_kernels.variant import canonicalize
+
+DOMAIN = "flashgemm"
+OP_TYPE = "FusedGemmSoftmax"
+SUPPORTED = {ir.DataType.FLOAT16: "float16", ir.DataType.BFLOAT16: "bfloat16"}
+EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # protobuf's 2 GB limit, with margin
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+@dataclasses.dataclass
+class Site:
+    softmax: str  # the Softmax node's name (its output name if the node has none)
+    fused: bool = False
+    reasons: list = dataclasses.field(default_factory=list)  # why it was left alone
+    details: dict = dataclasses.field(default_factory=dict)  # what the fused node got
+
+
+@dataclasses.dataclass
+class Report:
+    model: str = ""
+    dtype: str = "?"
+    sites: dict = dataclasses.field(default_factory=dict)  # candidate sites, by Softmax name
+    other_softmax: list = dataclasses.field(default_factory=list)  # Softmax nodes no pattern matched
+    transb_folded: int = 0
+    qscale_folded: int = 0
+
+    def site(self, name: str) -> Site:
+        return self.sites.setdefault(name, Site(name))
+
+    @property
+    def fused(self) -> list:
+        return [s for s in self.sites.values() if s.fused]
+
+    @property
+    def left_alone(self) -> list:
+        return [s for s in self.sites.values() if not s.fused]
+
+    def text(self) -> str:
+        lines = [f"{self.model}: {len(self.fused)} site(s) fused, {len(self.left_alone)} candidate site(s) left "
+                 f"alone (scores dtype {self.dtype}); transB folded at {self.transb_folded}, "
+                 f"query-side scale folded at {self.qscale_folded}"]
+        for s in self.fused:
+            d = s.details
+            lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
+                         f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
+                         f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}")
+        for s in self.left_alone:
+            lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
+        if self.other_softmax:
+            lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "
+                         f"[Add] -> Softmax: {', '.join(self.other_softmax)}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "dtype": self.dtype, "fused": len(self.fused),
+                "left_alone": len(self.left_alone), "transb_folded": self.transb_folded,
+                "qscale_folded": self.qscale_folded,
+                "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
+
+
+def _node_name(node: ir.Node) -> str:
+    return node.name or node.outputs[0].name or f"<{node.op_type}>"
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+def _fail(msg: str, *sources):
+    raise MatchFailureError(msg, *[s for s in sources if s is not None])
+
+
+def _shape(v: Optional[ir.Value]):
+    """list of dims (int | str symbol | None unknown), or None if the rank is unknown."""
+    if v is None or v.shape is None:
+        return None
+    out = []
+    for d in v.shape:
+        if isinstance(d, int):
+            out.append(d)
+        else:
+            out.append(d.value if getattr(d, "value", None) is not None else None)
+    return out
+
+
+def _fmt(shape) -> str:
+    return "?" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
+    """The value of a one-element constant (initializer or Constant, not a graph input); raises MatchFailureError."""
+    if v is None:
+        _fail(f"{what} is missing")
+    if v.is_graph_input():
+        _fail(f"{what} ({v.name}) is a graph input, not a constant", v)
+    producer = v.producer()
+    if producer is not None:
+        from onnxscript import optimizer  # noqa: PLC0415
+        optimizer.basic_constant_propagation([producer])
+    if v.const_value is None:
+        _fail(f"{what} ({v.name}) is not a constant", v)
+    try:
+        arr = v.const_value.numpy()
+    except Exception:  # noqa: BLE001  (external data not available)
+        _fail(f"{what} ({v.name}): its value cannot be read", v)
+    if arr.size != 1:
+        _fail(f"{what} ({v.name}) has shape {list(arr.shape)}, not a single element", v)
+    if arr.ndim > max_rank:
+        _fail(f"{what} ({v.name}) has rank {arr.ndim} > the scores' rank {max_rank}: it would broadcast them", v)
+    value = float(np.asarray(arr, dtype=np.float64).reshape(()))
+    if not math.isfinite(value):
+        _fail(f"{what} ({v.name}) = {value} is not finite", v)
+    return value
+
+
+def _matmul_shape(a, b):
+    """ONNX MatMul's output shape for ranks >= 2 (dims may be symbolic / None)."""
+    ba, bb = a[:-2], b[:-2]
+    n = max(len(ba), len(bb))
+    ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
+    batch = []
+    for x, y in zip(ba, bb):
+        batch.append(y if x == 1 else x if y == 1 else x if x == y else None)
+    return batch + [a[-2], b[-1]]
+
+
+def _check_broadcast(m_shape, s_shape):
+    """Raise unless m_shape provably broadcasts to s_shape without changing it."""
+    if len(m_shape) > len(s_shape):
+        _fail(f"added operand of rank {len(m_shape)} > the scores' rank {len(s_shape)} would change their shape")
+    for i in range(1, len(m_shape) + 1):
+        md, sd = m_shape[-i], s_shape[-i]
+        if md == 1:
+            continue
+        if md is None:
+            _fail(f"added operand {_fmt(m_shape)}: dim {len(m_shape) - i} is unknown, cannot prove it broadcasts to "
+                  f"the scores {_fmt(s_shape)}")
+        if md == sd and sd is not None:
+            continue
+        dim = f"dim {len(m_shape) - i}: {md} vs {'?' if sd is None else sd}"
+        if isinstance(md, int) and isinstance(sd, int):
+            _fail(f"added operand {_fmt(m_shape)} is not broadcastable to the scores {_fmt(s_shape)} ({dim})")
+        _fail(f"added operand {_fmt(m_shape)}: cannot prove it broadcasts to the scores {_fmt(s_shape)} ({dim})")
+
+
+def _softmax_axis_ok(node: ir.Node, rank: Optional[int], opset: int):
+    attr = node.attributes.get("axis")
+    axis = attr.as_int() if attr is not None else (-1 if opset >= 13 else 1)
+    if axis == -1:
+        return
+    if rank is None:
+        _fail(f"Softmax axis={axis} and the rank of its input is unknown: cannot prove it is the last axis")
+    if axis != rank - 1:
+        _fail(f"Softmax over axis {axis} of a rank-{rank} tensor: not the last axis")
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
+    """MatMul -> [Mul|Div by a constant] -> [Add M] -> Softmax(last axis)  =>  FusedGemmSoftmax."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FuseScoresSoftmax")
+        self.report = report
+        self._attrs = None
+
+    def pattern(self, op, a, b, c, m):
+        s = op.MatMul(a, b, _outputs=["scores"])
+        scaled = pattern.OrValue([op.Mul(s, c), op.Div(s, c), s], tag_var="scaling",
+                                 tag_values=["Mul", "Div", "None"])
+        masked = pattern.OrValue([op.Add(scaled, m), scaled], tag_var="has_add", tag_values=[True, False])
+        return op.Softmax(masked, _allow_other_attributes=True, _outputs=["probs"])
+
+    def check(self, context, a, b, c, m, scores, probs, scaling, has_add, **_):
+        softmax = probs.producer()
+        site = self.report.site(_node_name(softmax)) if self.report is not None else None
+        try:
+            self._attrs = self._check(context, a, b, c, m, scores, probs, scaling, has_add)
+        except MatchFailureError as e:
+            if site is not None:
+                site.reasons.append(e.reason)
+            raise
+        return pattern.MatchResult()
+
+    def _check(self, context, a, b, c, m, scores, probs, scaling, has_add):
+        dtype = scores.dtype or a.dtype
+        if dtype is None:
+            _fail("the scores' dtype is unknown", scores)
+        if dtype not in SUPPORTED:
+            _fail(f"the scores are {_dtype_name(dtype)}: FusedGemmSoftmax takes float16/bfloat16 only "
+                  f"(export the model in float16; no implicit cast)", scores)
+        a_shape, b_shape = _shape(a), _shape(b)
+        if a_shape is None or b_shape is None:
+            _fail(f"MatMul input rank unknown (A {_fmt(a_shape)}, B {_fmt(b_shape)})", scores)
+        if len(a_shape) < 2 or len(b_shape) < 2:
+            _fail(f"MatMul with a 1-D input (A {_fmt(a_shape)}, B {_fmt(b_shape)}): the op needs rank >= 2", scores)
+        s_shape = _matmul_shape(a_shape, b_shape)
+        inferred = _shape(scores)
+        if inferred is not None and len(inferred) == len(s_shape):  # prefer inferred dims where ours are unknown
+            s_shape = [x if x is not None else y for x, y in zip(s_shape, inferred)]
+        opset = context.model.opset_imports.get("", 17) if context.model is not None else 17
+        _softmax_axis_ok(probs.producer(), len(s_shape), opset)
+        scale = 1.0
+        if scaling == "Mul":
+            scale = _constant_scalar(c, "scale (Mul operand)", len(s_shape))
+        elif scaling == "Div":
+            d = _constant_scalar(c, "scale (Div divisor)", len(s_shape))
+            if d == 0.0:
+                _fail("division by a zero constant", c)
+            scale = 1.0 / d
+        if not math.isfinite(float(np.float32(scale))):
+            _fail(f"scale {scale} overflows float32")
+        m_shape = None
+        if has_add:
+            m_shape = _shape(m)
+            if m_shape is None:
+                _fail(f"added operand {m.name}: shape unknown, cannot prove it broadcasts to the scores", m)
+            _check_broadcast(m_shape, s_shape)
+            if m.dtype is not None and m.dtype != dtype:
+                _fail(f"added operand is {_dtype_name(m.dtype)} but the scores are {_dtype_name(dtype)}", m)
+        if len(s_shape) >= 5:
+            dims = [a_shape, b_shape] + ([m_shape] if m_shape is not None else [])
+            if any(not isinstance(d, int) for shape in dims for d in shape):
+                _fail(f"rank-{len(s_shape)} scores with symbolic dims: cannot prove the op's batch broadcast "
+                      f"(two independent batch dims at most) accepts them")
+            try:
+                canonicalize(a_shape, b_shape, False, m_shape, None)
+            except ValueError as e:
+                _fail(f"the op rejects these shapes: {e}")
+        return {"scale": float(np.float32(scale)), "bias": bool(has_add), "bias_shape": m_shape,
+                "dtype": SUPPORTED[dtype], "shape": s_shape}
+
+    def rewrite(self, op, a, b, c, m, scores, probs, has_add, **_):
+        attrs = self._attrs
+        inputs = [a, b] + ([m] if has_add else [])
+        out = op.FusedGemmSoftmax(*inputs, scale=attrs["scale"], transB=0, causal=0, _domain=DOMAIN)
+        out.type, out.shape = probs.type, probs.shape
+        if self.report is not None:
+            site = self.report.site(_node_name(probs.producer()))
+            site.fused, site.details = True, {k: attrs[k] for k in ("scale", "bias", "bias_shape")}
+            site.details["transB"] = 0
+            out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2 and 3 can find the site
+        return out
+
+
+def _fgs(op, a, b, rest_name="fgs"):
+    return op.FusedGemmSoftmax(a, b, _domain=DOMAIN, _allow_other_inputs=True, _allow_other_attributes=True,
+                               _outputs=[rest_name])
+
+
+def _site_of(report: Optional[Report], node: ir.Node) -> Optional[Site]:
+    if report is None or not node.name.startswith("FusedGemmSoftmax:"):
+        return None
+    return report.sites.get(node.name.split(":", 1)[1])
+
+
+def _emit(op, fgs: ir.Node, a, b, *, scale: float, trans_b: int):
+    rest = list(fgs.inputs[2:])
+    causal = fgs.attributes.get("causal")
+    out = op.FusedGemmSoftmax(a, b, *rest, scale=float(np.float32(scale)), transB=int(trans_b),
+                              causal=causal.as_int() if causal is not None else 0, _domain=DOMAIN)
+    old = fgs.outputs[0]
+    out.type, out.shape = old.type, old.shape
+    out.producer().name = fgs.name
+    return out
+
+
+def _attr(node: ir.Node, name: str, default):
+    a = node.attributes.get(name)
+    if a is None:
+        return default
+    return a.as_float() if isinstance(default, float) else a.as_int()
+
+
+class FoldTransposeB(pattern.RewriteRuleClassBase):
+    """FusedGemmSoftmax(A, Transpose(K, perm); transB=0) -> FusedGemmSoftmax(A, K'; transB=1)."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FoldTransposeB")
+        self.report = report
+
+    def pattern(self, op, a, k):
+        return _fgs(op, a, op.Transpose(k, _allow_other_attributes=True, _outputs=["kt"]))
+
+    def check(self, context, a, k, kt, fgs, **_):
+        node = fgs.producer()
+        if _attr(node, "transB", 0) != 0:
+            return pattern.MatchResult().fail("already transB=1")
+        perm_attr = kt.producer().attributes.get("perm")
+        if perm_attr is None and _shape(k) is None:
+            return pattern.MatchResult().fail("Transpose without perm and input rank unknown")
+        return pattern.MatchResult()
+
+    def rewrite(self, op, a, k, kt, fgs, **_):
+        node = fgs.producer()
+        perm_attr = kt.producer().attributes.get("perm")
+        perm = list(perm_attr.as_ints()) if perm_attr is not None else list(range(len(_shape(k))))[::-1]
+        inner = perm[:-2] + [perm[-1], perm[-2]]  # Transpose(Transpose(K, inner), swap last two) == Transpose(K, perm)
+        b = k if inner == list(range(len(perm))) else op.Transpose(k, perm=inner)
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details["transB"] = 1
+            self.report.transb_folded += 1
+        return _emit(op, node, a, b, scale=_attr(node, "scale", 1.0), trans_b=1)
+
+
+class FoldQueryScale(pattern.RewriteRuleClassBase):
+    """FusedGemmSoftmax([Transpose]([Reshape](X * c)), B; s) -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; s*c)."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FoldQueryScale")
+        self.report = report
+        self._c = None
+
+    def pattern(self, op, x, c, shp, b):
+        q = pattern.OrValue([op.Mul(x, c, _outputs=["qs"]), op.Div(x, c, _outputs=["qd"])], tag_var="qop",
+                            tag_values=["Mul", "Div"])
+        r = op.Reshape(q, shp, _allow_other_attributes=True, _outputs=["qr"])
+        q = pattern.OrValue([r, q], tag_var="reshaped", tag_values=[True, False])
+        t = op.Transpose(q, _allow_other_attributes=True, _outputs=["qt"])
+        q = pattern.OrValue([t, q], tag_var="transposed", tag_values=[True, False])
+        return _fgs(op, q, b)
+
+    def check(self, context, x, c, qop, fgs, **_):
+        x_shape = _shape(x)
+        if x_shape is None:
+            return pattern.MatchResult().fail("rank of the scaled query unknown")
+        try:
+            value = _constant_scalar(c, "query scale", len(x_shape))
+        except MatchFailureError as e:
+            return pattern.MatchResult().fail(e.reason)
+        if qop == "Div":
+            if value == 0.0:
+                return pattern.MatchResult().fail("division by zero")
+            value = 1.0 / value
+        total = value * _attr(fgs.producer(), "scale", 1.0)
+        if not math.isfinite(float(np.float32(total))):
+            return pattern.MatchResult().fail("scale overflows float32")
+        self._c = value
+        return pattern.MatchResult()
+
+    def rewrite(self, op, x, shp, b, fgs, reshaped, transposed, qr=None, qt=None, **_):
+        node = fgs.producer()
+        q = x
+        if reshaped:
+            r = qr.producer()
+            q = op.Reshape(q, shp, allowzero=_attr(r, "allowzero", 0))
+        if transposed:
+            perm = qt.producer().attributes.get("perm")
+            q = op.Transpose(q, perm=list(perm.as_ints())) if perm is not None else op.Transpose(q)
+        scale = _attr(node, "scale", 1.0) * self._c
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details["qscale"] = self._c
+            site.details["scale"] = float(np.float32(scale))
+            self.report.qscale_folded += 1
+        return _emit(op, node, q, b, scale=scale, trans_b=_attr(node, "transB", 0))
+
+
+# ------------------------------------------------------------------------------------------------ driver
+
+def _probe(model: ir.Model, report: Report):
+    """Record every candidate site with the reasons rule 1 declines it - also those the matcher would refuse because
+    an intermediate value has another consumer (matched here without that requirement)."""
+    probe = FuseScoresSoftmax.rule(report)
+    variants = probe.commute()
+    for node in list(model.graph):
+        if node.op_type != "Softmax" or node.domain not in ("", "ai.onnx"):
+            continue
+        name = _node_name(node)
+        structural = any(v.match(model, model.graph, node, check_nodes_are_removable=False) is not None and
+                         name in report.sites for v in variants)
+        if not structural and name not in report.sites:
+            report.other_softmax.append(name)
+    for site in report.sites.values():
+        site.reasons = list(dict.fromkeys(site.reasons))
+
+
+def _dtype_name(dtype: Optional[ir.DataType]) -> str:
+    if dtype is None:
+        return "?"
+    return {ir.DataType.FLOAT: "float32", ir.DataType.DOUBLE: "float64"}.get(dtype, dtype.name.lower())
+
+
+def _dtype_of(model: ir.Model) -> str:
+    for node in model.graph:
+        if node.op_type == "Softmax" and node.inputs[0] is not None and node.inputs[0].dtype is not None:
+            return _dtype_name(node.inputs[0].dtype)
+    return "?"
+
+
+def _known(shape) -> int:
+    return -1 if shape is None else sum(isinstance(d, int) for d in shape)
+
+
+def _fold_small_constant_of_shape(node: ir.Node):
+    """The folder leaves ConstantOfShape alone by default; shape arithmetic needs its small ones folded."""
+    if node.op_type == "ConstantOfShape" and node.inputs and node.inputs[0] is not None:
+        c = node.inputs[0].const_value
+        if c is not None and int(np.prod(c.numpy())) <= 4096:
+            return True
+    return None
+
+
+def infer_shapes(model: ir.Model) -> int:
+    """Fill in value shapes and dtypes without changing the model's nodes; returns how many values gained shape info.
+
+    ONNX shape inference alone leaves e.g. BERT's mask [B, ?, S, S]: the mask is Expand'ed to a shape computed by
+    Constant -> ConstantOfShape -> Mul -> Equal -> Where, which its data propagation does not evaluate. So inference
+    runs on a shallow clone (weights shared, not copied) whose constant subexpressions onnxscript's constant folder
+    has evaluated; the shapes found there are copied back, by value name, onto the untouched model.
+    """
+    from onnxscript import optimizer  # noqa: PLC0415
+    ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+    clone = model.clone()
+    folder_log = logging.getLogger("onnxscript.optimizer._constant_folding")
+    level = folder_log.level
+    folder_log.setLevel(logging.ERROR)  # "Evaluation failed" for a node it cannot fold: that node just stays
+    try:
+        optimizer.fold_constants(clone, onnx_shape_inference=True, should_fold=_fold_small_constant_of_shape)
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(clone)
+    except Exception:  # noqa: BLE001  (shape info is best effort: sites without it are left alone)
+        return 0
+    finally:
+        folder_log.setLevel(level)
+    found = {}
+    for node in clone.graph:
+        for v in node.outputs:
+            if v.name:
+                found[v.name] = v
+    gained = 0
+    for node in model.graph:
+        for v in node.outputs:
+            w = found.get(v.name)
+            if w is None or w.shape is None or (w.dtype is not None and v.dtype is not None and w.dtype != v.dtype):
+                continue
+            if v.shape is not None and len(v.shape) != len(w.shape):
+                continue
+            if _known(_shape(w)) > _known(_shape(v)):
+                v.shape = w.shape
+                if v.dtype is None and w.dtype is not None:
+                    v.dtype = w.dtype
+                gained += 1
+    return gained
+
+
+def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True) -> Report:
+    """Rewrite `model` in place; returns the report. shapes: run infer_shapes first."""
+    if shapes:
+        infer_shapes(model)
+    report = Report(model=name, dtype=_dtype_of(model))
+    # 1. which sites are candidates, and why some are declined (no changes to the model)
+    probe_report = Report()
+    _probe(model, probe_report)
+    # 2. the rewrite proper
+    used_constants = [n for n in model.graph if n.op_type == "Constant" and n.domain == "" and n.outputs[0].uses()]
+    used_inits = [v for v in model.graph.initializers.values() if v.uses()]
+    pattern.RewriteRuleSet([FuseScoresSoftmax.rule(report)], commute=True).apply_to_model(model)
+    pattern.RewriteRuleSet([FoldTransposeB.rule(report)]).apply_to_model(model)
+    pattern.RewriteRuleSet([FoldQueryScale.rule(report)], commute=True).apply_to_model(model)
+    # 3. constants only the replaced nodes used (the scales): drop them, nothing else
+    graph_outputs = set(model.graph.outputs)
+    for n in used_constants:
+        if n.graph is model.graph and not n.outputs[0].uses() and n.outputs[0] not in graph_outputs:
+            model.graph.remove(n, safe=True)
+    for v in used_inits:
+        if not v.uses() and not v.is_graph_input() and v not in graph_outputs and v.name in model.graph.initializers:
+            del model.graph.initializers[v.name]
+    for site_name, probed in probe_report.sites.items():
+        site = report.site(site_name)
+        if site.fused:
+            site.reasons = []
+        elif probed.reasons:
+            site.reasons = probed.reasons
+        else:
+            site.reasons = ["an intermediate value (scores, scaled or masked scores) has another consumer"]
+    for site in report.sites.values():  # a site only the rewrite pass saw (should not happen): keep its reasons
+        site.reasons = list(dict.fromkeys(site.reasons))
+    report.other_softmax = probe_report.other_softmax
+    if report.fused:
+        model.opset_imports[DOMAIN] = 1
+        if model.ir_version > 9:
+            model.ir_version = 9
+    return report
+
+
+def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
+    """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report."""
+    src, dst = Path(src), Path(dst)
+    model = ir.load(str(src))
+    report = rewrite_model(model, name=src.name)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not report.fused and not _has_external_data(model) and src.resolve() != dst.resolve():
+        shutil.copyfile(src, dst)  # nothing fused: the very same bytes (no inferred shapes added either)
+        if log:
+            log(report.text())
+        return report
+    size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    external = dst.name + ".data" if size > EXTERNAL_DATA_THRESHOLD else None
+    ir.save(model, str(dst), external_data=external)
+    if log:
+        log(report.text())
+    return report
+
+
+def _has_external_data(model: ir.Model) -> bool:
+    return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
+
+
+def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
+    model = ir.load(str(path_or_model)) if isinstance(path_or_model, (str, os.PathLike)) else path_or_model
+    return sum(1 for n in model.graph if n.op_type == op_type and n.domain == domain)
+
+
+__all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
+                          "rewrite_file", "count_ops")

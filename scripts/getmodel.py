@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
+
+    scripts/getmodel.py --model bert-large|vit-b16|whisper-enc|all [--tiny] [--dtype float32|float16]
+                        [--batch N] [--dynamic-batch] [--seed S] [--out DIR]
+
+    bert-large   BERT-Large (google-bert/bert-large-uncased config), seq 512, inputs input_ids + attention_mask
+    vit-b16      ViT-B/16 (google/vit-base-patch16-224 config), 224x224 -> 197 tokens, input pixel_values
+    whisper-enc  Whisper large-v2 encoder (openai/whisper-large-v2 config), 80 mel x 3000 frames -> 1500 positions
+
+No model hub is used: the weights are random (torch.manual_seed(S), default 0), so outputs are meaningless but the
+graphs are the real ones. --tiny: 2 layers, hidden 64, 2 heads, short sequences (CI; tests/data/ holds these, made
+with `--model all --tiny --dtype float16 --batch 2 --out tests/data`). Output: DIR/<model>[-tiny].<f32|f16>.onnx,
+opset 17, IR <= 9; the config, seed and exporter are in the model's metadata_props. Details: ort_integration/models.py.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from ort_integration import models  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="all", choices=[*models.NAMES, "all"])
+    ap.add_argument("--tiny", action="store_true", help="tiny configs of the same architectures (CI)")
+    ap.add_argument("--dtype", default="float16", choices=models.DTYPES)
+    ap.add_argument("--batch", type=int, default=1, help="static batch size (default 1)")
+    ap.add_argument("--dynamic-batch", action="store_true", help="symbolic batch dim 'batch' (traced with --batch)")
+    ap.add_argument("--seed", type=int, default=models.DEFAULT_SEED)
+    ap.add_argument("--out", default=str(REPO / "build" / "models"))
+    args = ap.parse_args(argv)
+    if args.batch < 1:
+        ap.error("--batch must be >= 1")
+    try:
+        import torch  # noqa: F401, PLC0415
+        import transformers  # noqa: F401, PLC0415
+    except ImportError as e:
+        print(f"getmodel: needs torch and transformers ({e}); pip install -e '.[models]'", file=sys.stderr)
+        return 2
+    names = models.NAMES if args.model == "all" else (args.model,)
+    for name in names:
+        models.export(name, args.out, tiny=args.tiny, dtype=args.dtype, batch=args.batch,
+                      dynamic_batch=args.dynamic_batch, seed=args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

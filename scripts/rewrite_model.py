@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Fuse the attention scores of an ONNX model into flashgemm::FusedGemmSoftmax and print what was done.
+
+    scripts/rewrite_model.py IN.onnx OUT.onnx [--json REPORT.json]
+
+Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] -> Softmax(last axis) where that is provably the same
+function (ort_integration/rewrite.py says exactly when), folds a Transpose of K into transB=1 and a constant
+scale on Q into the op's scale. float16/bfloat16 models only: a float32 model is left as it is (the report says
+so); export it in float16 (scripts/getmodel.py --dtype float16). The output imports opset ("flashgemm", 1): run it
+with the custom-op library registered (ort_integration/session.py). Exit status 0 also when nothing was fused.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ort_integration.rewrite import rewrite_file  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("src", metavar="IN.onnx")
+    ap.add_argument("dst", metavar="OUT.onnx")
+    ap.add_argument("--json", metavar="REPORT.json", help="also write the report as JSON")
+    args = ap.parse_args(argv)
+    if not Path(args.src).is_file():
+        ap.error(f"{args.src}: no such file")
+    report = rewrite_file(args.src, args.dst)
+    print(report.text())
+    print(f"wrote {args.dst}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

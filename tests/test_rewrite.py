@@ -1,0 +1,375 @@
+"""The attention-score rewrite (ort_integration/rewrite.py) on the tiny seed models and on hand-made graphs.
+
+The tiny models in tests/data/ were exported by
+    scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 --out tests/data
+(2 layers each, so 2 attention sites each); the regeneration test re-exports them when torch and transformers are
+installed and checks that the graphs are the same.
+
+Numerics: the tiny float16 originals run on ORT's CPU EP, so the rewritten model is compared with the original
+float16 model itself (not an fp32 run). Tolerance on the models' outputs (last_hidden_state, |values| <= ~4): max abs
+1e-2, i.e. ~5 float16 ulps at that magnitude (the observed difference is 1 ulp: the fused op keeps the scores in fp32
+where the original rounds S, c*S and c*S+M to fp16). Hand-made single-site graphs compare P (in [0, 1]) with atol
+2e-3, the op's own float16 tolerance.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from ort_integration import native, rewrite
+from ort_integration.kernel_library import export_bundle
+from ort_integration.session import run, session_options
+from tir_kernels import Variant
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+MODELS = ["bert-large", "vit-b16", "whisper-enc"]
+TINY = {m: DATA / f"{m}-tiny.f16.onnx" for m in MODELS}
+LAYERS = 2  # attention layers of every tiny model
+CPU = ["CPUExecutionProvider"]
+MODEL_ATOL = 1e-2
+P_ATOL = 2e-3
+
+
+@pytest.fixture(scope="module")
+def so(tmp_path_factory):
+    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1: ~6 s), and the op library."""
+    os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
+    d = tmp_path_factory.mktemp("bundle_rewrite")
+    variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)]
+    export_bundle(d, "llvm", variants=variants, log=lambda *a: None)
+    native.build_custom_op_library(d, log=lambda *a: None)
+    return session_options(d)
+
+
+def _fused(path, tmp_path):
+    out = tmp_path / (Path(path).stem + ".fused.onnx")
+    return rewrite.rewrite_file(path, out), out
+
+
+def _feeds(sess, seed=0):
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in sess.get_inputs():
+        if i.name == "input_ids":
+            feeds[i.name] = rng.integers(1, 128, i.shape).astype(np.int64)
+        elif i.name == "attention_mask":
+            m = np.ones(i.shape, np.int64)
+            m[0, -5:] = 0  # padding in batch 0 only
+            feeds[i.name] = m
+        else:
+            feeds[i.name] = rng.standard_normal(i.shape).astype(np.float16)
+    return feeds
+
+
+def _ops(model, op_type, domain=""):
+    return [n for n in model.graph.node if n.op_type == op_type and n.domain == domain]
+
+
+# ----------------------------------------------------------------------------------------------- tiny models
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tiny_model_files(name):
+    path = TINY[name]
+    assert path.is_file(), f"{path} missing: scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 " \
+                           f"--out tests/data"
+    assert path.stat().st_size < 400_000
+    m = onnx.load(str(path))
+    assert m.ir_version <= 9 and {o.domain: o.version for o in m.opset_import}[""] == 17
+    meta = {p.key: p.value for p in m.metadata_props}
+    assert meta["flashgemm.model"] == name and meta["flashgemm.tiny"] == "1" and meta["flashgemm.dtype"] == "float16"
+    assert "random init" in meta["flashgemm.weights"] and int(meta["flashgemm.attention_layers"]) == LAYERS
+    assert len(_ops(m, "Softmax")) == LAYERS
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tiny_sites_fused(name, tmp_path):
+    report, out = _fused(TINY[name], tmp_path)
+    assert len(report.fused) == LAYERS and not report.left_alone and not report.other_softmax, report.text()
+    assert report.transb_folded == LAYERS
+    assert report.qscale_folded == (LAYERS if name == "whisper-enc" else 0)
+    m = onnx.load(str(out))
+    nodes = _ops(m, "FusedGemmSoftmax", "flashgemm")
+    assert len(nodes) == LAYERS and not _ops(m, "Softmax")
+    assert {o.domain: o.version for o in m.opset_import}["flashgemm"] == 1 and m.ir_version <= 9
+    for n in nodes:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs["transB"] == 1 and attrs["causal"] == 0
+        assert abs(attrs["scale"] - 32 ** -0.5) < 1e-3  # head dim 32 (fp16-rounded constant)
+        assert len(n.input) == (3 if name == "bert-large" else 2)  # BERT's additive mask goes in as bias
+    for site in report.fused:
+        if name == "bert-large":
+            assert site.details["bias_shape"] == [2, 1, 16, 16]
+    # the K transposes became [0, 2, 1, 3] (head-major K, transB instead of the last-two-axes swap)
+    for n in nodes:
+        producer = {o: p for p in m.graph.node for o in p.output}[n.input[1]]
+        assert producer.op_type == "Transpose" and list(producer.attribute[0].ints) == [0, 2, 1, 3]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tiny_rewritten_matches_original(so, name, tmp_path):
+    _, out = _fused(TINY[name], tmp_path)
+    s0 = ort.InferenceSession(str(TINY[name]), providers=CPU)
+    s1 = ort.InferenceSession(str(out), so, providers=CPU)
+    feeds = _feeds(s0)
+    (o0,) = s0.run(None, feeds)
+    (o1,) = s1.run(None, feeds)
+    assert o1.dtype == np.float16 and o1.shape == o0.shape
+    np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)
+
+
+def test_rewrite_cli(tmp_path):
+    out = tmp_path / "bert.fused.onnx"
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "rewrite_model.py"), str(TINY["bert-large"]), str(out),
+                        "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
+    assert "2 site(s) fused, 0 candidate site(s) left alone" in r.stdout, r.stdout
+    assert out.is_file() and '"fused": 2' in (tmp_path / "r.json").read_text()
+
+
+def test_regenerate_tiny_models_match(tmp_path):
+    pytest.importorskip("torch", reason="regenerating the tiny models needs torch (pip install -e '.[models]')")
+    pytest.importorskip("transformers", reason="regenerating the tiny models needs transformers "
+                                               "(pip install -e '.[models]')")
+    from ort_integration import models  # noqa: PLC0415
+    for name in MODELS:
+        new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None)))
+        old = onnx.load(str(TINY[name]))
+        assert _structure(new) == _structure(old), name
+        meta_old = {p.key: p.value for p in old.metadata_props}
+        meta_new = {p.key: p.value for p in new.metadata_props}
+        assert {k: v for k, v in meta_new.items() if k != "flashgemm.exporter"} == \
+               {k: v for k, v in meta_old.items() if k != "flashgemm.exporter"}
+        if meta_new["flashgemm.exporter"] == meta_old["flashgemm.exporter"]:  # same torch/transformers: same weights
+            for a, b in zip(old.graph.initializer, new.graph.initializer):
+                assert a.raw_data == b.raw_data, (name, a.name)
+
+
+def _structure(m):
+    def attrs(n):
+        return sorted((a.name, str(helper.get_attribute_value(a))) for a in n.attribute if a.type != a.TENSOR)
+
+    def vi(v):
+        t = v.type.tensor_type
+        return v.name, t.elem_type, [d.dim_value or d.dim_param for d in t.shape.dim]
+
+    return {
+        "ir": m.ir_version, "opsets": sorted((o.domain, o.version) for o in m.opset_import),
+        "nodes": [(n.op_type, n.domain, list(n.input), list(n.output), attrs(n)) for n in m.graph.node],
+        "inputs": [vi(v) for v in m.graph.input], "outputs": [vi(v) for v in m.graph.output],
+        "initializers": [(t.name, t.data_type, list(t.dims)) for t in m.graph.initializer],
+    }
+
+
+# --------------------------------------------------------------------------------------- hand-made graphs
+
+T = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16, "float32": TensorProto.FLOAT}
+NPT = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
+
+
+def attention(dtype="float16", q=(2, 3, 5, 8), k=(2, 3, 7, 8), *, k_perm=(0, 1, 3, 2), scale_op="Mul", scale=0.25,
+              scale_input=False, scale_first=False, add=None, add_dims=None, add_first=False, axis=-1,
+              scores_output=False, k_t_output=False):
+    """Q [.., M, D], K [.., N, D] -> Softmax(axis)([Add]([Mul|Div](MatMul(Q, Transpose(K, k_perm)), scale), mask)).
+
+    scale_input: the scale is a graph input (not a constant). add: the mask's shape (its dims may be strings);
+    add_dims overrides the declared dims only. scores_output: MatMul's output is also a graph output.
+    """
+    t = T[dtype]
+    inputs = [helper.make_tensor_value_info("Q", t, list(q)), helper.make_tensor_value_info("K", t, list(k))]
+    inits, nodes = [], []
+    b = "K"
+    if k_perm is not None:
+        nodes.append(helper.make_node("Transpose", ["K"], ["Kt"], perm=list(k_perm)))
+        b = "Kt"
+    nodes.append(helper.make_node("MatMul", ["Q", b], ["S"]))
+    x = "S"
+    if scale_op:
+        if scale_input:
+            inputs.append(helper.make_tensor_value_info("c", t, []))
+        else:
+            inits.append(helper.make_tensor("c", t, [], np.array(scale, NPT[dtype]).reshape(1).view(np.uint16)
+                                            .tobytes() if dtype != "float32" else [scale],
+                                            raw=dtype != "float32"))
+        ins = ["c", x] if scale_first else [x, "c"]
+        nodes.append(helper.make_node(scale_op, ins, ["Ss"]))
+        x = "Ss"
+    if add is not None:
+        inputs.append(helper.make_tensor_value_info("M", t, list(add_dims or add)))
+        nodes.append(helper.make_node("Add", ["M", x] if add_first else [x, "M"], ["Sm"]))
+        x = "Sm"
+    nodes.append(helper.make_node("Softmax", [x], ["P"], axis=axis))
+    outputs = [helper.make_tensor_value_info("P", t, None)]
+    if scores_output:
+        outputs.append(helper.make_tensor_value_info("S", t, None))
+    if k_t_output:
+        outputs.append(helper.make_tensor_value_info("Kt", t, None))
+    graph = helper.make_graph(nodes, "attn", inputs, outputs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _rewrite_proto(model, tmp_path, name="m"):
+    src, dst = tmp_path / f"{name}.onnx", tmp_path / f"{name}.out.onnx"
+    onnx.save(model, str(src))
+    report = rewrite.rewrite_file(src, dst)
+    return report, src, dst
+
+
+def _compare(so, src, dst, feeds):
+    (p0,) = ort.InferenceSession(str(src), providers=CPU).run(["P"], feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds, ["P"])
+    np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
+
+
+def _qkm(q=(2, 3, 5, 8), k=(2, 3, 7, 8), m=None, seed=0, dtype="float16"):
+    rng = np.random.default_rng(seed)
+    feeds = {"Q": rng.standard_normal(q).astype(NPT[dtype]), "K": rng.standard_normal(k).astype(NPT[dtype])}
+    if m is not None:
+        feeds["M"] = np.where(rng.random(m) < 0.3, -65504.0, 0.0).astype(NPT[dtype])
+    return feeds
+
+
+@pytest.mark.parametrize("case", ["mul", "mul_first", "div", "none", "add_first", "bias_m_n", "no_transpose"])
+def test_synthetic_fused_forms(so, tmp_path, case):
+    kw = dict(add=(2, 1, 1, 7))
+    if case == "mul_first":
+        kw["scale_first"] = True
+    elif case == "div":
+        kw.update(scale_op="Div", scale=2.0)
+    elif case == "none":
+        kw.update(scale_op=None)
+    elif case == "add_first":
+        kw["add_first"] = True
+    elif case == "bias_m_n":
+        kw["add"] = (5, 7)
+    elif case == "no_transpose":
+        kw["k_perm"] = None
+    k = (2, 3, 8, 7) if case == "no_transpose" else (2, 3, 7, 8)
+    report, src, dst = _rewrite_proto(attention(k=k, **kw), tmp_path)
+    assert len(report.fused) == 1 and not report.left_alone, report.text()
+    d = report.fused[0].details
+    assert d["scale"] == {"div": 0.5, "none": 1.0}.get(case, 0.25)
+    assert d["transB"] == (0 if case == "no_transpose" else 1)
+    m = onnx.load(str(dst))
+    assert [n.op_type for n in m.graph.node] == ["FusedGemmSoftmax"]  # Transpose(K, [0,1,3,2]) folded away
+    assert not m.graph.initializer  # the scale constant went with its Mul
+    _compare(so, src, dst, _qkm(k=k, m=kw["add"]))
+
+
+def test_transpose_with_another_consumer_kept(so, tmp_path):
+    """Kt is also a graph output: the site is fused with transB=0 and the Transpose stays."""
+    report, src, dst = _rewrite_proto(attention(add=(2, 1, 1, 7), k_t_output=True), tmp_path)
+    assert len(report.fused) == 1 and report.fused[0].details["transB"] == 0 and report.transb_folded == 0
+    assert [n.op_type for n in onnx.load(str(dst)).graph.node] == ["Transpose", "FusedGemmSoftmax"]
+    _compare(so, src, dst, _qkm(m=(2, 1, 1, 7)))
+
+
+def test_bfloat16_fused(tmp_path):
+    report, _, dst = _rewrite_proto(attention("bfloat16", add=(2, 1, 1, 7)), tmp_path)
+    assert len(report.fused) == 1 and report.dtype == "bfloat16"
+    assert [n.op_type for n in onnx.load(str(dst)).graph.node] == ["FusedGemmSoftmax"]
+
+
+def test_float32_left_untouched(tmp_path):
+    report, src, dst = _rewrite_proto(attention("float32", add=(2, 1, 1, 7)), tmp_path)
+    assert not report.fused and len(report.left_alone) == 1
+    reason = report.left_alone[0].reasons[0]
+    assert "float32" in reason and "float16/bfloat16 only" in reason, reason
+    assert dst.read_bytes() == src.read_bytes()
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "rewrite_model.py"), str(src), str(tmp_path / "o.onnx")],
+                       capture_output=True, text=True, check=True)
+    assert "0 site(s) fused, 1 candidate site(s) left alone" in r.stdout and "float32" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("axis,fused", [(1, False), (-2, False), (0, False), (3, True), (-1, True)])
+def test_softmax_axis(tmp_path, axis, fused):
+    report, src, dst = _rewrite_proto(attention(axis=axis), tmp_path)
+    assert len(report.fused) == int(fused), report.text()
+    if not fused:
+        assert "not the last axis" in report.left_alone[0].reasons[0]
+        assert dst.read_bytes() == src.read_bytes()
+
+
+def test_non_constant_scale_left_alone(tmp_path):
+    report, src, dst = _rewrite_proto(attention(scale_input=True), tmp_path)
+    assert not report.fused and "is a graph input, not a constant" in report.left_alone[0].reasons[0], report.text()
+    assert dst.read_bytes() == src.read_bytes()
+
+
+def test_computed_scale_left_alone(tmp_path):
+    """scale = Sqrt(input): not a constant."""
+    model = attention(scale_input=True)
+    g = model.graph
+    g.input[2].name = "c_in"
+    g.node.insert(0, helper.make_node("Sqrt", ["c_in"], ["c"]))
+    report, _, _ = _rewrite_proto(model, tmp_path)
+    assert not report.fused and "(c) is not a constant" in report.left_alone[0].reasons[0], report.text()
+
+
+def test_tensor_scale_left_alone(tmp_path):
+    """A per-column 'scale' [7] is not a scalar."""
+    model = attention()
+    init = model.graph.initializer[0]
+    init.CopyFrom(helper.make_tensor("c", TensorProto.FLOAT16, [7], np.full(7, 0.25, np.float16).view(np.uint16)
+                                     .tobytes(), raw=True))
+    report, _, _ = _rewrite_proto(model, tmp_path)
+    assert not report.fused and "not a single element" in report.left_alone[0].reasons[0], report.text()
+
+
+@pytest.mark.parametrize("add,declared,needle", [
+    ((2, 3, 5, 7), (2, 3, 5, 7), None),                    # full shape: fused
+    ((2, 3, 5, 7), (4, 1, 5, 7), "not broadcastable"),     # batch 4 vs 2 (invalid Add anyway)
+    ((2, 3, 5, 7), (1, 2, 3, 5, 7), "rank 5 > the scores' rank 4"),  # would broadcast the scores to rank 5
+    ((2, 3, 5, 7), (2, 3, 5, "n"), "cannot prove"),        # symbolic dim vs 7: not provable
+    ((2, 3, 5, 7), (2, 3, 5, None), "unknown"),            # unknown dim: not provable
+])
+def test_mask_broadcast(tmp_path, add, declared, needle):
+    declared = [d if d is not None else "" for d in declared]
+    model = attention(add=add, add_dims=declared)
+    if "" in declared:  # a dim with neither value nor name
+        model.graph.input[2].type.tensor_type.shape.dim[3].Clear()
+    report, src, dst = _rewrite_proto(model, tmp_path)
+    if needle is None:
+        assert len(report.fused) == 1, report.text()
+        return
+    assert not report.fused and needle in report.left_alone[0].reasons[0], report.text()
+    assert dst.read_bytes() == src.read_bytes()
+
+
+def test_mask_that_grows_the_scores_left_alone(so, tmp_path):
+    """Scores [1, 3, 5, 7] + mask [2, 1, 5, 7] is valid ONNX (the Add broadcasts to [2, 3, 5, 7]), but the op's
+    bias must broadcast *to* P: left alone, and the model still runs as before."""
+    report, src, dst = _rewrite_proto(attention(q=(1, 3, 5, 8), k=(1, 3, 7, 8), add=(2, 1, 5, 7)), tmp_path)
+    assert not report.fused and "dim 0: 2 vs 1" in report.left_alone[0].reasons[0], report.text()
+    (p,) = ort.InferenceSession(str(dst), providers=CPU).run(None, _qkm((1, 3, 5, 8), (1, 3, 7, 8), (2, 1, 5, 7)))
+    assert p.shape == (2, 3, 5, 7)
+
+
+def test_scores_with_another_consumer_left_alone(tmp_path):
+    report, _, _ = _rewrite_proto(attention(scores_output=True), tmp_path)
+    assert not report.fused and "another consumer" in report.left_alone[0].reasons[0], report.text()
+
+
+def test_softmax_not_fed_by_matmul_reported(tmp_path):
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT16, [2, 5])
+    graph = helper.make_graph([helper.make_node("Softmax", ["X"], ["P"], axis=-1, name="sm")], "g", [x],
+                              [helper.make_tensor_value_info("P", TensorProto.FLOAT16, [2, 5])])
+    report, _, _ = _rewrite_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9),
+                                  tmp_path)
+    assert not report.sites and report.other_softmax == ["sm"]
+
+
+def test_symbolic_batch_same_name_fused(so, tmp_path):
+    """Scores [b, 3, 5, 7] and mask [b, 1, 1, 7]: the same symbol 'b' proves the broadcast."""
+    model = attention(q=("b", 3, 5, 8), k=("b", 3, 7, 8), add=("b", 1, 1, 7))
+    report, src, dst = _rewrite_proto(model, tmp_path)
+    assert len(report.fused) == 1 and report.fused[0].details["bias_shape"] == ["b", 1, 1, 7], report.text()
+    _compare(so, src, dst, _qkm(m=(2, 1, 1, 7)))
