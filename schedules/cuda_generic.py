@@ -73,14 +73,15 @@ def recompute_s_per_pass(func: tirx.PrimFunc) -> tirx.PrimFunc:
     head = head[:m_s.end()] + f"\n    S_e = {m_s.group(2)}\n    S_p = {m_s.group(2)}\n    E_p = {m_e.group(1)}" \
         + head[m_s.end():]
     n_s, n_max, n_exp, n_sum, n_p = nests
-    # The row max starts at -inf in the operator; TVM's reducer matching (needed for the cross-thread
+    # (Only for an operator whose row max starts at -inf; the current template already uses min_value.)
+    # With -inf, TVM's reducer matching (needed for the cross-thread
     # reduction) only knows max with identity min_value("float32") = -FLT_MAX. Same results: a row
     # whose logits are all -inf gets row_max = -FLT_MAX instead of -inf, then exp(-inf - row_max) = 0
     # for every element, row_sum = 0, and P = 0 by the row_sum > 0 rule, exactly as with -inf.
     n_max, k = re.subn(r'(with T\.init\(\):\n\s*row_max\[[^\]]*\] = )T\.float32\("-inf"\)',
                        r'\1T.min_value("float32")', n_max)
-    if k != 1:
-        raise ValueError("cuda_generic: row_max init not found")
+    if k != 1 and not re.search(r'with T\.init\(\):\n\s*row_max\[[^\]]*\] = T\.float32\(-3402823466', n_max):
+        raise ValueError("cuda_generic: row_max init is neither -inf nor min_value('float32')")
     body = [n_s, n_max,
             _sub(n_s, {"S": "S_e"}, {"S": "S_e"}), _sub(n_exp, {"S": "S_e"}, {}), n_sum,
             _sub(n_s, {"S": "S_p"}, {"S": "S_p"}), _sub(n_exp, {"S": "S_p", "E": "E_p"}, {"exp": "exp_p"}),

@@ -25,21 +25,20 @@ Sampled knobs (ExprRVs in the trace, mutated by MutateTileSize / MutateUnroll; n
 Structural choices are separate sketches: pipeline depth (2 or 3 shared-memory stages).
 
 Shared memory. S takes BM*Npad*4 bytes, so it quickly outgrows the 48 KB of static shared memory
-(W1: N=512, BM=32 is 64 KB; W3: N=1500 needs 96 KB at BM=16). We build with
-`tirx.merge_static_smem` (PASS_CONFIG): all shared buffers are merged into one *dynamic* shared
-allocation, and TVM's CUDA runtime raises the kernel's dynamic shared memory limit
-(cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) when it launches it. VerifyGPUCode is run with the
+(W1: N=512, BM=32 is 64 KB; W3: N=1500 needs 96 KB at BM=16). Every buffer of the space is in
+"shared.dyn" scope: TVM merges them into one `extern __shared__` buffer (MergeSharedMemoryAllocations,
+with liveness-based reuse), passes its size as the launch's dynamic shared memory, and its CUDA
+runtime raises the kernel's limit (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) when needed. VerifyGPUCode is run with the
 arch's real opt-in limit (SMEM_LIMIT) instead of the 48 KB the target tags declare.
 
-Limits: shapes whose S row block does not fit even at BM=16 (about N > 3300 on sm_90, > 2200 on
-sm_80, > 1300 on sm_89) raise `LongRowError` ("long-row variant not implemented yet"): no silent
+Limits: shapes whose S row block does not fit even at BM=16 (N > ~3580 on sm_90, > ~2560 on
+sm_80, > ~1530 on sm_89) raise `LongRowError` ("long-row variant not implemented yet"): no silent
 wrong answers. No k-split (the whole K is reduced by one block).
 
-Row max: the operator initialises the running max with -inf, which TVM's cross-thread reduction
-cannot match to a known reducer (it expects max with identity min_value). When the function has that
-init, the max is a per-thread serial loop over the row from shared memory (threads over rows); when
-it has min_value("float32") as init (see the report to the lead), the max is a warp allreduce like
-the sum. The sum is always a warp allreduce (warp per row, lanes over columns).
+Row max / row sum: warp per row (threadIdx.y over the block's rows, lanes over the columns), TVM's
+cross-thread allreduce (warp shuffles). That needs the row_max init to be min_value("float32") (the
+template's choice since it dropped -inf): TVM's reducer matching knows max only with that identity.
+With a -inf init (older template) the max falls back to one thread per row, serial over the columns.
 """
 from __future__ import annotations
 
@@ -58,11 +57,7 @@ from .tensor_intrin import intrin_group
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # nvrtc needs cuda-bindings; inherited by builder workers
 
-# The PassContext config of every build of a kernel from this space: Meta-Schedule's builder and the
-# final export (kernel_library) must use the same one.
-#  * merge_static_smem: shared buffers -> one dynamic allocation (> 48 KB possible, see module doc);
-#  * use_async_copy: the pipelined global->shared copies become cp.async.
-PASS_CONFIG = {"tirx.merge_static_smem": True, "tirx.use_async_copy": True}
+from .cuda_build import PASS_CONFIG, f_build  # noqa: E402,F401  (re-exported)
 
 # Opt-in maximum of dynamic shared memory per block (bytes), CUDA programming guide table 21.
 SMEM_LIMIT = {"sm_80": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
@@ -87,14 +82,19 @@ def _sizes(func: tvm.tirx.PrimFunc):
     return ext  # [B0, B1, M, N, K]
 
 
+def _pad_factors(m: int, n: int):
+    return (32 if m > 32 else 16), (64 if n > 64 else 16)
+
+
 def check_shape(target_name: str, m: int, n: int, k: int) -> None:
     """Raise LongRowError when even BM=16 and the smallest staging do not fit in shared memory."""
     limit = SMEM_LIMIT[target_name]
-    need = 16 * _round16(n) * 4 + 2 * (16 * 16 + 16 * 16) * 2 + 1024
+    n_fac = _pad_factors(m, n)[1]
+    need = 16 * (-(-n // n_fac) * n_fac) * 4 + 2 * (16 * 16 + 16 * 16) * 2 + 1024
     if need > limit:
         raise LongRowError(
             f"N={n} too long for the row-resident variant on {target_name} (S rows need {need} bytes of shared "
-            f"memory, the limit is {limit}); long-row (split-N online softmax) variant not implemented yet")
+            f"memory, the limit is {limit}); long-row variant not implemented yet (it needs a split-N online softmax)")
 
 
 def _row_max_reducible(sch: tvm.s_tir.Schedule) -> bool:
@@ -113,9 +113,24 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     reducible_max = _row_max_reducible(sch)
 
     s_blk = sch.get_sblock("S")
-    sch.pad_einsum(s_blk, [1, 1, 16, 16, 16])
-    # S_pad -> S copy: inline into the softmax blocks, which then read the padded buffer directly
-    sch.compute_inline(sch.get_sblock("S_pad"))
+    # pad_einsum creates a padded copy only of the operands with an unaligned dim (A_pad when M or K,
+    # Bm_pad when N or K, S_pad when M or N is not a multiple of 16); which ones is a function of the
+    # shape, so the same instructions replay on the runtime form of that shape.
+    # M and N are padded to multiples of 32 / 64 (not just 16) when larger: the tile counts then have
+    # the factors 2 and 4 that warps / rows-per-block need (197 -> 13 tiles of 16 is prime; 256 -> 16).
+    m_fac, n_fac = _pad_factors(m, n)
+    pad_a, pad_b = bool(m % m_fac or k % 16), bool(n % n_fac or k % 16)
+    pad_s = bool(m % m_fac or n % n_fac)
+    if pad_a or pad_b or pad_s:
+        sch.pad_einsum(s_blk, [1, 1, m_fac, n_fac, 16])
+    if pad_s:  # S_pad -> S copy: inline into the softmax blocks, which then read the padded buffer
+        sch.compute_inline(sch.get_sblock("S_pad"))
+    # NOTE (TVM 0.27): cache_read (and reindex, set_scope) give the new buffer the *source* buffer's
+    # elem_offset. An operand read straight from a function parameter declared with offset_factor=1
+    # (symbolic elem_offset) therefore yields shared/warp caches with a symbolic offset, and the build
+    # fails the ldmatrix/mma offset_factor=16 check ("does not satisfy the offset_factor 16"). Padded
+    # operands are read via the fresh A_pad/Bm_pad buffers and are fine; unpadded ones need A/Bm declared
+    # without offset_factor (elem_offset 0) in tir_kernels (see the report).
     sch.compute_inline(sch.get_sblock("exp"))
 
     # ---- GEMM tiling
@@ -141,18 +156,19 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     for name in ("row_max", "row_sum", "P"):  # the softmax of the block's rows, after its GEMM
         sch.reverse_compute_at(sch.get_sblock(name), bx)
 
-    def fetch(idx, pad_name):
+    def fetch(idx, producer):
         blk = sch.cache_read(s_outer, idx, SMEM)
         sch.compute_at(blk, ko)
-        sch.compute_inline(sch.get_sblock(pad_name))
+        if producer is not None:  # the zero-padding becomes a predicate of the global->shared copy
+            sch.compute_inline(producer)
         sch.fuse(*sch.get_loops(blk)[-2:])
         vec = sch.sample_categorical(candidates=[1, 2, 4, 8], probs=[0.1, 0.1, 0.2, 0.6])
         sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
         sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
         return blk
 
-    a_sh = fetch(0, "A_pad")
-    b_sh = fetch(1, "Bm_pad")
+    a_sh = fetch(0, sch.get_sblock("A_pad") if pad_a else None)
+    b_sh = fetch(1, sch.get_sblock("Bm_pad") if pad_b else None)
 
     a_w = sch.cache_read(s_outer, 0, "warp")
     b_w = sch.cache_read(s_outer, 1, "warp")
@@ -211,10 +227,12 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     warp_per_row("row_sum")
     p_blk = sch.get_sblock("P")
     r, c = sch.get_loops(p_blk)[-2:]
-    pv = sch.sample_categorical(candidates=[1, 2, 4], probs=[0.4, 0.3, 0.3])
+    pv = sch.sample_categorical(candidates=[1, 2, 4], probs=[0.2, 0.3, 0.5])  # P store vector width
     _, ry, cx, cv = sch.split(sch.fuse(r, c), factors=[None, warps, 32, pv])
     sch.bind(ry, "threadIdx.y")
     sch.bind(cx, "threadIdx.x")
+    if n % 4 == 0:  # P is compact: pv consecutive elements of the fused (row, col) index share a row and
+        sch.vectorize(cv)  # are pv-aligned only when N % pv == 0 (else scalar stores: never misaligned)
     # unroll knob on the GEMM part only: TVM 0.27 fails to build a cross-thread reduction inside an
     # explicitly unrolled loop ("variables (red_buf0,) are used, but are not passed in"), so the usual
     # root-level meta_schedule.unroll_explicit (which reaches the softmax loops) is not used.
@@ -292,22 +310,6 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
 
 
 # ----------------------------------------------------------------------------- build / run
-def make_f_build(pass_config: Optional[dict] = None):
-    """f_build for LocalBuilder: compiles inside `with target:` (nvcc gets target.arch, not the local GPU's)
-    and with PASS_CONFIG (the same config the final export uses)."""
-    cfg = dict(PASS_CONFIG if pass_config is None else pass_config)
-
-    def f_build(mod, target, _params):
-        import tvm  # noqa: PLC0415  (runs in a popen worker; the closure is cloudpickled)
-        import schedules.tensor_intrin  # noqa: F401,PLC0415  (registers the bf16 intrinsics there)
-        from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # noqa: PLC0415
-        mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-        with target, tvm.transform.PassContext(config=cfg):
-            return tvm.compile(mod, target=target).mod
-
-    return f_build
-
-
 def build(mod, target_name: str):
     """Compile a scheduled module as the builder and the export do (inside the target, PASS_CONFIG)."""
     target = targets.tvm_target(target_name)
@@ -317,7 +319,7 @@ def build(mod, target_name: str):
 
 def builder(target_name: str, workers: int) -> ms.builder.Builder:
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=make_f_build(), timeout_sec=60)
+    return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=f_build, timeout_sec=120)
 
 
 def runner() -> ms.runner.Runner:

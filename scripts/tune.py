@@ -32,9 +32,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="builder processes (default: all cores)")
     ap.add_argument("--batch-size", type=int, default=64,
                     help="candidates per search iteration; an interrupted run loses at most one batch (default 64)")
+    ap.add_argument("--population", type=int, default=512,
+                    help="evolutionary search population per iteration (default 512, Meta-Schedule's)")
     args = ap.parse_args(argv)
-    if min(args.trials, args.top_k, args.batch_size) < 1:
-        ap.error("--trials, --top-k and --batch-size must be at least 1")
+    if min(args.trials, args.top_k, args.batch_size, args.population) < 1:
+        ap.error("--trials, --top-k, --batch-size and --population must be at least 1")
 
     from schedules import targets  # noqa: PLC0415
     from tuning_db import database, tuner  # noqa: PLC0415
@@ -48,7 +50,8 @@ def main(argv=None) -> int:
     for wl in workloads:
         try:
             tuner.tune(wl, target, args.trials, strategy=args.strategy, top_k=args.top_k, db_root=args.db,
-                       seed=args.seed, workers=args.workers, batch_size=args.batch_size)
+                       seed=args.seed, workers=args.workers, batch_size=args.batch_size,
+                       population=args.population)
         except (database.DatabaseError, targets.TargetError, ValueError) as err:
             print(f"tune.py: error: {err}", file=sys.stderr)
             return 2

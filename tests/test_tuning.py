@@ -50,7 +50,8 @@ def test_tuning_writes_a_top_k_database_with_provenance(tuned):
     secs = [sum(r[1][1]) / len(r[1][1]) for r in recs]
     assert secs == sorted(secs) and secs[0] == pytest.approx(prov["best_secs"])
     assert all(s < dbm.INVALID_SECS for s in secs), "invalid candidates must never be kept as winners"
-    assert (wl_dir / "work" / "curve.csv").read_text().startswith("trial,best_seconds")
+    assert (wl_dir / "curve.csv").read_text().startswith("trial,best_seconds")
+    assert (wl_dir / "curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def _strides(name: str, n: int):
     return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
 
 
-def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None):
+def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
     bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'."""
     dt = variant.dtype
@@ -59,8 +59,9 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     else:
         a_strides = b_strides = bias_strides = mask_strides = None
     mask_dtype = "uint8" if variant.mask == "bool" else dt
-    # Runtime kernels accept any element-aligned pointer (ORT hands us user memory, e.g. numpy views).
-    align = 2 if strided else 64
+    # Runtime kernels accept any element-aligned pointer (ORT hands us user memory, e.g. numpy views),
+    # unless the caller asks for more (tensor-core kernels: see runtime_func).
+    align = align if strided else 64
     has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
 
     def b_elem(Bm, b0, b1, k, j):
@@ -83,8 +84,10 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     def fused_gemm_softmax(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
                            p_h: T.handle, scale: T.float32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align, offset_factor=1)
-        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align, offset_factor=1)
+        # A and B: no offset_factor (elem_offset 0), else TVM 0.27's cache_read copies a symbolic offset into
+        # the shared/warp tiles and tensorized candidates fail to build. Callers pass byte_offset 0.
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
         Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
         Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
         P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
@@ -133,13 +136,19 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
     return tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
 
 
-def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None."""
+def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
+                 align: int = 2) -> tvm.tirx.PrimFunc:
+    """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
+
+    align: the byte alignment A, B, bias and P pointers are promised to have. 2 (any element) for the
+    generic kernels; tuned tensor-core kernels need 64, as measured (their cp.async/ldmatrix tiles are
+    matched against TVM's intrinsics, which require it): the op checks pointers before choosing one.
+    """
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
     else:
         sizes = shape.sizes
-    return _template(variant, sizes, strided=True).with_attr("global_symbol", name)
+    return _template(variant, sizes, strided=True, align=align).with_attr("global_symbol", name)
 
 
 def tuning_func(variant: Variant, shape: CanonicalShape, scale: float) -> tvm.tirx.PrimFunc:

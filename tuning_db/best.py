@@ -9,11 +9,15 @@ from typing import Callable, Optional
 
 import tvm
 
+from schedules import targets
 from tir_kernels import CanonicalShape, Variant, runtime_func
 from tir_kernels.workloads import parse
 
 from . import database as dbm
 from .tuner import tuning_module
+
+
+TENSOR_CORE_ALIGN = 64  # bytes; see tir_kernels.runtime_func
 
 
 @dataclasses.dataclass
@@ -37,7 +41,8 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     if not top:
         raise dbm.DatabaseError(f"{wl_dir} has no valid record for its workload {wl.spec()} "
                                 f"(was the kernel definition changed since tuning? then tune again)")
-    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical))
+    align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
+    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align))
     try:
         top[0].trace.apply_to_schedule(sch, remove_postproc=False)
     except Exception as err:  # noqa: BLE001

@@ -25,6 +25,7 @@ from schedules import targets
 from tir_kernels import tuning_func
 from tir_kernels.workloads import Workload
 
+from . import curves
 from . import database as dbm
 
 STRATEGIES = ("evolutionary", "random")
@@ -114,12 +115,13 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
 
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
-         workers: Optional[int] = None, batch_size: int = 64, log: Callable = print,
+         workers: Optional[int] = None, batch_size: int = 64, population: int = 512, log: Callable = print,
          progress: bool = True) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     batch_size: candidates measured per search iteration (Meta-Schedule's num_trials_per_iter); a run
-    killed mid-way loses at most the batch in flight.
+    killed mid-way loses at most the batch in flight. population: the evolutionary search's population
+    (Meta-Schedule's default, 512); each iteration samples and scores that many candidates on the CPU.
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
@@ -181,7 +183,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             mod=mod, target=target, work_dir=str(work), max_trials_global=remaining,
             num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner, database=work_db,
             cost_model="random" if is_random else "xgb",
-            strategy=ms.search_strategy.ReplayTrace() if is_random else "evolutionary",
+            strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
+                population_size=population, init_min_unmeasured=min(50, population)),
             space=_space(target_name), measure_callbacks=ms.measure_callback.MeasureCallback.create("default")
             + [prog], num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
     if bar is not None:
@@ -197,7 +200,10 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "trials": prog.done - done, "valid": prog.valid, "invalid": prog.invalid,
                      "strategy": strategy, "seconds": round(elapsed, 1),
                      "trials_per_second": round((prog.done - done) / elapsed, 3) if elapsed else None})
-        _append_curve(work / "curve.csv", prog.curve)
+        _append_curve(wl_dir / "curve.csv", prog.curve)  # committed with the database, across runs
+        png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
+                                f"{workload.dir_name} on {target_name} ({strategy})")
+        log(f"[tune] tuning curve: {wl_dir / 'curve.csv'}" + (f", {png}" if png else " (no matplotlib: no PNG)"))
     provenance = {
         "target": target_name,
         "target_json": target.export() if hasattr(target, "export") else str(target),
