@@ -193,7 +193,9 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
 
     loop_a, loop_b = tile_fragment(a_w), tile_fragment(b_w)
     # buffers are 4-D [b0, b1, rows, cols]; the batch dims of a block's fragments have extent 1
-    imap = lambda b0, b1, r, c: (b0, b1, r // 16, c // 16,  # noqa: E731
+    # Index-map parameter names are stored in the trace; names like b0, l3, v7 collide with its random-variable
+    # names and the record cannot be loaded back ("Cannot treat type SBlockRV as type Var").
+    imap = lambda batch0, batch1, r, c: (batch0, batch1, r // 16, c // 16,  # noqa: E731
                                  *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
     sch.transform_layout(a_w, ("write", 0), imap)
     sch.transform_layout(b_w, ("write", 0), imap)
