@@ -66,7 +66,11 @@ PIPELINE_STAGES = (2, 3)
 SMEM = "shared.dyn"  # every shared buffer of the kernel: dynamic shared memory (module doc)
 
 
-class LongRowError(ValueError):
+class UnsupportedShapeError(ValueError):
+    """A shape the tensor-core space cannot schedule (the generic kernel still serves it)."""
+
+
+class LongRowError(UnsupportedShapeError):
     """The row-resident variant cannot hold this shape's S rows on chip."""
 
 
@@ -87,7 +91,13 @@ def _pad_factors(m: int, n: int):
 
 
 def check_shape(target_name: str, m: int, n: int, k: int) -> None:
-    """Raise LongRowError when even BM=16 and the smallest staging do not fit in shared memory."""
+    """Raise LongRowError when even BM=16 and the smallest staging do not fit in shared memory, and
+    UnsupportedShapeError for M = 1: its candidates fail TVM 0.27's shared-memory merge
+    (MergeSharedMemoryAllocations, "buffer_byte_offsets") and every one would be measured invalid."""
+    if m == 1:
+        raise UnsupportedShapeError(
+            "M=1 (decoding) is not in the tensor-core space yet (TVM 0.27 fails to build its candidates); "
+            "the generic kernel serves it")
     limit = SMEM_LIMIT[target_name]
     n_fac = _pad_factors(m, n)[1]
     need = 16 * (-(-n // n_fac) * n_fac) * 4 + 2 * (16 * 16 + 16 * 16) * 2 + 1024
@@ -212,8 +222,17 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     sch.set_scope(sch.get_sblock("row_sum"), 0, SMEM)
     warps = j_f[1]
 
+    def rows_cols(block):
+        """The (row, column) loops of a softmax block. With one row (M = 1) compute_at leaves no row
+        loop, and the loop above the columns is a bound one: put a unit row loop back."""
+        r, c = sch.get_loops(block)[-2:]
+        r_node = sch.get(r)
+        if r_node.thread_binding is not None or r_node.kind != tvm.tirx.ForKind.SERIAL or r_node.annotations:
+            r = sch.add_unit_loop(c)
+        return r, c
+
     def warp_per_row(name):
-        r, c = sch.get_loops(sch.get_sblock(name))[-2:]
+        r, c = rows_cols(sch.get_sblock(name))
         _, ry = sch.split(r, factors=[None, warps])
         _, cx = sch.split(c, factors=[None, 32])
         sch.bind(ry, "threadIdx.y")
@@ -222,13 +241,13 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     if reducible_max:
         warp_per_row("row_max")
     else:  # serial max per row, one thread per row (see module doc)
-        r, c = sch.get_loops(sch.get_sblock("row_max"))[-2:]
+        r, c = rows_cols(sch.get_sblock("row_max"))
         _, ry, rx = sch.split(r, factors=[None, warps, 32])
         sch.bind(ry, "threadIdx.y")
         sch.bind(rx, "threadIdx.x")
     warp_per_row("row_sum")
     p_blk = sch.get_sblock("P")
-    r, c = sch.get_loops(p_blk)[-2:]
+    r, c = rows_cols(p_blk)
     pv = sch.sample_categorical(candidates=[1, 2, 4], probs=[0.2, 0.3, 0.5])  # P store vector width
     _, ry, cx, cv = sch.split(sch.fuse(r, c), factors=[None, warps, 32, pv])
     sch.bind(ry, "threadIdx.y")

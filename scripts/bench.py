@@ -227,6 +227,7 @@ def main(argv=None) -> int:
                                 cwd=ROOT).stdout.strip() or None
     except OSError:
         commit = None
+    commit = commit or os.environ.get("FLASHGEMM_COMMIT")  # a copied tree without .git (the GPU machine)
     import tvm  # noqa: PLC0415
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "target": target, "commit": commit, "host": platform.node(),

@@ -226,3 +226,34 @@ def test_generic_recompute_rewrite_is_exact_on_cpu():
        p, np.float32(0.3))
     ref = fused_gemm_softmax_ref(a, bb, mask=mask16, scale=0.3, trans_b=True, causal=True)
     np.testing.assert_allclose(p.numpy().astype(np.float64), ref, atol=2e-3)
+
+
+def test_m1_is_refused_clearly():
+    from schedules import cuda_space  # noqa: PLC0415
+    with pytest.raises(cuda_space.UnsupportedShapeError, match="M=1"):
+        cuda_space.check_shape("sm_90", 1, 256, 64)
+
+
+@pytest.mark.parametrize("m, n, k", [(2, 256, 64), (3, 40, 1), (512, 512, 64)])
+def test_space_generates_for_edge_shapes(m, n, k):
+    """Few rows, K = 1, and a shape needing no padding: the space yields sketches and a valid sample."""
+    import tvm  # noqa: PLC0415
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+    from tvm.s_tir.schedule import Trace  # noqa: PLC0415
+
+    from schedules import cuda_space, targets  # noqa: PLC0415
+    from tir_kernels import Variant, canonicalize, tuning_func  # noqa: PLC0415
+
+    v = Variant("bfloat16", True)
+    c = canonicalize((2, 2, m, k), (2, 2, n, k), True)
+    mod = tvm.IRModule({"main": tuning_func(v, c, 0.125).with_attr("global_symbol", "main")})
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), task_name="main", rand_state=3,
+                         space_generator=cuda_space.design_space("sm_90"))
+    sketches = ctx.generate_design_space()
+    assert sketches
+    valid = 0
+    for seed in range(1, 9):
+        sch = tvm.s_tir.Schedule(mod, seed=seed)
+        Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        valid += all(p.apply(sch) for p in ctx.space_generator.postprocs)
+    assert valid >= 1
