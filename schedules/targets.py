@@ -53,3 +53,10 @@ def tvm_target(name: str) -> tvm.target.Target:
 
 def is_cuda(name: str) -> bool:
     return resolve(name) in CUDA_ARCHES
+
+
+def register_intrinsics(name: str) -> None:
+    """CUDA records hold Tensorize instructions that name TVM's and our bf16 tensor intrinsics: they must be
+    registered before a database of such records is opened, or loading it fails."""
+    if is_cuda(name):
+        from . import tensor_intrin  # noqa: F401,PLC0415  (imports TVM's intrinsics and registers ours)

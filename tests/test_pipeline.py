@@ -85,3 +85,16 @@ def test_build_refuses_a_database_of_another_target(tmp_path):
     out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(tmp_path), "--out", str(tmp_path / "b"),
                                   "--no-native"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and "tuned for target 'sm_90', not 'llvm'" in out.stderr
+
+
+def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
+    """tuning_db/sm_90 (tuned on the H100) must load without a GPU and replay onto the runtime form that
+    build.py exports (a CUDA database needs the tensor intrinsics registered first)."""
+    from tuning_db import best  # noqa: PLC0415
+
+    kernels = best.load_all("sm_90", log=lambda *_: None)
+    assert {k.workload for k in kernels} >= {"bert-large.f16", "vit-b16.f16"}
+    for k in kernels:
+        assert k.run_secs > 0
+        text = k.schedule.mod.script()
+        assert "mma" in text and "ldmatrix" in text, k.workload

@@ -37,6 +37,7 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     except (KeyError, ValueError) as err:
         raise dbm.DatabaseError(f"{wl_dir}/{dbm.PROVENANCE} has no usable workload spec ({err})") from None
     mod = tuning_module(wl)
+    targets.register_intrinsics(target)
     top = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1)
     if not top:
         raise dbm.DatabaseError(f"{wl_dir} has no valid record for its workload {wl.spec()} "

@@ -75,7 +75,11 @@ def open_json_db(path: Path, create: bool = False) -> ms.database.JSONDatabase:
     try:
         return ms.database.JSONDatabase(work_dir=str(path), allow_missing=create)
     except Exception as err:  # noqa: BLE001  (TVM raises its own error types)
-        raise DatabaseError(f"corrupt tuning database at {path}: {str(err).strip().splitlines()[-1]}. "
+        reason = str(err).strip().splitlines()[-1]
+        if "is not registered" in reason:  # a bug of ours, not of the database: say so
+            raise DatabaseError(f"cannot read the tuning database at {path}: {reason} (register the target's "
+                                f"tensor intrinsics first: schedules.targets.register_intrinsics)") from err
+        raise DatabaseError(f"corrupt tuning database at {path}: {reason}. "
                             f"Delete the directory and tune again.") from err
 
 

@@ -147,6 +147,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
 
     mod = tuning_module(workload)
     _export_repo_path()
+    targets.register_intrinsics(target_name)
     work = wl_dir / "work"
     work_db = dbm.open_json_db(work, create=True)
     done = len(work_db.get_all_tuning_records())
