@@ -45,7 +45,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Optional
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -55,7 +54,6 @@ from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
 from . import targets
 from .tensor_intrin import intrin_group
 
-os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # nvrtc needs cuda-bindings; inherited by builder workers
 
 from .cuda_build import PASS_CONFIG, f_build  # noqa: E402,F401  (re-exported)
 
@@ -177,8 +175,8 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
         sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
         return blk
 
-    a_sh = fetch(0, sch.get_sblock("A_pad") if pad_a else None)
-    b_sh = fetch(1, sch.get_sblock("Bm_pad") if pad_b else None)
+    fetch(0, sch.get_sblock("A_pad") if pad_a else None)
+    fetch(1, sch.get_sblock("Bm_pad") if pad_b else None)
 
     a_w = sch.cache_read(s_outer, 0, "warp")
     b_w = sch.cache_read(s_outer, 1, "warp")

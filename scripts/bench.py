@@ -105,11 +105,10 @@ def torch_fn(wl):
 def our_kernel(wl, target_name, db_root, log):
     """(callable over torch feeds, which kernel) for the workload: tuned if the database has it, else generic."""
     import torch  # noqa: PLC0415
-    import tvm  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
     from ort_integration.kernel_library import generic_schedule  # noqa: PLC0415
-    from schedules import cuda_space, targets  # noqa: PLC0415
+    from schedules import cuda_space  # noqa: PLC0415
     from tir_kernels import runtime_func  # noqa: PLC0415
     from tuning_db import best, database  # noqa: PLC0415
 
@@ -120,9 +119,7 @@ def our_kernel(wl, target_name, db_root, log):
         mod, which = tk.schedule.mod, f"tuned ({wl_dir.name}, {tk.run_secs * 1e6:.1f} us when tuned)"
     else:
         mod, which = generic_schedule(target_name, runtime_func(wl.variant)).mod, "generic (untuned)"
-    target = targets.tvm_target(target_name)
-    with target, tvm.transform.PassContext(config=cuda_space.PASS_CONFIG):
-        fn = tvm.compile(mod, target=target)["main"]
+    fn = cuda_space.build(mod, target_name)["main"]  # the builder's and the export's compile
     log(f"  ours: {which}")
 
     def views(feeds):
