@@ -81,12 +81,12 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         funcs[name] = tk.schedule.mod["main"].with_attr("global_symbol", name)
         entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs))
     log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned) for {target_name} ...")
-    config = {}
     if targets.is_cuda(target_name):
-        from schedules import cuda_space  # noqa: PLC0415  (the tuned kernels were measured built this way)
-        config = cuda_space.PASS_CONFIG
-    with target, tvm.transform.PassContext(config=config):  # target scope: nvcc builds for target.arch
-        ex = tvm.compile(tvm.IRModule(funcs), target=target)
+        from schedules import cuda_build  # noqa: PLC0415  (the tuned kernels were measured built this way)
+        ex = cuda_build.compile_cuda(tvm.IRModule(funcs), target)
+    else:
+        with target:
+            ex = tvm.compile(tvm.IRModule(funcs), target=target)
     so_path = out_dir / KERNELS_SO
     tmp = so_path.with_suffix(".so.tmp")
     ex.export_library(str(tmp))

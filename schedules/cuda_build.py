@@ -1,10 +1,18 @@
 """How every CUDA kernel of the project is compiled: Meta-Schedule's builder workers, the final export
-and the benchmarks all use `f_build` / PASS_CONFIG from here.
+and the benchmarks all use `f_build` / `compile_cuda` / PASS_CONFIG from here.
 
 This module is deliberately light: builder workers are fresh processes that unpickle `f_build` by
 reference, so importing this module must not import TVM's tensor-intrinsic modules (16 s of TVMScript
 parsing per worker on a 2-core box; with 16 workers starting at once on the GPU machine every build
 of the first tuning run timed out). A tensorized module needs no intrinsic registry to compile.
+
+TIR pipeline "flashgemm": TVM's default ("s_tir") pipeline with one change in the device finalization.
+TVM 0.27's LowerWarpMemory lowers only the *first* "warp"-scope allocation of a statement sequence:
+it rewrites the accesses in the allocation's siblings but does not visit the later allocations among
+them. A tensor-core kernel has one accumulator and at least two A/B fragment buffers, so all but the
+accumulator stayed 32x-too-large per-thread arrays indexed by threadIdx.x (`half A_warp[256]`): local
+memory, a st.local/ld.local round trip per ldmatrix -> mma. Running the pass until the module stops
+changing lowers them all (each run lowers one more; an already lowered buffer is "local" and skipped).
 """
 from __future__ import annotations
 
@@ -12,19 +20,57 @@ import os
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # nvrtc needs cuda-bindings; inherited by workers
 
+import tvm  # noqa: E402
+import tvm_ffi  # noqa: E402
+from tvm import tirx  # noqa: E402
+from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
+
 # * use_async_copy: the pipelined global->shared copies become cp.async.
+# * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
+#   LowerWarpMemory runs, which then cannot see the fragment index's threadIdx.x coefficient and fails
+#   ("require positive constant coefficient on warp index"). nvcc eliminates common subexpressions anyway.
 # Not used: tirx.merge_static_smem (would turn static shared buffers dynamic too) breaks the generic
 # kernel's cross-thread reductions in MergeSharedMemoryAllocations ("buffer_byte_offsets" check);
 # the space allocates its big buffers in "shared.dyn" itself.
-PASS_CONFIG = {"tirx.use_async_copy": True}
+PASS_CONFIG = {"tirx.use_async_copy": True, "tirx.disable_cse_tir": True}
+TIR_PIPELINE = "flashgemm"
+_MAX_WARP_BUFFERS = 64  # fragments of one kernel; a guard against a pass that never converges
+
+
+@tvm.transform.module_pass(opt_level=0, name="flashgemm.LowerAllWarpMemory")
+def lower_all_warp_memory(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    """LowerWarpMemory to a fixed point (module doc)."""
+    lower = tirx.transform.LowerWarpMemory()
+    for _ in range(_MAX_WARP_BUFFERS):
+        new = lower(mod)
+        if tvm_ffi.structural_equal(new, mod):
+            return new
+        mod = new
+    return mod
+
+
+def _flashgemm_pipeline(**kwargs):
+    pipeline, finalize_host, _ = _pipelines.get_tir_pipeline("s_tir", **kwargs)
+
+    def finalize_device():
+        return tvm.ir.transform.Sequential([lower_all_warp_memory, tirx.transform.StmtSimplify(),
+                                            tirx.transform.LowerIntrin()])
+    return pipeline, finalize_host, finalize_device
+
+
+_pipelines.register_tir_pipeline(TIR_PIPELINE, _flashgemm_pipeline)
+
+
+def compile_cuda(mod, target):
+    """tvm.compile for a CUDA target: inside `with target:` (nvcc builds for target.arch, not the local
+    GPU), with PASS_CONFIG and the flashgemm TIR pipeline."""
+    with target, tvm.transform.PassContext(config=PASS_CONFIG):
+        return tvm.compile(mod, target=target, tir_pipeline=TIR_PIPELINE)
 
 
 def f_build(mod, target, _params=None):
-    """Meta-Schedule f_build: inside `with target:` so nvcc builds for target.arch (the default builder
-    builds for the local GPU), with PASS_CONFIG."""
-    import tvm  # noqa: PLC0415
+    """Meta-Schedule f_build: compile_cuda of the candidate (the default builder builds for the local GPU)."""
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # noqa: PLC0415
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    with target, tvm.transform.PassContext(config=PASS_CONFIG):
-        return tvm.compile(mod, target=target).mod
+    return compile_cuda(mod, target).mod

@@ -98,7 +98,7 @@ def intrin_group(dtype: str, trans_b: bool, scope: str = "shared") -> dict:
         compute = MMA_BF16BF16F32_TRANS_B if trans_b else MMA_BF16BF16F32
     else:
         raise ValueError(f"no tensor-core intrinsics for dtype {dtype!r} (float16, bfloat16)")
-    store = MMA_STORE_F32_SHARED if scope == "shared" else _tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE
+    store = MMA_STORE_F32_SHARED if scope == "shared" else _tc.MMA_store_16x16_f32_shared_dyn_INTRIN
     return {"load_a": load_a, "load_b": load_b, "compute": compute,
             "init": _tc.MMA_fill_16x16_f32_INTRIN, "store": store}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -178,6 +179,11 @@ def test_space_valid_rate_and_codegen(results, arch, dtype):
         assert "ldmatrix.sync.aligned" in src
         assert "cp.async" in src
         assert "extern __shared__" in src  # S lives in dynamic shared memory
+        # every mma fragment is per-thread registers: 8 elements a 16x16 fragment, at most 4x4 fragments
+        # a warp. TVM 0.27's single LowerWarpMemory pass left A/B fragments as 32x larger arrays indexed
+        # by threadIdx.x (local memory; schedules/cuda_build.py).
+        frags = re.findall(r"alignas\(64\) \w+ (\w+warp\w*)\[(\d+)\]", src)
+        assert frags and all(int(n) <= 128 for _, n in frags), frags
         assert b["fatbin_archs"] and all(a == sm for a in b["fatbin_archs"]), b["fatbin_archs"]
 
 

@@ -12,6 +12,7 @@ import datetime
 import logging
 import math
 import os
+import re
 import platform
 import time
 from pathlib import Path
@@ -115,7 +116,7 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
 
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
-         workers: Optional[int] = None, batch_size: int = 64, population: int = 512, log: Callable = print,
+         workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
          progress: bool = True) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
@@ -191,6 +192,10 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     if bar is not None:
         bar.close()
     elapsed = time.time() - t0
+    stages = stage_seconds(work / "logs", t0) if remaining > 0 else {}
+    if stages:
+        log("[tune] time by stage: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
+            + f" (wall {elapsed:.0f} s, {max(prog.done - done, 0) / max(elapsed, 1e-9):.2f} trials/s)")
 
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
     top = dbm.top_records(mod, [work_db, *committed], top_k)
@@ -200,7 +205,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": prog.done - done, "valid": prog.valid, "invalid": prog.invalid,
                      "strategy": strategy, "seconds": round(elapsed, 1),
-                     "trials_per_second": round((prog.done - done) / elapsed, 3) if elapsed else None})
+                     "trials_per_second": round((prog.done - done) / elapsed, 3) if elapsed else None,
+                     "stage_seconds": stages, "batch_size": batch_size, "population": population,
+                     "workers": workers or os.cpu_count()})
         _append_curve(wl_dir / "curve.csv", prog.curve)  # committed with the database, across runs
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
@@ -227,6 +234,33 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     best = provenance["best_secs"]
     log(f"[tune] {workload.dir_name}: {total} trials total, best {best * 1e6:.1f} us, top {len(top)} kept in {wl_dir}")
     return provenance
+
+
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
+_STAGE_MARKS = (("search", "Generating candidates"), ("build", "sample(s) to builder"),
+                ("run", "valid sample(s) to runner"), ("update", "[Updated] Task"))
+
+
+def stage_seconds(log_dir: Path, since: float) -> dict:
+    """Where a run's wall time went, from the timestamps of Meta-Schedule's own logs (1 s resolution):
+    search (evolutionary search + cost model), build (builder workers, nvcc), run (GPU measurement) and
+    update (cost-model training, database). Only lines written at or after `since` (epoch seconds)."""
+    events = []
+    for path in sorted(Path(log_dir).glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            m = _LOG_TIME.match(line)
+            if not m:
+                continue
+            for stage, mark in _STAGE_MARKS:
+                if mark in line:
+                    t = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+                    if t >= since - 1:
+                        events.append((t, stage))
+    events.sort()
+    totals = {"search": 0.0, "build": 0.0, "run": 0.0, "update": 0.0}
+    for (t0, stage), (t1, _) in zip(events, events[1:]):
+        totals[stage] += t1 - t0
+    return totals
 
 
 def _append_curve(path: Path, curve) -> None:
