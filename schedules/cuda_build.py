@@ -61,6 +61,25 @@ def _flashgemm_pipeline(**kwargs):
 _pipelines.register_tir_pipeline(TIR_PIPELINE, _flashgemm_pipeline)
 
 
+_INDEX_MAP = "tirx.index_map.shared_16x16_to_ldmatrix_32x8_layout"
+
+
+def _register_mma_store_index_map() -> None:
+    """CodeGenCUDA emits the mma accumulator store (`mma_store`) through this index map, which TVM
+    registers only when its tensor-intrinsic module is imported (what builder workers must not do,
+    module doc). Register the same function here when it is missing (same body as TVM's)."""
+    if tvm_ffi.get_global_func(_INDEX_MAP, allow_missing=True) is not None:
+        return
+
+    def index_map(ind):
+        i, j = ind[0], ind[1]
+        return tvm.runtime.convert([4 * (i % 8) + (j % 8) // 2, 4 * (j // 8) + (i // 8) * 2 + (j % 2)])
+    tvm_ffi.register_global_func(_INDEX_MAP, index_map)
+
+
+_register_mma_store_index_map()
+
+
 def compile_cuda(mod, target):
     """tvm.compile for a CUDA target: inside `with target:` (nvcc builds for target.arch, not the local
     GPU), with PASS_CONFIG and the flashgemm TIR pipeline."""

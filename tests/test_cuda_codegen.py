@@ -263,3 +263,31 @@ def test_space_generates_for_edge_shapes(m, n, k):
         Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
         valid += all(p.apply(sch) for p in ctx.space_generator.postprocs)
     assert valid >= 1
+
+
+def test_meta_schedule_builder_workers_build_candidates():
+    """Meta-Schedule's builder runs f_build in fresh worker processes that never import TVM's tensor
+    intrinsics (schedules/cuda_build.py): a sampled candidate must build there too (without a driver the
+    CUDA codegen still runs; nvcc does not). Regression: the mma_store index map was missing there and
+    every candidate of a tuning run failed to build."""
+    import tvm  # noqa: PLC0415
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+    from tvm.s_tir.schedule import Trace  # noqa: PLC0415
+
+    from schedules import cuda_space, targets  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from tuning_db.tuner import _export_repo_path, tuning_module  # noqa: PLC0415
+
+    _export_repo_path()
+    mod = tuning_module(parse(WORKLOAD))
+    target = targets.tvm_target("sm_90")
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator=cuda_space.design_space("sm_90"),
+                         task_name="main", rand_state=1)
+    sketch = ctx.generate_design_space()[0]
+    for seed in range(1, 20):
+        sch = tvm.s_tir.Schedule(mod, seed=seed)
+        Trace(sketch.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        if all(p.apply(sch) for p in ctx.space_generator.postprocs):
+            break
+    (res,) = cuda_space.builder("sm_90", 1).build([ms.builder.BuilderInput(sch.mod, target)])
+    assert res.error_msg is None, res.error_msg[-1500:]
