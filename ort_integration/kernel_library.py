@@ -38,7 +38,7 @@ def tuned_name(variant: Variant, shape: CanonicalShape) -> str:
     return f"fgs_{variant.key}_b{b0}x{b1}_m{m}_n{n}_k{k}"
 
 
-def _entry(name, variant, shape=None, workload=None, run_secs=None):
+def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -50,6 +50,11 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None):
         "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K]
         "workload": workload,
         "run_secs": run_secs,
+        # tuned_on: the arch whose measurements chose this kernel. transferred: a record of another arch
+        # (build.py --target sm_80 with only sm_90 databases), re-validated for this one but never
+        # measured on it, i.e. untuned here; run_secs is then the other arch's time
+        "tuned_on": tuned_on,
+        "transferred": bool(transferred),
     }
 
 
@@ -79,7 +84,8 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         if name in funcs:  # two workloads with one canonical problem: keep the faster
             continue
         funcs[name] = tk.schedule.mod["main"].with_attr("global_symbol", name)
-        entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs))
+        entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
+                              tk.source_target or target_name, tk.source_target is not None))
     log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned) for {target_name} ...")
     if targets.is_cuda(target_name):
         from schedules import cuda_build  # noqa: PLC0415  (the tuned kernels were measured built this way)

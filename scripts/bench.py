@@ -219,12 +219,14 @@ def main(argv=None) -> int:
     for wl in workloads:
         print(f"{wl.dir_name} {wl.spec()}")
         rows.append(bench_workload(wl, target, args.db, args.reps, rate, print))
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=ROOT).stdout.strip() or None
-    except OSError:
-        commit = None
-    commit = commit or os.environ.get("FLASHGEMM_COMMIT")  # a copied tree without .git (the GPU machine)
+    # FLASHGEMM_COMMIT first: a tree copied to the GPU machine may carry a stale .git
+    commit = os.environ.get("FLASHGEMM_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=ROOT).stdout.strip() or None
+        except OSError:
+            commit = None
     import tvm  # noqa: PLC0415
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "target": target, "commit": commit, "host": platform.node(),

@@ -98,3 +98,21 @@ def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
         assert k.run_secs > 0
         text = k.schedule.mod.script()
         assert "mma" in text and "ldmatrix" in text, k.workload
+    assert all(k.source_target is None for k in kernels)  # tuned on sm_90 itself
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89"])
+def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
+    """No A100/RTX 4090 databases: build.py --target sm_80|sm_89 takes the sm_90 records that the arch's
+    verifier accepts (sm_89 has 99 KB of shared memory a block, less than W1's best H100 record uses),
+    builds them for that arch and marks them transferred (untuned there) in the manifest."""
+    out = subprocess.run(BUILD + ["--target", arch, "--out", str(tmp_path), "--no-native"],
+                         capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stdout + out.stderr
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["target"] == arch
+    shaped = [e for e in manifest["functions"] if e["sizes"] is not None]
+    assert {e["workload"] for e in shaped} == {"bert-large.f16", "vit-b16.f16"}, out.stdout
+    assert all(e["transferred"] and e["tuned_on"] == "sm_90" for e in shaped)
+    assert "transferred, not tuned there" in out.stdout
+

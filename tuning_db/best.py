@@ -27,25 +27,35 @@ class TunedKernel:
     shape: CanonicalShape
     schedule: tvm.s_tir.Schedule  # runtime_func(variant, shape) with the best trace applied
     run_secs: Optional[float] = None
+    source_target: Optional[str] = None  # set when the record was tuned on another arch (transfer)
+
+
+def _replay(record, wl, target: str) -> tvm.s_tir.Schedule:
+    align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
+    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align))
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
+def _workload_of(wl_dir: Path, prov: dict):
+    try:
+        return parse(prov["workload"]["spec"])
+    except (KeyError, ValueError) as err:
+        raise dbm.DatabaseError(f"{wl_dir}/{dbm.PROVENANCE} has no usable workload spec ({err})") from None
 
 
 def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, target)
-    try:
-        wl = parse(prov["workload"]["spec"])
-    except (KeyError, ValueError) as err:
-        raise dbm.DatabaseError(f"{wl_dir}/{dbm.PROVENANCE} has no usable workload spec ({err})") from None
+    wl = _workload_of(wl_dir, prov)
     mod = tuning_module(wl)
     targets.register_intrinsics(target)
     top = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1)
     if not top:
         raise dbm.DatabaseError(f"{wl_dir} has no valid record for its workload {wl.spec()} "
                                 f"(was the kernel definition changed since tuning? then tune again)")
-    align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
-    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align))
     try:
-        top[0].trace.apply_to_schedule(sch, remove_postproc=False)
+        sch = _replay(top[0], wl, target)
     except Exception as err:  # noqa: BLE001
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
@@ -53,14 +63,58 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
                        dbm.mean_secs(top[0]))
 
 
-def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable = print) -> list[TunedKernel]:
-    """Every tuned workload of `target` under db_root; an empty list when none was tuned."""
-    root = Path(db_root or dbm.default_root()) / target
-    if not root.is_dir():
-        log(f"[build] no tuned workloads for {target} under {root}: generic kernels only")
-        return []
-    kernels = []
-    for wl_dir in sorted(p for p in root.iterdir() if (p / dbm.PROVENANCE).exists()):
+def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
+    """The best record of a database tuned on CUDA arch `source` that is valid on CUDA arch `target`:
+    records are tried best first, replayed on the runtime kernel and checked by the target's verifier
+    (its shared-memory and thread limits: an H100 record may need more shared memory than an RTX 4090
+    has). None when no record fits; the generic kernel then serves the shape. The kernel is compiled for
+    `target` by the export like any other; its measured time is the source arch's, not the target's."""
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+
+    from schedules import cuda_space  # noqa: PLC0415
+    prov = dbm.read_provenance(wl_dir)
+    dbm.check_target(wl_dir, prov, source)
+    wl = _workload_of(wl_dir, prov)
+    mod = tuning_module(wl)
+    targets.register_intrinsics(target)
+    verify = cuda_space.VerifyGPUCodeArch(cuda_space.SMEM_LIMIT[target])
+    verify._initialize_with_tune_context(ms.TuneContext(mod=mod, target=targets.tvm_target(target),
+                                                        task_name="verify"))
+    records = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1 << 20)
+    for rank, rec in enumerate(records):
+        try:
+            sch = _replay(rec, wl, target)
+            tuning_sch = tvm.s_tir.Schedule(mod)
+            rec.trace.apply_to_schedule(tuning_sch, remove_postproc=False)
+            if not verify.apply(tuning_sch):
+                continue
+        except Exception:  # noqa: BLE001  (a record this arch cannot take: try the next)
+            continue
+        log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
+        return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source)
+    log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: generic kernel")
+    return None
+
+
+def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable = print,
+             transfer_from: Optional[str] = "sm_90") -> list[TunedKernel]:
+    """Every tuned workload of `target` under db_root. For a CUDA target, workloads tuned only on
+    `transfer_from` (default sm_90, the committed databases) are transferred: see transfer_tuned.
+    An empty list when nothing applies."""
+    root = Path(db_root or dbm.default_root())
+    kernels, names = [], set()
+    own = root / target
+    for wl_dir in sorted(p for p in own.iterdir() if (p / dbm.PROVENANCE).exists()) if own.is_dir() else []:
         kernels.append(load_tuned(wl_dir, target))
+        names.add(wl_dir.name)
         log(f"[build] tuned {wl_dir.name}: {kernels[-1].run_secs * 1e6:.1f} us measured")
+    src = root / str(transfer_from)
+    if targets.is_cuda(target) and transfer_from and transfer_from != target and src.is_dir():
+        for wl_dir in sorted(p for p in src.iterdir() if (p / dbm.PROVENANCE).exists()):
+            if wl_dir.name not in names:
+                tk = transfer_tuned(wl_dir, transfer_from, target, log)
+                if tk is not None:
+                    kernels.append(tk)
+    if not kernels:
+        log(f"[build] no tuned workloads for {target} under {root}: generic kernels only")
     return kernels
