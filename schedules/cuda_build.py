@@ -94,7 +94,7 @@ def compile_cuda(mod, target):
     except tvm.error.InternalError as err:
         if "LowerWarpMemory" not in str(err) and "LowerAllWarpMemory" not in str(err):
             raise
-    with target, tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
+    with target, tvm.transform.PassContext(config={**PASS_CONFIG, "tirx.disable_cse_tir": False}):
         return tvm.compile(mod, target=target)
 
 
