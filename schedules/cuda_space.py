@@ -347,7 +347,7 @@ def builder(target_name: str, workers: int) -> ms.builder.Builder:
     return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=f_build, timeout_sec=120)
 
 
-def runner() -> ms.runner.Runner:
+def evaluator_config() -> ms.runner.EvaluatorConfig:
     # 10 launches per repeat, 3 repeats, no minimum repeat time: 30 launches rank 5-500 us kernels well
     # (spread of repeats ~1 %), and a candidate costs milliseconds of GPU time instead of the 150 ms that
     # min_repeat_ms=50 cost (it made the runner the slowest stage of tuning: 0.7 s a candidate).
@@ -355,8 +355,11 @@ def runner() -> ms.runner.Runner:
     # small workloads (W2: 9.7 MB) stay in the H100's 50 MB L2, so times are warm-L2 times, which is what
     # an attention layer repeatedly called with fresh Q/K would not quite see; compare against
     # baselines measured the same way (CUDA events, warm).
-    return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=ms.runner.EvaluatorConfig(
-        number=10, repeat=3, min_repeat_ms=0, enable_cpu_cache_flush=False))
+    return ms.runner.EvaluatorConfig(number=10, repeat=3, min_repeat_ms=0, enable_cpu_cache_flush=False)
+
+
+def runner() -> ms.runner.Runner:
+    return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config())
 
 
 def gpu_environment() -> dict:

@@ -50,7 +50,10 @@ def builder(workers: int) -> ms.builder.Builder:
     return ms.builder.LocalBuilder(max_workers=workers, f_build=build)
 
 
-def runner() -> ms.runner.Runner:
+def evaluator_config() -> ms.runner.EvaluatorConfig:
     # Caches are not flushed between repeats: the CPU kernels are small and the demo measures warm runs.
-    return ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
-        number=3, repeat=3, min_repeat_ms=20, enable_cpu_cache_flush=False))
+    return ms.runner.EvaluatorConfig(number=3, repeat=3, min_repeat_ms=20, enable_cpu_cache_flush=False)
+
+
+def runner() -> ms.runner.Runner:
+    return ms.runner.LocalRunner(evaluator_config=evaluator_config())

@@ -6,6 +6,11 @@
   scripts/tune.py --target llvm --workload "a=4x128x64,b=4x64x128,mask=4x1x128:bool"
 
 Running it again continues toward --trials (the budget is a total, not an increment).
+
+Measuring on several GPUs (TVM's RPC tracker; scripts/rpc_cluster.py starts one server per GPU):
+  scripts/rpc_cluster.py run -- scripts/tune.py --target sm_90 --workload w1 --workload w2 --runner rpc --jobs 2
+--jobs tunes that many workloads at once: while one searches and compiles on the CPU, another's candidates
+are measured, so more GPUs are kept busy than one workload's measuring stage can.
 """
 import argparse
 import os
@@ -36,28 +41,43 @@ def main(argv=None) -> int:
                          "tune faster (default 128)")
     ap.add_argument("--population", type=int, default=512,
                     help="evolutionary search population per iteration (default 512, Meta-Schedule's)")
+    ap.add_argument("--runner", default="local", choices=["local", "rpc"],
+                    help="local: this machine's first GPU (or CPU for llvm), default; rpc: every server "
+                         "registered under --key at --tracker")
+    ap.add_argument("--tracker", default=None,
+                    help="HOST:PORT of TVM's RPC tracker (default: $TVM_TRACKER_HOST:$TVM_TRACKER_PORT)")
+    ap.add_argument("--key", default=None, help="the servers' key (default: $TVM_TRACKER_KEY)")
+    ap.add_argument("--rpc-timeout", type=int, default=60,
+                    help="seconds a server gives one candidate before killing its session (default 60)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="workloads tuned at once (needs --runner rpc: the tracker keeps their measurements "
+                         "apart); builder cores are split between them (default 1)")
     args = ap.parse_args(argv)
-    if min(args.trials, args.top_k, args.batch_size, args.population) < 1:
-        ap.error("--trials, --top-k, --batch-size and --population must be at least 1")
+    if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout) < 1:
+        ap.error("--trials, --top-k, --batch-size, --population, --jobs and --rpc-timeout must be at least 1")
+    if args.jobs > 1 and args.runner != "rpc":
+        ap.error("--jobs > 1 needs --runner rpc: concurrent workloads measured on one local device time each "
+                 "other's kernels; the RPC tracker gives every candidate a server of its own")
+    if args.runner == "local" and (args.tracker or args.key):
+        ap.error("--tracker/--key are for --runner rpc")
 
     from schedules import targets  # noqa: PLC0415
-    from tuning_db import database, tuner  # noqa: PLC0415
+    from tuning_db import rpc_runner, tuner  # noqa: PLC0415
 
     try:
         target = targets.resolve(args.target)
         dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
         workloads = [parse(w, d) for w in args.workload for d in dtypes]
-    except (ValueError, targets.TargetError) as err:
+        tracker = rpc_runner.parse_tracker(args.tracker, args.key) if args.runner == "rpc" else None
+    except (ValueError, targets.TargetError, rpc_runner.TrackerError) as err:
         ap.error(str(err))
-    for wl in workloads:
-        try:
-            tuner.tune(wl, target, args.trials, strategy=args.strategy, top_k=args.top_k, db_root=args.db,
-                       seed=args.seed, workers=args.workers, batch_size=args.batch_size,
-                       population=args.population)
-        except (database.DatabaseError, targets.TargetError, ValueError) as err:
-            print(f"tune.py: error: {err}", file=sys.stderr)
-            return 2
-    return 0
+    options = dict(strategy=args.strategy, top_k=args.top_k, db_root=args.db, seed=args.seed,
+                   workers=args.workers, batch_size=args.batch_size, population=args.population, tracker=tracker,
+                   rpc_timeout=args.rpc_timeout)
+    errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
+    for err in errors:
+        print(f"tune.py: error: {err}", file=sys.stderr)
+    return 2 if errors else 0
 
 
 if __name__ == "__main__":

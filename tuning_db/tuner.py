@@ -28,6 +28,7 @@ from tir_kernels.workloads import Workload
 
 from . import curves
 from . import database as dbm
+from . import rpc_runner
 
 STRATEGIES = ("evolutionary", "random")
 
@@ -46,12 +47,19 @@ def _space(target_name: str):
     return llvm.design_space()
 
 
-def _builder_runner(target_name: str, workers: int):
+def _builder_runner(target_name: str, workers: int, tracker: Optional[rpc_runner.Tracker], servers: int,
+                    rpc_timeout: int):
+    """Builder on this machine's cores; runner local (the first GPU here) or remote (every server under the
+    tracker's key, one worker each)."""
     if targets.is_cuda(target_name):
-        from schedules import cuda_space  # noqa: PLC0415
-        return cuda_space.builder(target_name, workers), cuda_space.runner()
-    from schedules import llvm  # noqa: PLC0415
-    return llvm.builder(workers), llvm.runner()
+        from schedules import cuda_space as space  # noqa: PLC0415
+        builder = space.builder(target_name, workers)
+    else:
+        from schedules import llvm as space  # noqa: PLC0415
+        builder = space.builder(workers)
+    if tracker is None:
+        return builder, space.runner()
+    return builder, rpc_runner.runner(tracker, space.evaluator_config(), servers, rpc_timeout)
 
 
 def _export_repo_path() -> None:
@@ -99,6 +107,10 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
         self.on_batch = on_batch
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        # Runs before Meta-Schedule's own callbacks: a batch in which no candidate got an RPC server stops
+        # the run here, before it is stored as trials (the servers are gone; a resumed run redoes it).
+        if runner_results and all(rpc_runner.is_no_server(r.error_msg) for r in runner_results):
+            raise rpc_runner.NoServerError(str(runner_results[0].error_msg).strip().splitlines()[-1])
         for b, r in zip(builder_results, runner_results):
             self.done += 1
             secs = None
@@ -117,9 +129,11 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
          workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
-         progress: bool = True) -> dict:
+         progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
+    tracker: measure on the RPC servers registered under tracker.key (all of them, one candidate each at a
+    time) instead of this machine's first GPU / its CPU. rpc_timeout: seconds a server gives one candidate.
     batch_size: candidates measured per search iteration (Meta-Schedule's num_trials_per_iter); a run
     killed mid-way loses at most the batch in flight. population: the evolutionary search's population
     (Meta-Schedule's default, 512); each iteration samples and scores that many candidates on the CPU.
@@ -146,6 +160,13 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             raise dbm.DatabaseError(f"{wl_dir} was tuned for a different workload ({prov_old['workload']['spec']}); "
                                     f"name yours differently or remove that directory")
 
+    servers = 0
+    if tracker is not None:
+        servers = rpc_runner.server_count(tracker)
+        if servers == 0:
+            raise rpc_runner.TrackerError(f"no RPC server is registered under key {tracker.key!r} at "
+                                          f"{tracker.host}:{tracker.port}; start them with scripts/rpc_cluster.py "
+                                          f"start (or check --key)")
     mod = tuning_module(workload)
     _export_repo_path()
     targets.register_intrinsics(target_name)
@@ -156,7 +177,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
     remaining = trials - done
     log(f"[tune] {workload.dir_name} on {target_name}: {done} trials done, budget {trials}, "
-        f"{max(remaining, 0)} to go ({strategy})")
+        f"{max(remaining, 0)} to go ({strategy}"
+        + (f"; measured on {servers} RPC server(s) at {tracker})" if tracker else ")"))
 
     bar = None
     if remaining > 0 and progress:
@@ -177,18 +199,27 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
 
     _quiet_meta_schedule_console()
     prog = _Progress(done, best0, on_batch)
+    aborted = None
     t0 = time.time()
     if remaining > 0:
-        builder, runner = _builder_runner(target_name, workers or os.cpu_count() or 1)
+        builder, runner = _builder_runner(target_name, workers or os.cpu_count() or 1, tracker, servers,
+                                          rpc_timeout)
         is_random = strategy == "random"
-        ms.tune_tir(
-            mod=mod, target=target, work_dir=str(work), max_trials_global=remaining,
-            num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner, database=work_db,
-            cost_model="random" if is_random else "xgb",
-            strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
-                population_size=population, init_min_unmeasured=min(50, population)),
-            space=_space(target_name), measure_callbacks=ms.measure_callback.MeasureCallback.create("default")
-            + [prog], num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
+        try:
+            ms.tune_tir(
+                mod=mod, target=target, work_dir=str(work), max_trials_global=remaining,
+                num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner, database=work_db,
+                cost_model="random" if is_random else "xgb",
+                strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
+                    population_size=population, init_min_unmeasured=min(50, population)),
+                space=_space(target_name), measure_callbacks=[prog]
+                + list(ms.measure_callback.MeasureCallback.create("default")), num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
+        except Exception as err:  # noqa: BLE001  (through TVM's FFI our NoServerError comes back a RuntimeError)
+            if not rpc_runner.is_no_server(err):
+                raise
+            # keep what was measured (written below), then report
+            aborted = next(line for line in str(err).splitlines() if rpc_runner.NO_SERVER in line)
+            aborted = aborted[aborted.index(rpc_runner.NO_SERVER):]
     if bar is not None:
         bar.close()
     elapsed = time.time() - t0
@@ -207,7 +238,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "strategy": strategy, "seconds": round(elapsed, 1),
                      "trials_per_second": round((prog.done - done) / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
-                     "workers": workers or os.cpu_count()})
+                     "workers": workers or os.cpu_count(),
+                     "runner": f"rpc:{servers}" if tracker else "local"})
         _append_curve(wl_dir / "curve.csv", prog.curve)  # committed with the database, across runs
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
@@ -231,6 +263,11 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         raise dbm.DatabaseError(f"no valid candidate among {total} trials for {workload.dir_name} on {target_name}; "
                                 f"see {work}/logs")
     dbm.write_top_k(wl_dir, mod, top, _json_safe(provenance))
+    if aborted is not None:
+        raise rpc_runner.NoServerError(
+            f"{workload.dir_name}: stopped after {total} of {trials} trials: {aborted}. The trials measured so far "
+            f"are kept (top {len(top)} in {wl_dir}); restart the servers (scripts/rpc_cluster.py) and run the "
+            f"same command again to go on")
     best = provenance["best_secs"]
     log(f"[tune] {workload.dir_name}: {total} trials total, best {best * 1e6:.1f} us, top {len(top)} kept in {wl_dir}")
     return provenance
@@ -282,3 +319,52 @@ def _json_safe(obj):
     if isinstance(obj, (str, int, float, bool)) or obj is None:
         return obj
     return str(obj)
+
+
+TUNE_ERRORS = (dbm.DatabaseError, targets.TargetError, rpc_runner.TrackerError, ValueError)
+
+
+def tune_many(workloads: list, target_name: str, trials: int, *, jobs: int = 1, workers: Optional[int] = None,
+              log: Callable = print, **options) -> list:
+    """Tune each workload (`tune`'s options); `jobs` > 1 tunes that many at once in separate processes, each
+    with its share of the builder cores. Returns the errors (strings), [] when all went well; one workload's
+    error does not stop the others."""
+    if jobs <= 1 or len(workloads) <= 1:
+        errors = []
+        for wl in workloads:
+            try:
+                tune(wl, target_name, trials, workers=workers, log=log, **options)
+            except TUNE_ERRORS as err:
+                errors.append(str(err))
+                break  # stop at the first error, as a user running them one by one would
+        return errors
+    import concurrent.futures  # noqa: PLC0415
+    import multiprocessing  # noqa: PLC0415
+
+    jobs = min(jobs, len(workloads))
+    share = max(1, (workers or os.cpu_count() or 1) // jobs)
+    log(f"[tune] {len(workloads)} workloads, {jobs} at a time, {share} builder cores each")
+    errors = []
+    # spawn, not fork: TVM's runtime and thread pools do not survive a fork.
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_tune_job, wl, target_name, trials, share, options): wl for wl in workloads}
+        for fut in concurrent.futures.as_completed(futures):
+            err = fut.result()
+            if err:
+                errors.append(err)
+    return errors
+
+
+def _tune_job(workload: Workload, target_name: str, trials: int, workers: int, options: dict) -> Optional[str]:
+    """One workload of tune_many, in its own process: log lines instead of a progress bar (bars of several
+    processes would overwrite each other)."""
+    name = workload.dir_name
+
+    def log(msg):
+        print(msg if msg.startswith(f"[tune] {name}") else msg.replace("[tune]", f"[tune] {name}:", 1), flush=True)
+
+    try:
+        tune(workload, target_name, trials, workers=workers, log=log, progress=False, **options)
+    except TUNE_ERRORS as err:
+        return str(err)
+    return None

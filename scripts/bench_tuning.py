@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Tuning throughput with 1, 2, 4 ... GPUs through TVM's RPC tracker: same workloads, same trial budget.
+
+  scripts/bench_tuning.py --target sm_90 --workload vit-b16 --trials 256 --gpus 1,2,4 --out results/x.json
+  scripts/bench_tuning.py --target sm_90 --workload w2 --dtype both --jobs 2 --gpus 1,2 --out ...
+
+Each configuration tunes from an empty database (a temporary --db) with scripts/rpc_cluster.py run --gpus
+<the first n> -- scripts/tune.py --runner rpc [--jobs J]; the builder uses every core of this machine in
+every configuration, so only the number of GPUs measuring changes. Results are merged into --out by
+configuration (run it in slices: one --gpus value per command), with a markdown table beside it.
+Throughput = trials of all workloads / the longest workload's tuning time (tune.py's own clock, from the
+first search to the last measurement; cluster start-up excluded and reported apart).
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def _machine() -> dict:
+    from schedules.cuda_space import gpu_environment  # noqa: PLC0415
+
+    env = gpu_environment()
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        env["gpus"] = len([x for x in out.stdout.splitlines() if x.strip()])
+    except (OSError, subprocess.SubprocessError):
+        pass
+    env["cpu_cores"] = os.cpu_count()
+    return env
+
+
+def _commit() -> str:
+    if os.environ.get("FLASHGEMM_COMMIT"):
+        return os.environ["FLASHGEMM_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def run_config(args, n_gpus: int, db: Path, port: int) -> dict:
+    gpus = ",".join(str(i) for i in range(n_gpus))
+    tune = ["scripts/tune.py", "--target", args.target, "--trials", str(args.trials), "--batch-size",
+            str(args.batch_size), "--runner", "rpc", "--jobs", str(args.jobs), "--db", str(db), "--seed", "1"]
+    for name in args.workload:
+        tune += ["--workload", name]
+    if args.dtype:
+        tune += ["--dtype", args.dtype]
+    cmd = [sys.executable, str(REPO / "scripts" / "rpc_cluster.py"), "run", "--gpus", gpus, "--port", str(port),
+           "--log-dir", str(db / "rpc-logs"), "--", *tune]
+    print(f"[bench_tuning] {n_gpus} GPU(s): {' '.join(cmd[1:])}", flush=True)
+    t0 = time.time()
+    out = subprocess.run(cmd, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wall = time.time() - t0
+    (db / "stdout.log").write_text(out.stdout)
+    print(out.stdout[-4000:], flush=True)
+    per = {}
+    for prov_path in sorted((db / args.target).glob("*/provenance.json")):
+        prov = json.loads(prov_path.read_text())
+        run = prov["runs"][-1]
+        per[prov_path.parent.name] = {"trials": run["trials"], "valid": run["valid"], "invalid": run["invalid"],
+                                      "seconds": run["seconds"], "trials_per_second": run["trials_per_second"],
+                                      "stage_seconds": run["stage_seconds"], "runner": run.get("runner"),
+                                      "best_us": round(prov["best_secs"] * 1e6, 2) if prov["best_secs"] else None}
+    trials = sum(p["trials"] for p in per.values())
+    longest = max((p["seconds"] for p in per.values()), default=None)
+    return {"gpus": n_gpus, "returncode": out.returncode, "workloads": per, "trials": trials,
+            "tuning_seconds": longest, "wall_seconds": round(wall, 1),
+            "trials_per_second": round(trials / longest, 3) if longest else None}
+
+
+def table(result: dict) -> str:
+    rows = sorted(result["configs"].values(), key=lambda r: r["gpus"])
+    base = next((r for r in rows if r["gpus"] == 1 and r["trials_per_second"]), None)
+    m = result["machine"]
+    lines = [f"# Tuning throughput vs GPUs ({result['date']})", "",
+             f"{m.get('gpus', '?')}x {m.get('gpu', '?')}, driver {m.get('driver', '?')}, {m.get('cpu_cores')} CPU "
+             f"cores; target {result['target']}; workloads {', '.join(result['workloads'])}; {result['trials']} trials "
+             f"each, batch {result['batch_size']}, --jobs {result['jobs']}; commit {result['commit']}.", "",
+             "| GPUs | trials | tuning s | trials/s | speed-up | scaling efficiency | best (us) per workload | "
+             "search / build / run s (first workload) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        tps = r["trials_per_second"]
+        speed = tps / base["trials_per_second"] if base and tps else None
+        first = next(iter(r["workloads"].values()), {})
+        st = first.get("stage_seconds") or {}
+        lines.append(f"| {r['gpus']} | {r['trials']} | {r['tuning_seconds']} | {tps} | "
+                     + (f"{speed:.2f}x | {speed / r['gpus']:.2f} |" if speed else "- | - |")
+                     + " " + ", ".join(f"{w}: {p['best_us']}" for w, p in r["workloads"].items())
+                     + f" | {st.get('search', '-'):.0f} / {st.get('build', 0):.0f} / {st.get('run', 0):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="sm_90")
+    ap.add_argument("--workload", action="append", required=True, help="preset or spec (repeatable)")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"], help="tune.py --dtype")
+    ap.add_argument("--trials", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--jobs", type=int, default=1, help="tune.py --jobs (workloads tuned at once)")
+    ap.add_argument("--gpus", default="1,2,4", help="GPU counts to measure, e.g. 1,2,4")
+    ap.add_argument("--port", type=int, default=9190)
+    ap.add_argument("--out", type=Path, required=True, help="JSON to write/merge (a .md is written beside it)")
+    ap.add_argument("--keep", type=Path, default=None, help="keep each configuration's database under this dir")
+    args = ap.parse_args(argv)
+    counts = [int(x) for x in args.gpus.split(",") if x.strip()]
+
+    result = json.loads(args.out.read_text()) if args.out.exists() else {}
+    result.update({"target": args.target, "workloads": args.workload, "dtype": args.dtype, "trials": args.trials,
+                   "batch_size": args.batch_size, "jobs": args.jobs, "machine": _machine(), "commit": _commit(),
+                   "date": datetime.date.today().isoformat(),
+                   "protocol": "each configuration tunes from an empty database; builder on all cores; throughput "
+                               "= total trials / longest workload's tuning time (tune.py's clock)"})
+    result.setdefault("configs", {})
+    for n in counts:
+        db = Path(tempfile.mkdtemp(prefix=f"bench-tuning-{n}gpu-", dir=args.keep)) if args.keep else \
+            Path(tempfile.mkdtemp(prefix=f"bench-tuning-{n}gpu-"))
+        result["configs"][str(n)] = run_config(args, n, db, args.port)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
+        args.out.with_suffix(".md").write_text(table(result))
+        print(table(result), flush=True)
+    return 0 if all(c["returncode"] == 0 for c in result["configs"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

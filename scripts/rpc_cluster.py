@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Run TVM's RPC tracker and one RPC server per GPU, for tune.py --runner rpc.
+
+One machine, all its GPUs, for the length of one command (stopped afterwards, even on failure):
+  scripts/rpc_cluster.py run -- scripts/tune.py --target sm_90 --workload vit-b16 --runner rpc
+  (run exports TVM_TRACKER_HOST/PORT/KEY, which tune.py --runner rpc reads)
+
+Or left running:
+  scripts/rpc_cluster.py start [--gpus 0,1]       # tracker on 127.0.0.1:9190, servers under key 'flashgemm'
+  scripts/tune.py ... --runner rpc --tracker 127.0.0.1:9190 --key flashgemm
+  scripts/rpc_cluster.py status
+  scripts/rpc_cluster.py stop
+
+Several hosts (README, "Tuning on several GPUs"): on the tuning host
+  scripts/rpc_cluster.py start --host 0.0.0.0 --gpus none     # the tracker alone
+and on every GPU host
+  scripts/rpc_cluster.py start --tracker TUNINGHOST:9190 --custom-addr THIS_HOST_IP
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def _devices(args) -> list:
+    from tuning_db import rpc_cluster  # noqa: PLC0415
+
+    if args.gpus == "none":
+        gpus = []
+    elif args.gpus == "all":
+        gpus = rpc_cluster.local_gpus()
+    else:
+        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    return gpus + ["cpu"] * args.cpu_servers
+
+
+def _start(args, log=print):
+    from tuning_db import rpc_cluster  # noqa: PLC0415
+
+    devices = _devices(args)
+    if not devices and not args.tracker and args.gpus == "all":
+        print("[rpc] no GPU found (nvidia-smi): starting the tracker alone", file=sys.stderr)
+    return rpc_cluster.start(devices=devices, key=args.key, host=args.host, port=args.port, tracker=args.tracker,
+                             custom_addr=args.custom_addr, log_dir=args.log_dir, wait_s=args.wait, log=log)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    state_default = REPO / "build" / "rpc-cluster.json"
+
+    def cluster_args(p):
+        p.add_argument("--gpus", default="all", help="'all' (default), 'none', or indices like 0,1")
+        p.add_argument("--cpu-servers", type=int, default=0, help="also start N CPU-only servers (llvm; tests)")
+        p.add_argument("--key", default="flashgemm", help="the key servers register under (default flashgemm)")
+        p.add_argument("--host", default="127.0.0.1",
+                       help="address the tracker binds (0.0.0.0 to serve other hosts; default 127.0.0.1)")
+        p.add_argument("--port", type=int, default=9190, help="tracker port (default 9190)")
+        p.add_argument("--tracker", default=None, help="HOST:PORT of a running tracker to join instead")
+        p.add_argument("--custom-addr", default=None, help="this host's address as other hosts reach it")
+        p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for servers to register")
+        p.add_argument("--log-dir", type=Path, default=REPO / "build" / "rpc-logs")
+
+    p_start = sub.add_parser("start", help="start and leave running (state in --state)")
+    cluster_args(p_start)
+    p_start.add_argument("--state", type=Path, default=state_default)
+    p_run = sub.add_parser("run", help="start, run a command with TVM_TRACKER_* set, stop")
+    cluster_args(p_run)
+    p_run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    p_status = sub.add_parser("status", help="servers and queues the tracker knows")
+    p_status.add_argument("--tracker", default=None, help="HOST:PORT (default: the one in --state)")
+    p_status.add_argument("--state", type=Path, default=state_default)
+    p_stop = sub.add_parser("stop", help="stop what start started")
+    p_stop.add_argument("--state", type=Path, default=state_default)
+    args = ap.parse_args(argv)
+
+    from tuning_db import rpc_cluster, rpc_runner  # noqa: PLC0415
+
+    try:
+        if args.cmd == "start":
+            if args.state.exists():
+                ap.error(f"{args.state} exists: a cluster is running (stop it first) or pass another --state")
+            cluster = _start(args)
+            cluster.save(args.state)
+            print(f"[rpc] state in {args.state}; tune with: --runner rpc --tracker "
+                  f"{cluster.tracker_host}:{cluster.tracker_port} --key {cluster.key}")
+        elif args.cmd == "status":
+            if args.tracker:
+                tracker = rpc_runner.parse_tracker(args.tracker, "any")
+            else:
+                tracker = rpc_cluster.Cluster.load(args.state).tracker
+            print(rpc_cluster.describe(tracker))
+        elif args.cmd == "stop":
+            rpc_cluster.stop(rpc_cluster.Cluster.load(args.state))
+            args.state.unlink()
+        else:  # run
+            command = args.command[1:] if args.command[:1] == ["--"] else args.command
+            if not command:
+                ap.error("run needs a command after --")
+            cluster = _start(args)
+            env = dict(os.environ, TVM_TRACKER_HOST=cluster.tracker_host,
+                       TVM_TRACKER_PORT=str(cluster.tracker_port), TVM_TRACKER_KEY=cluster.key)
+            if command[0].endswith(".py"):
+                command = [sys.executable, *command]
+            # SIGTERM (a timeout, a job scheduler) must still stop the servers: turn it into an exception.
+            signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+            try:
+                return subprocess.call(command, env=env)
+            except KeyboardInterrupt:
+                return 130
+            finally:
+                rpc_cluster.stop(cluster)
+    except (rpc_cluster.ClusterError, rpc_runner.TrackerError) as err:
+        print(f"rpc_cluster.py: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

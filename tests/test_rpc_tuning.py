@@ -1,0 +1,180 @@
+"""Tuning through TVM's RPC tracker (tune.py --runner rpc), with CPU (llvm) servers on loopback.
+
+The fault tests kill servers mid-run: tuning must go on with the rest, lose only the candidates in flight,
+and stop with a clear error, its measurements kept, when no server is left.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tir_kernels.workloads import parse
+from tuning_db import database as dbm
+from tuning_db import rpc_cluster, rpc_runner, tuner
+
+REPO = Path(__file__).resolve().parent.parent
+TUNE = [sys.executable, str(REPO / "scripts" / "tune.py")]
+CLUSTER = [sys.executable, str(REPO / "scripts" / "rpc_cluster.py")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = rpc_cluster.start(devices=["cpu", "cpu"], port=_free_port(), log_dir=tmp_path / "rpc-logs",
+                          log=lambda *_: None)
+    yield c
+    rpc_cluster.stop(c, log=lambda *_: None)
+
+
+def _records(wl_dir: Path) -> list:
+    lines = (wl_dir / "work" / "database_tuning_record.json").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_parse_tracker_and_its_errors(monkeypatch):
+    for var in ("TVM_TRACKER_HOST", "TVM_TRACKER_PORT", "TVM_TRACKER_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    assert rpc_runner.parse_tracker("10.0.0.2:9190", "h100") == rpc_runner.Tracker("10.0.0.2", 9190, "h100")
+    with pytest.raises(rpc_runner.TrackerError, match="--tracker HOST:PORT"):
+        rpc_runner.parse_tracker(None, "k")
+    with pytest.raises(rpc_runner.TrackerError, match="--key"):
+        rpc_runner.parse_tracker("h:1", None)
+    with pytest.raises(rpc_runner.TrackerError, match="HOST:PORT"):
+        rpc_runner.parse_tracker("nohost", "k")
+    monkeypatch.setenv("TVM_TRACKER_HOST", "127.0.0.1")
+    monkeypatch.setenv("TVM_TRACKER_PORT", "9999")
+    monkeypatch.setenv("TVM_TRACKER_KEY", "gpu")
+    assert rpc_runner.parse_tracker(None, None) == rpc_runner.Tracker("127.0.0.1", 9999, "gpu")
+
+
+def test_tune_py_rpc_arguments_are_checked(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TVM_TRACKER")}
+    out = subprocess.run([*TUNE, "--target", "llvm", "--workload", "demo", "--runner", "rpc", "--db", str(tmp_path)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "--tracker HOST:PORT" in out.stderr
+    out = subprocess.run([*TUNE, "--target", "llvm", "--workload", "demo", "--jobs", "2", "--db", str(tmp_path)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "--jobs > 1 needs --runner rpc" in out.stderr
+
+
+def test_unreachable_tracker_is_a_clear_error(tmp_path):
+    nobody = rpc_runner.Tracker("127.0.0.1", _free_port(), "flashgemm")
+    with pytest.raises(rpc_runner.TrackerError, match="cannot reach the RPC tracker"):
+        tuner.tune(parse("demo"), "llvm", 4, db_root=tmp_path, tracker=nobody, progress=False)
+
+
+def test_no_server_under_the_key_is_a_clear_error(cluster, tmp_path):
+    other_key = rpc_runner.Tracker(cluster.tracker_host, cluster.tracker_port, "no-such-key")
+    with pytest.raises(rpc_runner.TrackerError, match="no RPC server is registered under key 'no-such-key'"):
+        tuner.tune(parse("demo"), "llvm", 4, db_root=tmp_path, tracker=other_key, progress=False)
+
+
+def test_rpc_cluster_script_start_status_stop(tmp_path):
+    state, port = tmp_path / "state.json", _free_port()
+    start = [*CLUSTER, "start", "--gpus", "none", "--cpu-servers", "2", "--port", str(port), "--state", str(state),
+             "--log-dir", str(tmp_path / "logs")]
+    out = subprocess.run(start, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    pids = [s["pid"] for s in json.loads(state.read_text())["servers"]] + [json.loads(state.read_text())["tracker_pid"]]
+    try:
+        status = subprocess.run([*CLUSTER, "status", "--state", str(state)], capture_output=True, text=True)
+        assert "key 'flashgemm': 2 server(s)" in status.stdout, status.stdout + status.stderr
+        again = subprocess.run(start, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 2 and "exists" in again.stderr
+    finally:
+        subprocess.run([*CLUSTER, "stop", "--state", str(state)], capture_output=True, text=True, timeout=60)
+    time.sleep(0.5)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+    assert not state.exists()
+
+
+def test_tuning_goes_on_when_a_server_is_killed_mid_run(cluster, tmp_path):
+    """Kill one of two servers while its session is open: only candidates in flight on it fail."""
+    victim = cluster.servers[0]
+    killed = threading.Event()
+
+    def kill_on_second_session():  # the first session serves batch 1; kill when it comes back for batch 2
+        log = Path(victim["log"])
+        while not killed.is_set():
+            if log.exists() and log.read_text().count("connected from") >= 2:
+                rpc_cluster.kill_group(victim["pid"])
+                killed.set()
+            time.sleep(0.02)
+
+    threading.Thread(target=kill_on_second_session, daemon=True).start()
+    prov = tuner.tune(parse("demo"), "llvm", 12, strategy="random", db_root=tmp_path, batch_size=6,
+                      tracker=cluster.tracker, progress=False)
+    assert killed.is_set(), "the server was never killed: the test did not test anything"
+    run = prov["runs"][-1]
+    assert run["runner"] == "rpc:2" and run["trials"] == 12
+    assert run["valid"] >= 10, run  # at most the candidates in flight on the killed server (one per worker)
+    wl_dir = dbm.workload_dir(tmp_path, "llvm", parse("demo").dir_name)
+    assert len(_records(wl_dir)) == 12
+    assert prov["best_secs"] and prov["top_k"] == min(10, run["valid"])
+
+
+def test_tuning_stops_cleanly_when_every_server_is_gone_and_resumes(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv(rpc_runner.ENV_WAIT, "5")  # runner workers inherit it: give up on the tracker after 5 s
+    wl = parse("demo")
+    served = threading.Event()
+
+    def kill_all_after_first_batch():
+        logs = [Path(s["log"]) for s in cluster.servers]
+        while True:
+            if sum(log.read_text().count("finish serving") for log in logs if log.exists()) >= 1:
+                break  # batch 1 measured and its sessions given back (idle): the servers die before batch 2
+            time.sleep(0.02)
+        for s in cluster.servers:
+            rpc_cluster.kill_group(s["pid"])
+        served.set()
+
+    threading.Thread(target=kill_all_after_first_batch, daemon=True).start()
+    with pytest.raises(rpc_runner.NoServerError, match="no RPC server answered.*run the same command again"):
+        tuner.tune(wl, "llvm", 12, strategy="random", db_root=tmp_path, batch_size=6, tracker=cluster.tracker,
+                   progress=False)
+    assert served.is_set()
+    wl_dir = dbm.workload_dir(tmp_path, "llvm", wl.dir_name)
+    kept = _records(wl_dir)
+    assert len(kept) == 6  # batch 1 kept, the failed batch not stored as trials
+    assert json.loads((wl_dir / dbm.PROVENANCE).read_text())["trials"] == 6
+
+    # New servers under the same tracker: the same command goes on to the budget.
+    more = rpc_cluster.start(devices=["cpu"], tracker=f"{cluster.tracker_host}:{cluster.tracker_port}",
+                             key=cluster.key, log_dir=tmp_path / "more-logs", log=lambda *_: None)
+    try:
+        prov = tuner.tune(wl, "llvm", 12, strategy="random", db_root=tmp_path, batch_size=6, tracker=cluster.tracker,
+                          progress=False)
+    finally:
+        rpc_cluster.stop(more, log=lambda *_: None)
+    assert prov["trials"] == 12 and len(_records(wl_dir)) == 12
+
+
+def test_rpc_cluster_run_tunes_several_workloads_at_once(tmp_path):
+    """rpc_cluster.py run -- tune.py --runner rpc --jobs 2: two workloads share two servers; all stopped after."""
+    out = subprocess.run([*CLUSTER, "run", "--gpus", "none", "--cpu-servers", "2", "--port", str(_free_port()),
+                          "--log-dir", str(tmp_path / "logs"), "--",
+                          *TUNE[1:], "--target", "llvm", "--workload", "demo", "--workload", "a=2x64x32,b=2x32x64",
+                          "--trials", "4", "--batch-size", "2", "--strategy", "random", "--runner", "rpc",
+                          "--jobs", "2", "--db", str(tmp_path / "db")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "2 workloads, 2 at a time" in out.stdout
+    dirs = sorted(p.name for p in (tmp_path / "db" / "llvm").iterdir())
+    assert len(dirs) == 2
+    for d in dirs:
+        prov = json.loads((tmp_path / "db" / "llvm" / d / dbm.PROVENANCE).read_text())
+        assert prov["trials"] == 4 and prov["runs"][-1]["runner"] == "rpc:2"
+    assert out.stdout.count("stopped server pid") == 2 and "stopped tracker" in out.stdout

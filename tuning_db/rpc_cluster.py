@@ -1,0 +1,229 @@
+"""Start, check and stop TVM's RPC tracker and one RPC server per GPU on this machine.
+
+Processes are TVM's own (`python -m tvm.exec.rpc_tracker`, `python -m tvm.exec.rpc_server`), each in its own
+process group so that stopping one also stops the session process it forked. A GPU server sees only its
+GPU (CUDA_VISIBLE_DEVICES), so every candidate runs on cuda:0 of some server. The cluster's state (addresses,
+pids, logs) goes to a JSON file that `stop` and `status` read.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import rpc_runner
+
+DEFAULT_KEY = "flashgemm"
+DEFAULT_PORT = 9190
+SERVER_PORTS = (9090, 9190)  # servers look for a free port in [9090, 9190); the tracker sits at 9190+
+
+
+class ClusterError(RuntimeError):
+    """A tracker or server that did not start, or did not register in time."""
+
+
+@dataclass
+class Cluster:
+    tracker_host: str
+    tracker_port: int
+    key: str
+    tracker_pid: Optional[int]           # None when we joined a tracker started elsewhere
+    servers: list = field(default_factory=list)  # [{"pid", "device", "log"}]
+    log_dir: str = ""
+
+    @property
+    def tracker(self) -> rpc_runner.Tracker:
+        return rpc_runner.Tracker(self.tracker_host, self.tracker_port, self.key)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path: Path) -> "Cluster":
+        try:
+            return Cluster(**json.loads(Path(path).read_text()))
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster state at {path}: nothing started with this --state") from None
+        except (ValueError, TypeError) as err:
+            raise ClusterError(f"{path} is not a cluster state file ({err}); stop its processes by hand") from None
+
+
+def local_gpus() -> list[str]:
+    """Indices of this machine's GPUs (nvidia-smi), honouring CUDA_VISIBLE_DEVICES when set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def _spawn(args: list[str], log: Path, env: dict) -> subprocess.Popen:
+    fh = open(log, "ab")  # noqa: SIM115  (the child owns it)
+    return subprocess.Popen([sys.executable, "-m", *args], stdout=fh, stderr=subprocess.STDOUT, env=env,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _tail(path: str, n: int = 15) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+          tracker: Optional[str] = None, custom_addr: Optional[str] = None, log_dir: Path,
+          wait_s: float = 60.0, log: Callable = print) -> Cluster:
+    """Start a tracker at host:port (unless `tracker` names one to join) and one server per device.
+
+    devices: GPU indices ("0", "1", ...) for GPU servers, or "cpu" entries for CPU-only (llvm) servers; none
+    starts the tracker alone (for servers on other hosts). Waits until the tracker lists every new server
+    under `key`; otherwise stops them all and raises.
+    """
+    if not devices and tracker:
+        raise ClusterError("nothing to start: joining a tracker needs GPUs or CPU servers to serve")
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    repo = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [repo, env.get("PYTHONPATH", "")] if p)
+    cluster = Cluster(host, port, key, None, [], str(log_dir))
+    before = 0
+    try:
+        if tracker:
+            joined = rpc_runner.parse_tracker(tracker, key)
+            cluster.tracker_host, cluster.tracker_port = joined.host, joined.port
+            before = rpc_runner.server_count(cluster.tracker)
+        else:
+            _check_port_free(host, port)
+            proc = _spawn(["tvm.exec.rpc_tracker", "--host", host, "--port", str(port), "--port-end", str(port + 1)],
+                          log_dir / "tracker.log", env)
+            cluster.tracker_pid = proc.pid
+            _wait_for(lambda: _answers(cluster.tracker), 30, f"the tracker at {host}:{port} did not come up "
+                      f"(port taken? another cluster running?):\n{_tail(str(log_dir / 'tracker.log'))}",
+                      proc=proc)
+            log(f"[rpc] tracker at {host}:{port} (pid {proc.pid})")
+        for i, dev in enumerate(devices):
+            server_env = dict(env)
+            if dev != "cpu":
+                server_env["CUDA_VISIBLE_DEVICES"] = dev
+            args = ["tvm.exec.rpc_server", "--tracker", f"{cluster.tracker_host}:{cluster.tracker_port}",
+                    "--key", key, "--host", "0.0.0.0" if custom_addr else host,
+                    "--port", str(SERVER_PORTS[0]), "--port-end", str(SERVER_PORTS[1])]
+            if custom_addr:
+                args += ["--custom-addr", custom_addr]
+            slog = log_dir / f"server-{i}-{'cpu' if dev == 'cpu' else 'gpu' + dev}.log"
+            proc = _spawn(args, slog, server_env)
+            cluster.servers.append({"pid": proc.pid, "device": dev, "log": str(slog)})
+        want = before + len(devices)
+        _wait_for(lambda: rpc_runner.server_count(cluster.tracker) >= want, wait_s,
+                  lambda: f"only {rpc_runner.server_count(cluster.tracker)} of {want} servers registered under "
+                          f"key {key!r} in {wait_s:.0f} s; last server log:\n{_tail(cluster.servers[-1]['log'])}")
+    except Exception:
+        stop(cluster, log=lambda *_: None)
+        raise
+    if devices:
+        log(f"[rpc] {len(devices)} server(s) registered under key {key!r}: "
+            + ", ".join(("cpu" if s["device"] == "cpu" else f"GPU {s['device']}") + f" (pid {s['pid']})"
+                        for s in cluster.servers))
+    return cluster
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            raise ClusterError(f"cannot start a tracker at {host}:{port}: {err.strerror} (another tracker or "
+                               f"cluster running? scripts/rpc_cluster.py status, or choose --port)") from None
+
+
+def _answers(tracker: rpc_runner.Tracker) -> bool:
+    """Whether the tracker's port accepts connections (a raw probe: TVM's client retries and logs)."""
+    try:
+        with socket.create_connection((tracker.host, tracker.port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_for(cond: Callable[[], bool], seconds: float, why, proc: Optional[subprocess.Popen] = None) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if cond():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    raise ClusterError(why() if callable(why) else why)
+
+
+def kill_group(pid: int, grace_s: float = 5.0) -> bool:
+    """SIGTERM the process group `pid` leads (the server and the session it forked), SIGKILL after grace_s.
+    Returns whether anything was running."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.time() + grace_s
+    while time.time() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            break
+        _reap(pid)
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(cluster: Cluster, log: Callable = print) -> None:
+    """Stop the servers, then the tracker we started (a joined tracker is left running)."""
+    for s in cluster.servers:
+        if kill_group(int(s["pid"])):
+            log(f"[rpc] stopped server pid {s['pid']}")
+    if cluster.tracker_pid and kill_group(int(cluster.tracker_pid)):
+        log(f"[rpc] stopped tracker pid {cluster.tracker_pid}")
+
+
+def describe(tracker: rpc_runner.Tracker) -> str:
+    """Servers per key and queued requests, from the tracker."""
+    info = rpc_runner.summary(tracker)
+    per_key: dict = {}
+    for s in info.get("server_info", []):
+        k = s.get("key", "").split(":", 1)[-1]
+        per_key.setdefault(k, []).append(s.get("addr"))
+    lines = [f"tracker {tracker.host}:{tracker.port}"]
+    for k, addrs in sorted(per_key.items()):
+        q = info.get("queue_info", {}).get(k, {})
+        lines.append(f"  key {k!r}: {len(addrs)} server(s) {addrs}; free {q.get('free', '?')}, "
+                     f"pending requests {q.get('pending', '?')}")
+    if not per_key:
+        lines.append("  no servers registered")
+    return "\n".join(lines)
