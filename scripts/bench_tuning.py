@@ -98,7 +98,7 @@ def table(result: dict) -> str:
         lines.append(f"| {r['gpus']} | {r['trials']} | {r['tuning_seconds']} | {tps} | "
                      + (f"{speed:.2f}x | {speed / r['gpus']:.2f} |" if speed else "- | - |")
                      + " " + ", ".join(f"{w}: {p['best_us']}" for w, p in r["workloads"].items())
-                     + f" | {st.get('search', '-'):.0f} / {st.get('build', 0):.0f} / {st.get('run', 0):.0f} |")
+                     + " | " + " / ".join(f"{st[k]:.0f}" if k in st else "-" for k in ("search", "build", "run")) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -122,7 +122,11 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
                 server_env["CUDA_VISIBLE_DEVICES"] = dev
             args = ["tvm.exec.rpc_server", "--tracker", f"{cluster.tracker_host}:{cluster.tracker_port}",
                     "--key", key, "--host", "0.0.0.0" if custom_addr else host,
-                    "--port", str(SERVER_PORTS[0]), "--port-end", str(SERVER_PORTS[1])]
+                    "--port", str(SERVER_PORTS[0]), "--port-end", str(SERVER_PORTS[1]),
+                    # Sessions in spawned, not forked, processes: the server process has touched CUDA by then,
+                    # and a forked child's first CUDA call fails (cudaErrorInitializationError). A session is
+                    # kept for a whole batch (rpc_runner), so the spawn's start-up is paid once a batch.
+                    "--no-fork"]
             if custom_addr:
                 args += ["--custom-addr", custom_addr]
             slog = log_dir / f"server-{i}-{'cpu' if dev == 'cpu' else 'gpu' + dev}.log"
