@@ -178,3 +178,21 @@ def test_rpc_cluster_run_tunes_several_workloads_at_once(tmp_path):
         prov = json.loads((tmp_path / "db" / "llvm" / d / dbm.PROVENANCE).read_text())
         assert prov["trials"] == 4 and prov["runs"][-1]["runner"] == "rpc:2"
     assert out.stdout.count("stopped server pid") == 2 and "stopped tracker" in out.stdout
+
+
+@pytest.mark.gpu
+def test_rpc_tuning_on_the_local_gpu_times_each_candidate(tmp_path):
+    """One GPU server on this machine: every candidate valid, and timed as itself. (A session kept across
+    candidates once loaded every candidate's library from one path and timed the first kernel each time.)"""
+    from schedules import targets  # noqa: PLC0415
+
+    target = targets.detect_local()
+    c = rpc_cluster.start(devices=["0"], port=_free_port(), log_dir=tmp_path / "rpc-logs", log=lambda *_: None)
+    try:
+        prov = tuner.tune(parse("vit-b16"), target, 16, db_root=tmp_path, batch_size=16, tracker=c.tracker,
+                          progress=False)
+    finally:
+        rpc_cluster.stop(c, log=lambda *_: None)
+    assert prov["runs"][-1]["valid"] == 16
+    times = [sum(r[1][1]) / len(r[1][1]) for r in _records(dbm.workload_dir(tmp_path, target, "vit-b16.f16"))]
+    assert len({round(t * 1e7) for t in times}) >= 8, times  # 16 different kernels: not one time 16 times

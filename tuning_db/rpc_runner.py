@@ -162,6 +162,16 @@ def create_session(rpc_config: ms.runner.RPCConfig):
     return s
 
 
+def upload_module(session, local_path: str, remote_path: str):
+    """Meta-Schedule's upload, under a name of the candidate's own. Every artifact is called tvm_tmp_mod.tar;
+    in a session kept across candidates, loading a second library at the first one's path gave back the
+    first (the H100 then timed one kernel 128 times)."""
+    unique = f"{os.path.basename(os.path.dirname(local_path))}-{remote_path}"
+    _held["remote"] = unique
+    session.upload(local_path, unique)
+    return session.load_module(unique)
+
+
 def run_evaluator(session, rt_mod, device, evaluator_config, repeated_args):
     """Meta-Schedule's timing; marks the held session good for the next candidate only when it succeeds."""
     from tvm.s_tir.meta_schedule.runner.rpc_runner import default_run_evaluator  # noqa: PLC0415
@@ -175,6 +185,7 @@ def cleanup(session, remote_path) -> None:
     """Remove the candidate's files on the server (not its work directory, as Meta-Schedule's cleanup does:
     the session lives on); keep the session for the next candidate if this one went well. A dropped
     session's directory goes with it."""
+    remote_path = _held.pop("remote", None) or remote_path
     try:
         if _held["ok"] and session is not None and remote_path is not None:
             session.remove(remote_path)
@@ -195,7 +206,8 @@ def runner(tracker: Tracker, evaluator_config: ms.runner.EvaluatorConfig, worker
     config = ms.runner.RPCConfig(tracker_host=tracker.host, tracker_port=tracker.port, tracker_key=tracker.key,
                                  session_timeout_sec=session_timeout)
     return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config,
-                               f_create_session=create_session, f_run_evaluator=run_evaluator,
+                               f_create_session=create_session, f_upload_module=upload_module,
+                               f_run_evaluator=run_evaluator,
                                f_cleanup=cleanup, max_workers=max(1, workers))
 
 
