@@ -15,6 +15,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -61,10 +62,22 @@ def run_config(args, n_gpus: int, db: Path, port: int) -> dict:
            "--log-dir", str(db / "rpc-logs"), "--", *tune]
     print(f"[bench_tuning] {n_gpus} GPU(s): {' '.join(cmd[1:])}", flush=True)
     t0 = time.time()
-    out = subprocess.run(cmd, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = db / "stdout.log"
+    # Output to a file, not a pipe (it survives us; a killed reader would break the cluster's shutdown), and
+    # the run in its own process group, stopped with us: a slice cut by a timeout leaves no tracker behind.
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait()
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
     wall = time.time() - t0
-    (db / "stdout.log").write_text(out.stdout)
-    print(out.stdout[-4000:], flush=True)
+    print(log.read_text(errors="replace")[-4000:], flush=True)
     per = {}
     for prov_path in sorted((db / args.target).glob("*/provenance.json")):
         prov = json.loads(prov_path.read_text())
@@ -75,7 +88,7 @@ def run_config(args, n_gpus: int, db: Path, port: int) -> dict:
                                       "best_us": round(prov["best_secs"] * 1e6, 2) if prov["best_secs"] else None}
     trials = sum(p["trials"] for p in per.values())
     longest = max((p["seconds"] for p in per.values()), default=None)
-    return {"gpus": n_gpus, "returncode": out.returncode, "workloads": per, "trials": trials,
+    return {"gpus": n_gpus, "returncode": returncode, "workloads": per, "trials": trials,
             "tuning_seconds": longest, "wall_seconds": round(wall, 1),
             "trials_per_second": round(trials / longest, 3) if longest else None}
 
@@ -102,6 +115,10 @@ def table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="sm_90")
@@ -116,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="keep each configuration's database under this dir")
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.gpus.split(",") if x.strip()]
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a timeout's signal stops the configuration in flight too
+        signal.signal(sig, _interrupt)
 
     result = json.loads(args.out.read_text()) if args.out.exists() else {}
     result.update({"target": args.target, "workloads": args.workload, "dtype": args.dtype, "trials": args.trials,

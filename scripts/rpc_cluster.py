@@ -49,6 +49,10 @@ def _start(args, log=print):
                              custom_addr=args.custom_addr, log_dir=args.log_dir, wait_s=args.wait, log=log)
 
 
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -107,8 +111,9 @@ def main(argv=None) -> int:
                        TVM_TRACKER_PORT=str(cluster.tracker_port), TVM_TRACKER_KEY=cluster.key)
             if command[0].endswith(".py"):
                 command = [sys.executable, *command]
-            # SIGTERM (a timeout, a job scheduler) must still stop the servers: turn it into an exception.
-            signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+            # SIGTERM/SIGHUP (a timeout, a job scheduler, a closed terminal) must still stop the servers.
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, _interrupt)
             try:
                 return subprocess.call(command, env=env)
             except KeyboardInterrupt:

@@ -208,12 +208,17 @@ def _reap(pid: int) -> None:
 
 
 def stop(cluster: Cluster, log: Callable = print) -> None:
-    """Stop the servers, then the tracker we started (a joined tracker is left running)."""
-    for s in cluster.servers:
-        if kill_group(int(s["pid"])):
-            log(f"[rpc] stopped server pid {s['pid']}")
+    """Stop the servers, then the tracker we started (a joined tracker is left running). Every process is
+    stopped before anything is reported: a report to a closed pipe (a killed parent) must not leave the
+    tracker running and its port taken."""
+    stopped = [f"server pid {s['pid']}" for s in cluster.servers if kill_group(int(s["pid"]))]
     if cluster.tracker_pid and kill_group(int(cluster.tracker_pid)):
-        log(f"[rpc] stopped tracker pid {cluster.tracker_pid}")
+        stopped.append(f"tracker pid {cluster.tracker_pid}")
+    for what in stopped:
+        try:
+            log(f"[rpc] stopped {what}")
+        except (OSError, ValueError):  # stdout gone
+            pass
 
 
 def describe(tracker: rpc_runner.Tracker) -> str:
