@@ -59,27 +59,34 @@ def parse_tracker(address: str | None, key: str | None) -> Tracker:
     return Tracker(host, int(port), key)
 
 
+def _within(seconds: float, fn):
+    """fn() on a daemon thread: (its value, None), or (None, its exception or None) if it did not return in
+    time. TVM's tracker client retries and waits without end; this bounds it (the thread is abandoned)."""
+    out: dict = {}
+
+    def _call():
+        try:
+            out["value"] = fn()
+        except Exception as err:  # noqa: BLE001  (refused, reset, not a tracker, ...)
+            out["error"] = err
+
+    t = threading.Thread(target=_call, daemon=True)
+    t.start()
+    t.join(seconds)
+    return out.get("value"), out.get("error")
+
+
 def summary(tracker: Tracker, timeout: float = 10.0) -> dict:
     """The tracker's own summary (servers and queues), or TrackerError when it does not answer in time."""
     from tvm import rpc  # noqa: PLC0415
 
-    out: dict = {}
-
-    def _ask():
-        try:
-            out["summary"] = rpc.connect_tracker(tracker.host, tracker.port).summary()
-        except Exception as err:  # noqa: BLE001  (refused, reset, not a tracker)
-            out["error"] = err
-
-    t = threading.Thread(target=_ask, daemon=True)
-    t.start()
-    t.join(timeout)
-    if "summary" not in out:
-        why = out.get("error", f"no answer in {timeout:.0f} s")
+    info, err = _within(timeout, lambda: rpc.connect_tracker(tracker.host, tracker.port).summary())
+    if info is None:
+        why = err or f"no answer in {timeout:.0f} s"
         raise TrackerError(f"cannot reach the RPC tracker at {tracker.host}:{tracker.port}: {why}. "
                            f"Is it running? scripts/rpc_cluster.py start starts one; "
                            f"scripts/rpc_cluster.py status --tracker {tracker.host}:{tracker.port} checks it")
-    return out["summary"]
+    return info
 
 
 def server_count(tracker: Tracker, timeout: float = 10.0) -> int:
@@ -88,8 +95,8 @@ def server_count(tracker: Tracker, timeout: float = 10.0) -> int:
     return sum(1 for s in info.get("server_info", []) if s.get("key", "").split(":", 1)[-1] == tracker.key)
 
 
-# One session per runner worker, kept across candidates: a server forks a fresh process for every session,
-# and on a GPU that process pays CUDA's start-up (context, module loader) before it can time anything. The
+# One session per runner worker, kept across candidates: a server starts a fresh process for every session
+# (spawned: ~6 s of Python and TVM start-up on the H200 machine), which then pays CUDA's start-up too. The
 # session is given back to the tracker after IDLE_S without work (between batches, while the search and
 # the builder run, so that other tuning jobs get the server), after any failed candidate (a kernel fault
 # poisons the CUDA context), and before the server's own session timeout could kill it.
@@ -123,22 +130,12 @@ def _request(rpc_config: ms.runner.RPCConfig):
     """A new session; an error instead of TVM's endless wait when no server is free for FLASHGEMM_RPC_WAIT_S
     seconds (default: long enough for every other worker's candidate to finish)."""
     wait = float(os.environ.get(ENV_WAIT, 0)) or max(120.0, 3.0 * rpc_config.session_timeout_sec)
-    out: dict = {}
-
-    def _ask():
-        try:
-            out["session"] = rpc_config.connect_server()
-        except Exception as err:  # noqa: BLE001
-            out["error"] = err
-
-    t = threading.Thread(target=_ask, daemon=True)
-    t.start()
-    t.join(wait)
-    if "session" in out:
-        return out["session"]
+    session, err = _within(wait, rpc_config.connect_server)
+    if session is not None:
+        return session
     raise RuntimeError(f"{NO_SERVER} under key {rpc_config.tracker_key!r} at "
                        f"{rpc_config.tracker_host}:{rpc_config.tracker_port} within {wait:.0f} s"
-                       + (f": {out['error']}" if "error" in out else ""))
+                       + (f": {err}" if err else ""))
 
 
 def create_session(rpc_config: ms.runner.RPCConfig):
