@@ -208,12 +208,15 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         try:
             ms.tune_tir(
                 mod=mod, target=target, work_dir=str(work), max_trials_global=remaining,
-                num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner, database=work_db,
+                num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner,
+                database=work_db,
                 cost_model="random" if is_random else "xgb",
                 strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
                     population_size=population, init_min_unmeasured=min(50, population)),
-                space=_space(target_name), measure_callbacks=[prog]
-                + list(ms.measure_callback.MeasureCallback.create("default")), num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
+                space=_space(target_name),
+                # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
+                measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default")],
+                num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
         except Exception as err:  # noqa: BLE001  (through TVM's FFI our NoServerError comes back a RuntimeError)
             if not rpc_runner.is_no_server(err):
                 raise
