@@ -22,7 +22,7 @@ import tvm
 
 from schedules import targets
 from tir_kernels import CanonicalShape, Variant, runtime_func
-from tuning_db.best import TunedKernel
+from tuning_db.best import TENSOR_CORE_ALIGN, TunedKernel
 
 MANIFEST_FORMAT = 1
 KERNELS_SO = "flashgemm_kernels.so"
@@ -33,12 +33,14 @@ def generic_name(variant: Variant) -> str:
     return f"fgs_{variant.key}_generic"
 
 
-def tuned_name(variant: Variant, shape: CanonicalShape) -> str:
+def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool) -> str:
+    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only."""
     b0, b1, m, n, k = shape.sizes
-    return f"fgs_{variant.key}_b{b0}x{b1}_m{m}_n{n}_k{k}"
+    return f"fgs_{variant.key}_{'' if any_batch else f'b{b0}x{b1}_'}m{m}_n{n}_k{k}"
 
 
-def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False):
+def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
+           any_batch=False):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -47,7 +49,12 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "mask": variant.mask,
         "causal": int(variant.causal),
         "tuned": shape is not None,
-        "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K]
+        "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K] as tuned
+        # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
+        "any_batch": bool(any_batch),
+        # align: the byte alignment the kernel was compiled to assume for its pointers (runtime_func's align);
+        # the op gives a call with less aligned pointers to the generic kernel instead
+        "align": align,
         "workload": workload,
         "run_secs": run_secs,
         # tuned_on: the arch whose measurements chose this kernel. transferred: a record of another arch
@@ -80,12 +87,13 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             "global_symbol", name)
         entries.append(_entry(name, v))
     for tk in tuned:
-        name = tuned_name(tk.variant, tk.shape)
-        if name in funcs:  # two workloads with one canonical problem: keep the faster
+        name = tuned_name(tk.variant, tk.shape, tk.any_batch)
+        if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
             continue
         funcs[name] = tk.schedule.mod["main"].with_attr("global_symbol", name)
         entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
-                              tk.source_target or target_name, tk.source_target is not None))
+                              tk.source_target or target_name, tk.source_target is not None,
+                              align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2, any_batch=tk.any_batch))
     log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned) for {target_name} ...")
     if targets.is_cuda(target_name):
         from schedules import cuda_build  # noqa: PLC0415  (the tuned kernels were measured built this way)

@@ -61,3 +61,50 @@ def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape
     graph = helper.make_graph([node], "fused_gemm_softmax", inputs, [out])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
                              ir_version=IR_VERSION)
+
+
+def make_site_models(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape: Optional[Sequence[int]],
+                     scale: float, trans_b: int, copies: int = 1):
+    """One attention-score site of a model, `copies` times over (one per layer), in both forms:
+    (unfused, fused). unfused is what the exporter writes: [Transpose(B)] -> MatMul -> Mul(scale) -> [Add(bias)]
+    -> Softmax(-1); fused is FusedGemmSoftmax. The copies share the inputs and write P0..P{copies-1}: one run
+    times a whole forward pass's worth of sites, so per-run overheads do not swamp a ~30 us kernel. (Run the
+    unfused one with ORT's CommonSubexpressionElimination disabled, or its copies collapse into one.)"""
+    t = elem_type(dtype)
+    inputs = [helper.make_tensor_value_info("A", t, list(a_shape)), helper.make_tensor_value_info("B", t, list(b_shape))]
+    names = ["A", "B"]
+    if bias_shape is not None:
+        inputs.append(helper.make_tensor_value_info("bias", t, list(bias_shape)))
+        names.append("bias")
+    scale_init = helper.make_tensor("scale", t, [], [scale]) if t != TensorProto.BFLOAT16 else \
+        helper.make_tensor("scale", TensorProto.FLOAT, [], [scale])
+    unfused_nodes, fused_nodes, outs = [], [], []
+    for i in range(copies):
+        b = "B"
+        if trans_b:
+            perm = list(range(len(b_shape)))
+            perm[-2:] = perm[-1], perm[-2]
+            unfused_nodes.append(helper.make_node("Transpose", ["B"], [f"Bt{i}"], perm=perm))
+            b = f"Bt{i}"
+        unfused_nodes.append(helper.make_node("MatMul", ["A", b], [f"S{i}"]))
+        x = f"S{i}"
+        if t == TensorProto.BFLOAT16:  # Mul by a float32 scalar is not valid for bf16: cast it
+            unfused_nodes.append(helper.make_node("CastLike", ["scale", x], [f"c{i}"]))
+            unfused_nodes.append(helper.make_node("Mul", [x, f"c{i}"], [f"Ss{i}"]))
+        else:
+            unfused_nodes.append(helper.make_node("Mul", [x, "scale"], [f"Ss{i}"]))
+        x = f"Ss{i}"
+        if bias_shape is not None:
+            unfused_nodes.append(helper.make_node("Add", [x, "bias"], [f"Sb{i}"]))
+            x = f"Sb{i}"
+        unfused_nodes.append(helper.make_node("Softmax", [x], [f"P{i}"], axis=-1))
+        fused_nodes.append(helper.make_node(OP_TYPE, names, [f"P{i}"], domain=DOMAIN, name=f"fgs{i}",
+                                            scale=float(scale), transB=int(trans_b), causal=0))
+        outs.append(helper.make_tensor_value_info(f"P{i}", t, None))
+    unfused = helper.make_model(
+        helper.make_graph(unfused_nodes, "site_unfused", inputs, outs, initializer=[scale_init]),
+        opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+    fused = helper.make_model(helper.make_graph(fused_nodes, "site_fused", inputs, outs),
+                              opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
+                              ir_version=IR_VERSION)
+    return unfused, fused

@@ -46,6 +46,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Optional, Sequence
@@ -560,6 +561,53 @@ def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
     return report
 
 
+def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool = False) -> list:
+    """The distinct workload specs (tir_kernels.workloads.parse strings) of a model's FusedGemmSoftmax nodes: what
+    to tune so that a rewritten model runs tuned kernels (`tune.py --from-model`). Nodes with an unknown dim are
+    skipped (a tuned kernel needs static M, N, K; its batch may differ at run time). A model without fused nodes
+    (not rewritten yet) is rewritten in memory first. Names: <name>-m<M>n<N>k<K>[-<n>]. counts: (spec, number of
+    nodes with it) pairs instead."""
+    model = ir.load(str(path))  # external weights are mapped lazily, not read
+    infer_shapes(model)
+    if not any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph):
+        rewrite_model(model, name=Path(path).name, shapes=False)
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)  # the rewrite's new values
+    base = re.sub(r"[^A-Za-z0-9_.-]", "-", name or Path(path).name.split(".")[0])
+    specs, nodes = {}, {}
+    for node in model.graph:
+        if node.op_type != OP_TYPE or node.domain != DOMAIN:
+            continue
+        a, b = node.inputs[0], node.inputs[1]
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+        mask = node.inputs[3] if len(node.inputs) > 3 else None
+        shapes = [_shape(v) for v in (a, b, bias, mask)]
+        if any(s is not None and (None in s) for s in shapes) or shapes[0] is None or shapes[1] is None:
+            continue
+        dtype = SUPPORTED.get(a.dtype)
+        if dtype is None:
+            continue
+        fields = [f"a={'x'.join(map(str, shapes[0]))}", f"b={'x'.join(map(str, shapes[1]))}",
+                  f"transB={_attr(node, 'transB', 0)}", f"causal={_attr(node, 'causal', 0)}",
+                  f"scale={_attr(node, 'scale', 1.0):.9g}", f"dtype={dtype}"]
+        if bias is not None:
+            fields.append(f"bias={'x'.join(map(str, shapes[2])) or 'scalar'}")
+        if mask is not None:
+            kind = "bool" if mask.dtype == ir.DataType.BOOL else "add"
+            fields.append(f"mask={'x'.join(map(str, shapes[3])) or 'scalar'}:{kind}")
+        m, k = shapes[0][-2:]
+        n = shapes[1][-2] if _attr(node, "transB", 0) else shapes[1][-1]
+        spec = ",".join(fields)
+        specs.setdefault(spec, f"{base}-m{m}n{n}k{k}")
+        nodes[spec] = nodes.get(spec, 0) + 1
+    # one name per spec; specs of one model sharing M, N, K (other variants) get a numbered suffix
+    named, seen = [], {}
+    for spec, nm in specs.items():
+        seen[nm] = seen.get(nm, 0) + 1
+        full = f"{spec},name={nm}" + (f"-{seen[nm]}" if seen[nm] > 1 else "")
+        named.append((full, nodes[spec]) if counts else full)
+    return named
+
+
 def _has_external_data(model: ir.Model) -> bool:
     return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
 
@@ -570,4 +618,4 @@ def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
 
 
 __all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
-                          "rewrite_file", "count_ops")
+                          "rewrite_file", "count_ops", "model_workloads")

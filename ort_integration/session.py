@@ -52,14 +52,29 @@ def _to_ort_value(x: np.ndarray) -> ort.OrtValue:
 def _to_numpy(v: ort.OrtValue) -> np.ndarray:
     if v.data_type() != "tensor(bfloat16)":
         return v.numpy()
+    if v.device_name().lower() != "cpu":  # memmove below reads host memory only
+        raise ValueError(f"a bfloat16 output in {v.device_name()} memory; bind it to 'cpu' (io_binding) to read it")
     out = np.empty(v.shape(), dtype=np.uint16)
     if out.size:
         ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
     return out.view(ml_dtypes.bfloat16)
 
 
+def providers(device: str = "cpu") -> list:
+    """The execution providers of a session for a bundle's device ("cpu" or "cuda"). A CUDA bundle registers
+    the op for the CUDA EP only; the CPU EP stays as ORT's fallback for ops the CUDA EP lacks."""
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeError(f"this onnxruntime ({ort.__version__}, {ort.__file__}) has no CUDAExecutionProvider: "
+                           f"install onnxruntime-gpu (make EXTRA=gpu ...) instead of onnxruntime")
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
 def run(sess: ort.InferenceSession, feeds: Mapping[str, np.ndarray], outputs=None) -> list:
-    """sess.run for numpy inputs of any dtype ORT knows, bfloat16 included; returns numpy arrays."""
+    """sess.run for numpy inputs of any dtype ORT knows, bfloat16 included; returns numpy arrays. On the CUDA EP
+    ORT copies the inputs to the GPU and the outputs back (outputs that are not pre-bound land in host memory).
+    Errors keep ORT's status type (InvalidArgument, Fail, ...), which run_with_iobinding would lose."""
     outputs = outputs or [o.name for o in sess.get_outputs()]
     values = {k: _to_ort_value(np.asarray(v)) for k, v in feeds.items()}
     return [_to_numpy(v) for v in sess.run_with_ort_values(outputs, values)]

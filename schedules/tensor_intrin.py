@@ -27,8 +27,18 @@ from __future__ import annotations
 import inspect
 import threading
 
+import sys
+
+import tvm_ffi
 from tvm.s_tir import TensorIntrin
-import tvm.s_tir.tensor_intrin.cuda as _tc  # importing registers TVM's own fp16 intrinsics
+
+# cuda_build registers a copy of the ldmatrix index map that TVM's module below registers without override: when
+# cuda_build came first, drop its copy (same body) so that the import does not fail with "already registered".
+if "tvm.s_tir.tensor_intrin.cuda" not in sys.modules:
+    _INDEX_MAP = "tirx.index_map.shared_16x16_to_ldmatrix_32x8_layout"
+    if tvm_ffi.get_global_func(_INDEX_MAP, allow_missing=True) is not None:
+        tvm_ffi.remove_global_func(_INDEX_MAP)
+import tvm.s_tir.tensor_intrin.cuda as _tc  # noqa: E402  (importing registers TVM's own fp16 intrinsics)
 
 # names of what we register
 LDMATRIX_BF16_A = "mma_ldmatrix_bf16_a"

@@ -4,6 +4,10 @@
   scripts/tune.py --target llvm --workload demo --trials 16
   scripts/tune.py --target auto --workload bert-large --dtype both          # 1024 trials each
   scripts/tune.py --target llvm --workload "a=4x128x64,b=4x64x128,mask=4x1x128:bool"
+  scripts/tune.py --target auto --from-model build/models/bert-large.f16.onnx --trials 256
+
+--from-model tunes the attention-score shapes of a model (each FusedGemmSoftmax node of a rewritten model, or
+each site the rewrite would fuse): a tuned kernel serves every batch size of its M, N, K.
 
 Running it again continues toward --trials (the budget is a total, not an increment).
 
@@ -24,8 +28,10 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
-    ap.add_argument("--workload", action="append", required=True,
+    ap.add_argument("--workload", action="append", default=[],
                     help=f"preset ({', '.join(sorted(PRESETS))}, w1..w4) or a spec string; repeatable")
+    ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
+                    help="also tune every distinct attention-score shape of this ONNX model; repeatable")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
                     help="override the workload's dtype; 'both' tunes each")
     ap.add_argument("--trials", type=int, default=1024, help="total candidates per workload (default 1024)")
@@ -58,6 +64,8 @@ def main(argv=None) -> int:
     if args.jobs > 1 and args.runner != "rpc":
         ap.error("--jobs > 1 needs --runner rpc: concurrent workloads measured on one local device time each "
                  "other's kernels; the RPC tracker gives every candidate a server of its own")
+    if not args.workload and not args.from_model:
+        ap.error("give at least one --workload or --from-model")
     if args.runner == "local" and (args.tracker or args.key):
         ap.error("--tracker/--key are for --runner rpc")
 
@@ -67,7 +75,19 @@ def main(argv=None) -> int:
     try:
         target = targets.resolve(args.target)
         dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
-        workloads = [parse(w, d) for w in args.workload for d in dtypes]
+        specs = list(args.workload)
+        for path in args.from_model:
+            if not os.path.isfile(path):
+                raise ValueError(f"--from-model {path}: no such file")
+            from ort_integration.rewrite import model_workloads  # noqa: PLC0415
+            found = model_workloads(path)
+            print(f"[tune] {path}: {len(found)} attention-score workload(s)" +
+                  "".join(f"\n  {s}" for s in found))
+            if not found:
+                raise ValueError(f"--from-model {path}: no fusable attention-score site with static M, N, K "
+                                 f"(see scripts/rewrite_model.py's report)")
+            specs += found
+        workloads = [parse(w, d) for w in specs for d in dtypes]
         tracker = rpc_runner.parse_tracker(args.tracker, args.key) if args.runner == "rpc" else None
     except (ValueError, targets.TargetError, rpc_runner.TrackerError) as err:
         ap.error(str(err))

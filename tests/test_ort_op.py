@@ -1,7 +1,11 @@
-"""flashgemm::FusedGemmSoftmax through ONNX Runtime (CPU EP), against the FP64 reference and ORT's own ops.
+"""flashgemm::FusedGemmSoftmax through ONNX Runtime, on the CPU EP and (marked gpu) the CUDA EP, against the FP64
+reference and ORT's own ops.
 
-One session-scoped fixture exports the llvm kernel bundle (all 48 generic kernels, ~20 s) into a temp dir and
-builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental).
+Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 48
+generic kernels, ~20 s; CUDA: the local GPU's arch with the committed tuning_db's kernels, ~1 min, or a prebuilt
+one from $FLASHGEMM_TEST_CUDA_BUNDLE: scripts/build.py --target <arch> --no-native --out DIR)
+into a temp dir and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
+onnxruntime-gpu; with plain onnxruntime on a GPU machine it fails (it is not skipped).
 
 Tolerances (max abs error of P, whose entries lie in [0, 1]):
   float16   atol 2e-3   (P is rounded to fp16: ~5e-4 relative, plus fp16 inputs feeding an fp32 softmax)
@@ -10,12 +14,14 @@ The reference is computed from the very same (rounded) fp16/bf16 inputs, upcast 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
 import shutil
 import subprocess
 import threading
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -26,7 +32,7 @@ from onnx import TensorProto, helper
 from ort_integration import native
 from ort_integration.kernel_library import export_bundle
 from ort_integration.model import make_model
-from ort_integration.session import LIBRARY, library_path, run, session_options
+from ort_integration.session import LIBRARY, library_path, providers, run, session_options
 from tir_kernels import ShapeError, canonicalize
 from tir_kernels.reference import fused_gemm_softmax_ref
 
@@ -36,22 +42,56 @@ ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
 CPU = ["CPUExecutionProvider"]
 
 
+@dataclasses.dataclass
+class Opts:
+    """Session options with the op library registered, and the providers its bundle's device needs."""
+    so: ort.SessionOptions
+    providers: list
+
+
+def opts(bundle_dir, device) -> Opts:
+    return Opts(session_options(bundle_dir), providers(device))
+
+
+@pytest.fixture(scope="session", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    return request.param
+
+
+def _local_cuda_target() -> str:
+    from schedules import targets  # noqa: PLC0415
+    return targets.resolve("auto")
+
+
 @pytest.fixture(scope="session")
-def bundle(tmp_path_factory):
+def bundle(tmp_path_factory, device):
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)  # the library must find its bundle next to itself
-    d = tmp_path_factory.mktemp("bundle")
-    export_bundle(d, "llvm", log=lambda *a: None)
-    native.build_custom_op_library(d, log=lambda *a: None)
+    d = tmp_path_factory.mktemp(f"bundle-{device}")
+    if device == "cpu":
+        export_bundle(d, "llvm", log=lambda *a: None)
+    else:
+        providers("cuda")  # onnxruntime-gpu or a clear error
+        prebuilt = os.environ.get("FLASHGEMM_TEST_CUDA_BUNDLE")
+        if prebuilt:
+            manifest = json.loads((Path(prebuilt) / "manifest.json").read_text())
+            assert manifest["target"] == _local_cuda_target(), (prebuilt, manifest["target"])
+            for name in ("manifest.json", manifest["kernels"]):
+                shutil.copy(Path(prebuilt) / name, d)
+        else:  # as scripts/build.py makes it: the committed tuning_db's kernels for this arch + the generic ones
+            from tuning_db import best  # noqa: PLC0415
+            target = _local_cuda_target()
+            export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None)
+    native.build_custom_op_library(d, with_cuda=device == "cuda", log=lambda *a: None)
     return d
 
 
 @pytest.fixture(scope="session")
-def so(bundle):
-    return session_options(bundle)
+def so(bundle, device):
+    return opts(bundle, device)
 
 
-def session(so, model):
-    return ort.InferenceSession(model.SerializeToString(), so, providers=CPU)
+def session(so: Opts, model):
+    return ort.InferenceSession(model.SerializeToString(), so.so, providers=so.providers)
 
 
 def rand(rng, shape, dtype, scale=1.0):
@@ -257,7 +297,7 @@ def test_concurrent_runs(so):
     assert not errors, errors[0]
 
 
-def test_verbose_dispatch_line(so, monkeypatch, capfd):
+def test_verbose_dispatch_line(so, device, monkeypatch, capfd):
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
     rng = np.random.default_rng(8)
     sess = session(so, make_model("bfloat16", [2, 3, 5, 8], [8, 6], mask_shape=[6], mask_dtype="bool", causal=1))
@@ -265,35 +305,52 @@ def test_verbose_dispatch_line(so, monkeypatch, capfd):
     for _ in range(3):
         run(sess, feeds)
     err = capfd.readouterr().err
-    line = "flashgemm: fgs_bf16_tb0_bias0_maskbool_causal1_generic (generic) sizes=[1,6,5,6,8]"
+    line = "flashgemm: fgs_bf16_tb0_bias0_maskbool_causal1_generic (generic) sizes=[1,6,5,6,8]" + (
+        " on cuda:0" if device == "cuda" else "") + "\n"
     assert err.count(line) == 1, err  # once per node and shape, not on every run
 
 
-def test_tuned_entry_dispatch(bundle, tmp_path, monkeypatch, capfd):
-    """A tuned manifest entry serves exactly its sizes; other sizes fall back to the generic kernel."""
+def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
+    """A tuned manifest entry serves exactly its sizes, or with any_batch every batch of its M, N, K; other sizes
+    fall back to the generic kernel."""
     d = tmp_path / "tuned"
     d.mkdir()
     shutil.copy(bundle / "flashgemm_kernels.so", d)
     manifest = json.loads((bundle / "manifest.json").read_text())
-    generic = next(f for f in manifest["functions"] if f["name"] == "fgs_f16_tb0_bias0_masknone_causal0_generic")
-    # Stands in for a tuned kernel: same function, listed as tuned for [1, 2, 4, 6, 5].
-    manifest["functions"].append(dict(generic, tuned=True, sizes=[1, 2, 4, 6, 5], workload="w"))
+    by_name = {f["name"]: f for f in manifest["functions"]}
+    # Stand-ins for tuned kernels: the generic functions, listed as tuned for [B0, B1, M, N, K] = [1, 2, 4, 6, 5].
+    manifest["functions"] += [
+        dict(by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"], tuned=True, sizes=[1, 2, 4, 6, 5], workload="w"),
+        dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], tuned=True, sizes=[1, 2, 4, 6, 5], workload="w",
+             any_batch=True),
+        # a kernel that assumes more pointer alignment than any call has (the op sees at most 256): never chosen
+        dict(by_name["fgs_f16_tb0_bias0_masknone_causal1_generic"], tuned=True, sizes=[1, 2, 4, 6, 5], workload="w",
+             any_batch=True, align=4096)]
     (d / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
-    so2 = session_options(bundle)  # same library, bundle from the environment
+    so2 = opts(bundle, device)  # same library, bundle from the environment
     rng = np.random.default_rng(9)
-    for a_shape, tag in (([2, 4, 5], "tuned"), ([3, 4, 5], "generic")):
+    for a_shape, with_bias, causal, tag in (([2, 4, 5], False, 0, "tuned"), ([3, 4, 5], False, 0, "generic"),
+                                            ([3, 4, 5], True, 0, "tuned"), ([1, 4, 5], True, 0, "tuned"),
+                                            ([3, 7, 5], True, 0, "generic"), ([2, 4, 5], False, 1, "generic")):
         a, b = rand(rng, a_shape, "float16"), rand(rng, [5, 6], "float16")
-        (p,) = run(session(so2, make_model("float16", a_shape, [5, 6])), {"A": a, "B": b})
-        np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b), atol=ATOL["float16"])
-        assert f"fgs_f16_tb0_bias0_masknone_causal0_generic ({tag}) sizes=[1,{a_shape[0]},4,6,5]" in \
-            capfd.readouterr().err
+        feeds = {"A": a, "B": b}
+        if with_bias:
+            feeds["bias"] = rand(rng, [6], "float16")
+        model = make_model("float16", a_shape, [5, 6], [6] if with_bias else None, causal=causal)
+        (p,) = run(session(so2, model), feeds)
+        np.testing.assert_allclose(p.astype(np.float64),
+                                   fused_gemm_softmax_ref(a, b, feeds.get("bias"), causal=causal),
+                                   atol=ATOL["float16"])
+        m = a_shape[1]
+        assert (f"fgs_f16_tb0_bias{int(with_bias)}_masknone_causal{causal}_generic ({tag}) "
+                f"sizes=[1,{a_shape[0]},{m},6,5]") in capfd.readouterr().err, (a_shape, with_bias, tag)
 
 
 # ------------------------------------------------------------------------------------------------ errors
 
-def test_tvm_error_becomes_status(bundle, tmp_path, monkeypatch):
+def test_tvm_error_becomes_status(bundle, device, tmp_path, monkeypatch):
     """A kernel that raises (here: a manifest entry naming a kernel of another variant, so TVM's argument
     check fails) comes back as an error status; the process survives (TVM's error symbols are reachable)."""
     d = tmp_path / "wrong"
@@ -305,7 +362,7 @@ def test_tvm_error_becomes_status(bundle, tmp_path, monkeypatch):
             f["name"] = "fgs_f16_tb0_bias1_masknone_causal0_generic"  # expects 5 arguments, gets 4
     (d / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
-    so2 = session_options(bundle)
+    so2 = opts(bundle, device)
     monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
     sess = session(so2, make_model("float16", [2, 3], [3, 4]))
     with pytest.raises(Exception, match="kernel fgs_f16_tb0_bias1_masknone_causal0_generic failed"):
@@ -438,16 +495,22 @@ def _bad_bundle(bundle, tmp_path, what):
     return d
 
 
+FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.py --target auto"}
+
+
 @pytest.mark.parametrize("what,needles", [
-    ("empty", ["no kernel bundle in", "manifest.json not found", "run scripts/build.py --target llvm"]),
-    ("no_kernels_so", ["flashgemm_kernels.so", "not found", "run scripts/build.py --target llvm"]),
-    ("corrupt", ["corrupt manifest", "manifest.json", "run scripts/build.py --target llvm"]),
-    ("format2", ["manifest format 2", "reads format 1", "run scripts/build.py --target llvm"]),
+    ("empty", ["no kernel bundle in", "manifest.json not found", "FIX"]),
+    ("no_kernels_so", ["flashgemm_kernels.so", "not found", "FIX"]),
+    ("corrupt", ["corrupt manifest", "manifest.json", "FIX"]),
+    ("format2", ["manifest format 2", "reads format 1", "FIX"]),
     ("cuda", ["holds CUDA kernels", "built without CUDA support"]),
     ("missing_function", ["has no function fgs_no_such_kernel"]),
     ("bad_field", ['functions[3]."mask" is missing']),
 ])
-def test_bad_bundle_fails_registration(bundle, tmp_path, monkeypatch, what, needles):
+def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, what, needles):
+    if what == "cuda" and device == "cuda":
+        pytest.skip("a CUDA build of the library serves CUDA bundles; the CPU build covers this case")
+    needles = [FIX[device] if n == "FIX" else n for n in needles]
     d = _bad_bundle(bundle, tmp_path, what)
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     with pytest.raises(Exception) as ei:
@@ -456,7 +519,7 @@ def test_bad_bundle_fails_registration(bundle, tmp_path, monkeypatch, what, need
     for needle in needles + [str(d)]:
         assert needle in msg, msg
     monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
-    check(session_options(bundle), "float16", [2, 3, 4], [4, 5])  # registering the good bundle still works
+    check(opts(bundle, device), "float16", [2, 3, 4], [4, 5])  # registering the good bundle still works
 
 
 def test_library_without_bundle_next_to_it(bundle, tmp_path):
@@ -494,7 +557,14 @@ def _fmt(shape):
     return "none" if shape is None else ",".join(map(str, shape))
 
 
-def test_canonical_cpp_matches_python(bundle):
+@pytest.fixture(scope="session")
+def canonical_cli(tmp_path_factory):
+    """The C++ shape logic's test driver, built with the CPU library (incremental after the bundle fixture)."""
+    native.build_custom_op_library(tmp_path_factory.mktemp("native"), log=lambda *a: None)
+    return native.build_dir() / native.CANONICAL_CLI
+
+
+def test_canonical_cpp_matches_python(canonical_cli):
     rng = random.Random(0)
     cases = [_random_case(rng) for _ in range(3000)] + [
         ([2, 3, 4, 3, 4], [4, 5], False, None, [2, 1, 4, 3, 5]),
@@ -503,7 +573,7 @@ def test_canonical_cpp_matches_python(bundle):
         ([3], [3, 4], False, None, None), ([2, 3], [3], False, None, None),
         ([2, 3], [3, 4], False, [], [1, 1, 1]),
     ]
-    cli = native.build_dir() / native.CANONICAL_CLI
+    cli = canonical_cli
     stdin = "".join(f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)}\n" for a, b, tb, bias, mask in cases)
     lines = subprocess.run([str(cli)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
     assert len(lines) == len(cases)
@@ -521,3 +591,160 @@ def test_canonical_cpp_matches_python(bundle):
                   f"{'none' if c.mask_strides is None else j(c.mask_strides)}")
         assert line == expect, (a, b, tb, bias, mask)
     assert 50 < n_err < len(cases) - 1000  # both paths exercised
+
+
+# ------------------------------------------------------------------------------------ CUDA EP specifics
+
+def _cuda_value(x: np.ndarray, device_id: int = 0) -> ort.OrtValue:
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), "cuda", device_id)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_device_memory_zero_copy(so, monkeypatch, capfd):
+    """Inputs and P in device memory (IOBinding): the op reads and writes them in place, on the GPU."""
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    rng = np.random.default_rng(11)
+    a, b = rand(rng, [2, 4, 33, 64], "float16"), rand(rng, [2, 4, 47, 64], "float16")
+    keep = rng.random((2, 1, 1, 47)) < 0.8
+    sess = session(so, make_model("float16", a.shape, b.shape, mask_shape=keep.shape, mask_dtype="bool",
+                                  scale=0.125, trans_b=1))
+    p_dev = ort.OrtValue.ortvalue_from_shape_and_type([2, 4, 33, 47], np.float16, "cuda", 0)
+    ptr = p_dev.data_ptr()
+    binding = sess.io_binding()
+    for name, x in (("A", a), ("B", b), ("mask", keep)):
+        binding.bind_ortvalue_input(name, _cuda_value(x))
+    binding.bind_ortvalue_output("P", p_dev)
+    sess.run_with_iobinding(binding)
+    out = binding.get_outputs()[0]
+    assert out.device_name().lower() == "cuda" and out.data_ptr() == ptr  # written in place, no copy
+    ref = fused_gemm_softmax_ref(a, b, None, keep, scale=0.125, trans_b=1)
+    np.testing.assert_allclose(p_dev.numpy().astype(np.float64), ref, rtol=0, atol=ATOL["float16"])
+    assert " on cuda:0\n" in capfd.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_graph_capture_uses_orts_stream(so):
+    """ORT's CUDA-graph mode captures every kernel launched on its compute stream and replays the graph on
+    later runs. A kernel launched on another stream either breaks the capture or is missing from the replay
+    (stale P after new inputs are copied into the bound buffers); both fail here. float16 only: onnxruntime's
+    Python OrtValue cannot fill or read a bfloat16 device buffer, and the launch path does not depend on T."""
+    dtype, shape_a, shape_b = "float16", [3, 40, 64], [3, 64, 50]
+    opts_graph = Opts(so.so, [("CUDAExecutionProvider", {"enable_cuda_graph": "1"}), "CPUExecutionProvider"])
+    sess = session(opts_graph, make_model(dtype, shape_a, shape_b, [50]))
+    rng = np.random.default_rng(12)
+    a_dev, b_dev, bias_dev = (_cuda_value(rand(rng, s, dtype)) for s in (shape_a, shape_b, [50]))
+    p_dev = ort.OrtValue.ortvalue_from_shape_and_type([3, 40, 50], np.float16, "cuda", 0)
+    binding = sess.io_binding()
+    for name, v in (("A", a_dev), ("B", b_dev), ("bias", bias_dev)):
+        binding.bind_ortvalue_input(name, v)
+    binding.bind_ortvalue_output("P", p_dev)
+    for step in range(4):  # the first runs warm up and capture; the later ones replay
+        a, b, bias = rand(rng, shape_a, dtype), rand(rng, shape_b, dtype), rand(rng, [50], dtype)
+        for v, x in ((a_dev, a), (b_dev, b), (bias_dev, bias)):
+            v.update_inplace(x)
+        sess.run_with_iobinding(binding)
+        np.testing.assert_allclose(p_dev.numpy().astype(np.float64), fused_gemm_softmax_ref(a, b, bias), rtol=0,
+                                   atol=ATOL[dtype], err_msg=f"run {step}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_two_sessions_concurrently(so):
+    """Two sessions of different models on one GPU, each run from 4 threads at once."""
+    rng = np.random.default_rng(13)
+    specs = [("float16", [4, 33, 40], [40, 29], [29]), ("bfloat16", [2, 3, 70, 64], [2, 3, 64, 90], None)]
+    sessions = [session(so, make_model(dt, sa, sb, bias)) for dt, sa, sb, bias in specs]
+    cases = []
+    for i in range(8):
+        dt, sa, sb, bias = specs[i % 2]
+        feeds = {"A": rand(rng, sa, dt), "B": rand(rng, sb, dt)}
+        if bias:
+            feeds["bias"] = rand(rng, bias, dt)
+        cases.append((sessions[i % 2], feeds, fused_gemm_softmax_ref(feeds["A"], feeds["B"], feeds.get("bias")),
+                      ATOL[dt]))
+    errors = []
+
+    def worker(i):
+        sess, feeds, ref, atol = cases[i]
+        try:
+            for _ in range(10):
+                (p,) = run(sess, feeds)
+                np.testing.assert_allclose(p.astype(np.float64), ref, rtol=0, atol=atol)
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_bundle_for_another_arch(bundle, device, tmp_path, monkeypatch):
+    """A bundle built for another GPU arch: an ORT error naming both archs and the fix; the process survives."""
+    d = tmp_path / "other-arch"
+    d.mkdir()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    shutil.copy(bundle / manifest["kernels"], d)
+    local = manifest["target"]
+    manifest["target"] = "sm_80" if local.startswith("sm_9") else "sm_90"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    other = opts(bundle, device)
+    sess = session(other, make_model("float16", [2, 3, 4], [4, 5]))
+    with pytest.raises(Exception) as ei:
+        run(sess, {"A": _z([2, 3, 4]), "B": _z([4, 5])})
+    msg = str(ei.value)
+    for needle in (f"was built for {manifest['target']} but GPU 0 is {local}", "scripts/build.py --target auto",
+                   str(d)):
+        assert needle in msg, msg
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+    check(opts(bundle, device), "float16", [2, 3, 4], [4, 5])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_second_gpu(so, monkeypatch, capfd):
+    """With several GPUs, a session on GPU 1 runs the op on GPU 1 (inputs live there)."""
+    import tvm  # noqa: PLC0415
+    if not tvm.cuda(1).exist:
+        pytest.skip("needs 2 GPUs (run on nvidia-h200-x2 or larger)")
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    sess = ort.InferenceSession(make_model("float16", [2, 50, 64], [2, 64, 70]).SerializeToString(), so.so,
+                                providers=[("CUDAExecutionProvider", {"device_id": "1"}), "CPUExecutionProvider"])
+    rng = np.random.default_rng(14)
+    a, b = rand(rng, [2, 50, 64], "float16"), rand(rng, [2, 64, 70], "float16")
+    (p,) = run(sess, {"A": a, "B": b})
+    np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b), rtol=0, atol=ATOL["float16"])
+    assert " on cuda:1\n" in capfd.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
+    """Each tuned kernel of the bundle (the committed tuning_db's, for any batch) at its tuned batch and at two
+    others, through ORT on the GPU, against the reference."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    tuned = [f for f in manifest["functions"] if f["tuned"] and f["any_batch"]]
+    assert tuned, "the committed tuning_db has tuned kernels for this arch; the bundle should list them"
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    rng = np.random.default_rng(15)
+    for f in tuned:
+        b0, b1, m, n, k = f["sizes"]
+        if b1 * m * max(n, k) > 2**25:
+            continue  # the LM head: its reference in float64 takes minutes on the host
+        dtype = f["dtype"]
+        for batch in (b0, 1, b0 + 3):
+            a_shape = [batch, b1, m, k]
+            b_shape = [batch, b1, n, k] if f["trans_b"] else [batch, b1, k, n]
+            bias_shape = [batch, 1, 1, n] if f["bias"] else None
+            mask = {"none": None, "bool": rng.random([batch, 1, 1, n]) < 0.9,
+                    "add": -3.0 * rng.random([batch, 1, 1, n])}[f["mask"]]
+            check(so, dtype, a_shape, b_shape, bias_shape, mask=mask, trans_b=f["trans_b"], causal=f["causal"],
+                  seed=batch)
+            assert f"{f['name']} (tuned) sizes=[{batch},{b1},{m},{n},{k}]" in capfd.readouterr().err, (f, batch)

@@ -61,8 +61,13 @@ def test_session_uses_the_tuned_kernel_for_the_tuned_shape(built, monkeypatch, c
     _, bundle = built
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     assert _run(bundle, (2, 3, 16, 8), (2, 3, 16, 8), (2, 1, 1, 16)) < 2e-3
-    assert "fgs_f16_tb1_bias0_maskbool_causal0_b2x3_m16_n16_k8 (tuned)" in capfd.readouterr().err
-    # another shape of the same variant: served by the generic kernel, still right
+    tuned = next(f for f in json.loads((bundle / "manifest.json").read_text())["functions"] if f["tuned"])
+    assert f"{tuned['name']} (tuned) sizes=[2,3,16,16,8]" in capfd.readouterr().err
+    # another batch, same M, N, K: a kernel whose trace took symbolic batch dims serves it, else the generic one
+    assert _run(bundle, (5, 3, 16, 8), (5, 3, 16, 8), (5, 1, 1, 16)) < 2e-3
+    expect = f"{tuned['name']} (tuned)" if tuned["any_batch"] else "fgs_f16_tb1_bias0_maskbool_causal0_generic (generic)"
+    assert f"{expect} sizes=[5,3,16,16,8]" in capfd.readouterr().err
+    # another M of the same variant: served by the generic kernel, still right
     assert _run(bundle, (2, 3, 17, 8), (2, 3, 16, 8), (2, 1, 1, 16)) < 2e-3
     assert "fgs_f16_tb1_bias0_maskbool_causal0_generic (generic)" in capfd.readouterr().err
 

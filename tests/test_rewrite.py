@@ -373,3 +373,19 @@ def test_symbolic_batch_same_name_fused(so, tmp_path):
     report, src, dst = _rewrite_proto(model, tmp_path)
     assert len(report.fused) == 1 and report.fused[0].details["bias_shape"] == ["b", 1, 1, 7], report.text()
     _compare(so, src, dst, _qkm(m=(2, 1, 1, 7)))
+
+
+def test_model_workloads_of_the_tiny_models(tmp_path):
+    """tune.py --from-model: one workload per distinct site shape, parseable, with the rewrite's scale and bias."""
+    from ort_integration.rewrite import model_workloads  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    specs = model_workloads(DATA / "bert-large-tiny.f16.onnx")
+    assert specs == ["a=2x2x16x32,b=2x2x16x32,transB=1,causal=0,scale=0.176757812,dtype=float16,bias=2x1x16x16,"
+                     "name=bert-large-tiny-m16n16k32"]
+    wl = parse(specs[0])
+    assert wl.canonical.sizes == (2, 2, 16, 16, 32) and wl.variant.has_bias and wl.trans_b
+    # a rewritten model gives the same workloads as the original
+    fused = tmp_path / "fused.onnx"
+    rewrite.rewrite_file(DATA / "whisper-enc-tiny.f16.onnx", fused)
+    assert [s.rsplit(",name=", 1)[0] for s in model_workloads(fused)] == \
+        [s.rsplit(",name=", 1)[0] for s in model_workloads(DATA / "whisper-enc-tiny.f16.onnx")]

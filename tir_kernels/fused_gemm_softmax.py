@@ -137,15 +137,21 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 
 
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
-                 align: int = 2) -> tvm.tirx.PrimFunc:
+                 align: int = 2, any_batch: bool = False) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
+    any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
+    the batch loops (they only enter blockIdx), so its trace replays on this form and one tuned kernel serves
+    every batch size of its (M, N, K): a model tuned at batch 16 runs tuned at batch 1 or 8 too.
     align: the byte alignment A, B, bias and P pointers are promised to have. 2 (any element) for the
     generic kernels; tuned tensor-core kernels need 64, as measured (their cp.async/ldmatrix tiles are
-    matched against TVM's intrinsics, which require it): the op checks pointers before choosing one.
+    matched against TVM's intrinsics, which require it): the op serves a call with a less aligned pointer
+    by the generic kernel (ort_integration/src/bundle.cc, Bundle::Find).
     """
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
+    elif any_batch:
+        sizes = (tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32"), *shape.sizes[2:])
     else:
         sizes = shape.sizes
     return _template(variant, sizes, strided=True, align=align).with_attr("global_symbol", name)

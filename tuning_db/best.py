@@ -3,6 +3,7 @@ runtime form of the kernel (static sizes, symbolic strides, `scale` as an argume
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Callable, Optional
@@ -25,16 +26,27 @@ class TunedKernel:
     workload: str
     variant: Variant
     shape: CanonicalShape
-    schedule: tvm.s_tir.Schedule  # runtime_func(variant, shape) with the best trace applied
+    schedule: tvm.s_tir.Schedule  # runtime_func(variant, shape, any_batch=...) with the best trace applied
     run_secs: Optional[float] = None
     source_target: Optional[str] = None  # set when the record was tuned on another arch (transfer)
+    any_batch: bool = False  # the schedule's batch dims are symbolic: it serves every batch of its M, N, K
 
 
-def _replay(record, wl, target: str) -> tvm.s_tir.Schedule:
+def _replay(record, wl, target: str) -> tuple[tvm.s_tir.Schedule, bool]:
+    """The record's trace on the runtime kernel, with symbolic batch dims when the trace allows (our CUDA space
+    never splits the batch loops; Meta-Schedule's llvm space may tile them, and then the batch stays static).
+    Returns (schedule, any_batch)."""
     align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
-    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align))
-    record.trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch
+    for any_batch in (True, False):
+        sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch))
+        try:
+            record.trace.apply_to_schedule(sch, remove_postproc=False)
+        except Exception:  # noqa: BLE001
+            if not any_batch:
+                raise
+            continue
+        return sch, any_batch
+    raise AssertionError("unreachable")
 
 
 def _workload_of(wl_dir: Path, prov: dict):
@@ -55,12 +67,11 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
         raise dbm.DatabaseError(f"{wl_dir} has no valid record for its workload {wl.spec()} "
                                 f"(was the kernel definition changed since tuning? then tune again)")
     try:
-        sch = _replay(top[0], wl, target)
+        sch, any_batch = _replay(top[0], wl, target)
     except Exception as err:  # noqa: BLE001
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
-    return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch,
-                       dbm.mean_secs(top[0]))
+    return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch)
 
 
 def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
@@ -83,7 +94,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     records = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1 << 20)
     for rank, rec in enumerate(records):
         try:
-            sch = _replay(rec, wl, target)
+            sch, any_batch = _replay(rec, wl, target)
             tuning_sch = tvm.s_tir.Schedule(mod)
             rec.trace.apply_to_schedule(tuning_sch, remove_postproc=False)
             if not verify.apply(tuning_sch):
@@ -91,7 +102,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
         except Exception:  # noqa: BLE001  (a record this arch cannot take: try the next)
             continue
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
-        return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source)
+        return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
+                           any_batch=any_batch)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: generic kernel")
     return None
 
@@ -117,4 +129,8 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
                     kernels.append(tk)
     if not kernels:
         log(f"[build] no tuned workloads for {target} under {root}: generic kernels only")
+    # Tuned kernels serve any batch: of two with one (variant, M, N, K) the bundle keeps the first, so put this
+    # arch's own before transferred ones, then the faster per batch element.
+    kernels.sort(key=lambda tk: (tk.source_target is not None,
+                                 (tk.run_secs or math.inf) / max(1, tk.shape.sizes[0] * tk.shape.sizes[1])))
     return kernels

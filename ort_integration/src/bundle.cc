@@ -9,15 +9,19 @@ namespace flashgemm {
 namespace {
 
 constexpr int64_t kManifestFormat = 1;  // ort_integration/kernel_library.py:MANIFEST_FORMAT
-constexpr const char* kFix = "run scripts/build.py --target llvm (or point FLASHGEMM_BUNDLE_DIR at a built bundle)";
+// How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
+std::string FixHint(bool cuda_build) {
+  return std::string("run scripts/build.py --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
+         " (or point FLASHGEMM_BUNDLE_DIR at a built bundle)";
+}
 
 namespace json = tvm::ffi::json;
 
 // Typed access to one manifest field, with an error that says which field of which file is wrong.
 class Fields {
  public:
-  Fields(json::Object obj, std::string where, std::string path)
-      : obj_(std::move(obj)), where_(std::move(where)), path_(std::move(path)) {}
+  Fields(json::Object obj, std::string where, std::string path, std::string fix)
+      : obj_(std::move(obj)), where_(std::move(where)), path_(std::move(path)), fix_(std::move(fix)) {}
 
   tvm::ffi::Any Get(const char* key) const {
     std::optional<tvm::ffi::Any> v = obj_.Get(tvm::ffi::String(key));
@@ -38,12 +42,12 @@ class Fields {
   }
   [[noreturn]] void Fail(const char* key, const char* what) const {
     throw BundleError("flashgemm: corrupt manifest " + path_ + ": " + where_ + "\"" + key + "\" " + what +
-                      ". Rebuild the bundle: " + kFix);
+                      ". Rebuild the bundle: " + fix_);
   }
 
  private:
   json::Object obj_;
-  std::string where_, path_;
+  std::string where_, path_, fix_;
 };
 
 std::string ReadFile(const std::string& path, bool* ok) {
@@ -62,49 +66,51 @@ std::string VariantKey::Key() const {
 }
 
 std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
+  const std::string fix = FixHint(cuda_build);
   const std::string manifest_path = dir + "/manifest.json";
   bool ok = false;
   std::string text = ReadFile(manifest_path, &ok);
   if (!ok)
     throw BundleError("flashgemm: no kernel bundle in " + dir + " (" + manifest_path + " not found). To build it, " +
-                      kFix);
+                      fix);
   tvm::ffi::String err;
   json::Value root = json::Parse(tvm::ffi::String(text), &err);
   if (!err.empty())
     throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + std::string(err) +
-                      ". Rebuild the bundle: " + kFix);
+                      ". Rebuild the bundle: " + fix);
   auto root_obj = root.as<json::Object>();
   if (!root_obj)
-    throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": not a JSON object. Rebuild the bundle: " + kFix);
-  Fields top(*root_obj, "", manifest_path);
+    throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": not a JSON object. Rebuild the bundle: " + fix);
+  Fields top(*root_obj, "", manifest_path, fix);
 
   const int64_t format = top.Int("format");
   if (format != kManifestFormat)
     throw BundleError("flashgemm: " + manifest_path + " has manifest format " + std::to_string(format) +
                       " but this library reads format " + std::to_string(kManifestFormat) +
-                      "; rebuild the bundle and the library together: " + kFix);
+                      "; rebuild the bundle and the library together: " + fix);
 
   auto b = std::unique_ptr<Bundle>(new Bundle());
   b->dir_ = dir;
   b->device_ = top.Str("device");
+  b->target_ = top.Str("target");
   if (b->device_ == "cuda" && !cuda_build)
     throw BundleError("flashgemm: bundle " + dir + " holds CUDA kernels (target " + top.Str("target") +
-                      ") but this libflashgemm_ort.so was built without CUDA support; use a CPU bundle (" + kFix +
+                      ") but this libflashgemm_ort.so was built without CUDA support; use a CPU bundle (" + FixHint(false) +
                       ") or rebuild the library with CUDA");
   if (b->device_ != "cpu" && b->device_ != "cuda")
-    throw BundleError("flashgemm: " + manifest_path + ": unknown device \"" + b->device_ + "\". " + kFix);
+    throw BundleError("flashgemm: " + manifest_path + ": unknown device \"" + b->device_ + "\". " + fix);
 
   const std::string so_path = dir + "/" + top.Str("kernels");
   {
     std::ifstream probe(so_path);
     if (!probe)
       throw BundleError("flashgemm: kernel library " + so_path + " (named in " + manifest_path + ") not found. " +
-                        "To rebuild the bundle, " + kFix);
+                        "To rebuild the bundle, " + fix);
   }
   try {
     b->module_ = tvm::ffi::Module::LoadFromFile(so_path);
   } catch (const std::exception& e) {
-    throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + kFix);
+    throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + fix);
   }
 
   auto funcs = top.Get("functions").as<json::Array>();
@@ -113,8 +119,8 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     const std::string where = "functions[" + std::to_string(i) + "].";
     auto entry_obj = (*funcs)[i].as<json::Object>();
     if (!entry_obj)
-      throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + where + " is not an object. " + kFix);
-    Fields e(*entry_obj, where, manifest_path);
+      throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + where + " is not an object. " + fix);
+    Fields e(*entry_obj, where, manifest_path, fix);
     VariantKey v;
     const std::string dtype = e.Str("dtype");
     if (dtype != "float16" && dtype != "bfloat16") e.Fail("dtype", "is neither float16 nor bfloat16");
@@ -128,10 +134,11 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     Kernel k;
     k.name = e.Str("name");
     k.tuned = e.Int("tuned") != 0;
+    if (entry_obj->Get(tvm::ffi::String("align")).has_value()) k.align = e.Int("align");  // older manifests: 2
     tvm::ffi::Optional<tvm::ffi::Function> f = (*b->module_)->GetFunction(k.name, /*query_imports=*/true);
     if (!f.has_value())
       throw BundleError("flashgemm: " + so_path + " has no function " + k.name + " listed in " + manifest_path +
-                        "; the two files are out of sync. " + kFix);
+                        "; the two files are out of sync. " + fix);
     k.fn = *f;
     if (k.tuned) {
       auto sizes = e.Get("sizes").as<json::Array>();
@@ -142,7 +149,13 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         if (!d) e.Fail("sizes", "is not a list of 5 integers");
         s[j] = *d;
       }
-      b->tuned_.emplace(std::make_pair(v.Key(), s), std::move(k));
+      // any_batch (absent in older manifests: false): the kernel's batch dims are symbolic
+      std::optional<tvm::ffi::Any> any = entry_obj->Get(tvm::ffi::String("any_batch"));
+      const bool any_batch = any.has_value() && e.Int("any_batch") != 0;
+      if (any_batch)
+        b->tuned_any_batch_.emplace(std::make_pair(v.Key(), std::array<int64_t, 3>{s[2], s[3], s[4]}), std::move(k));
+      else
+        b->tuned_.emplace(std::make_pair(v.Key(), s), std::move(k));
     } else {
       b->generic_.emplace(v.Key(), std::move(k));
     }
@@ -150,9 +163,11 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
   return b;
 }
 
-const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes) const {
+const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const {
   auto t = tuned_.find({variant_key, sizes});
-  if (t != tuned_.end()) return &t->second;
+  if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
+  auto a = tuned_any_batch_.find({variant_key, {sizes[2], sizes[3], sizes[4]}});
+  if (a != tuned_any_batch_.end() && a->second.align <= ptr_align) return &a->second;
   auto g = generic_.find(variant_key);
   return g == generic_.end() ? nullptr : &g->second;
 }

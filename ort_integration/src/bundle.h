@@ -32,6 +32,7 @@ struct Kernel {
   tvm::ffi::Function fn;
   std::string name;
   bool tuned = false;
+  int64_t align = 2;  // bytes every pointer argument must be aligned to (manifest "align")
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -46,17 +47,21 @@ class Bundle {
   // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
-  // The tuned kernel for exactly these sizes, else the generic one of the variant, else nullptr.
-  const Kernel* Find(const std::string& variant_key, const Sizes& sizes) const;
+  // The tuned kernel for these sizes (exact, else one for any batch with these M, N, K), else the generic one of
+  // the variant, else nullptr. ptr_align: the largest power of two dividing every pointer argument; a kernel
+  // compiled to assume more (tuned CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
+  const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& device() const { return device_; }  // "cpu" | "cuda"
+  const std::string& target() const { return target_; }  // "llvm" | "sm_80" | "sm_89" | "sm_90"
 
  private:
-  std::string dir_, device_;
+  std::string dir_, device_, target_;
   std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
   std::unordered_map<std::string, Kernel> generic_;
-  std::map<std::pair<std::string, Sizes>, Kernel> tuned_;
+  std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]
+  std::map<std::pair<std::string, std::array<int64_t, 3>>, Kernel> tuned_any_batch_;  // [M, N, K]
 };
 
 }  // namespace flashgemm

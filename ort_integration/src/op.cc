@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "canonical.h"
+#include "cuda_rt.h"
 
 namespace flashgemm {
 namespace {
@@ -96,14 +99,24 @@ bool BoolAttr(const OrtKernelInfo* info, const char* name) {
 }
 
 #ifdef FLASHGEMM_WITH_CUDA
-// TVM's CUDA launcher uses the current device; set it without a compile-time dependency on the CUDA toolkit.
-void CudaSetDevice(int id) {
-  using Fn = int (*)(int);
-  static Fn fn = [] {
-    void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
-    return h ? reinterpret_cast<Fn>(dlsym(h, "cudaSetDevice")) : nullptr;
-  }();
-  if (fn) fn(id);
+// "" when the bundle's kernels run on this GPU, else why not. A cubin built for sm_XY runs on compute capability
+// X.Z with Z >= Y (same major): an sm_80 bundle serves an sm_86 GPU, an sm_90 one serves no Ampere or Ada GPU.
+// Checked once per (bundle, device): the answer cannot change while the process lives.
+std::string CheckArch(const Bundle& bundle, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<const Bundle*, int>, std::string> checked;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = checked.find({&bundle, device});
+  if (it != checked.end()) return it->second;
+  int major = 0, minor = 0;
+  std::string err = cuda_rt::ComputeCapability(device, &major, &minor);
+  const std::string& t = bundle.target();  // sm_XY
+  if (err.empty() && (t.size() != 5 || t.compare(0, 3, "sm_") != 0 || major != t[3] - '0' || minor < t[4] - '0'))
+    err = "the kernel bundle in " + bundle.dir() + " was built for " + t + " but GPU " + std::to_string(device) +
+          " is sm_" + std::to_string(major) + std::to_string(minor) +
+          "; build one for this GPU: scripts/build.py --target auto (or --target sm_" + std::to_string(major) +
+          std::to_string(minor) + ")";
+  return checked[{&bundle, device}] = err;
 }
 #endif
 
@@ -195,7 +208,11 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   key.mask = !mask.present ? "none" : mask.type == kBool ? "bool" : "add";
   key.causal = causal_;
   const Sizes sizes = c.sizes();
-  const Kernel* kernel = bundle_.Find(key.Key(), sizes);
+  uintptr_t bits = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(b.data) |
+                   reinterpret_cast<uintptr_t>(bias.data) | reinterpret_cast<uintptr_t>(mask.data) |
+                   reinterpret_cast<uintptr_t>(out.GetTensorMutableRawData()) | uintptr_t{256};
+  const int64_t ptr_align = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit (absent inputs: null)
+  const Kernel* kernel = bundle_.Find(key.Key(), sizes, ptr_align);
   if (!kernel)
     return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no kernel for variant " + key.Key() +
                         "; rebuild it with every variant (run scripts/build.py --target llvm)")
@@ -203,10 +220,11 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
                        ORT_FAIL);
   if (verbose_) {
     char line[512];
-    std::snprintf(line, sizeof(line), "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]\n", kernel->name.c_str(),
+    std::snprintf(line, sizeof(line), "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]%s\n", kernel->name.c_str(),
                   kernel->tuned ? "tuned" : "generic", static_cast<long long>(sizes[0]),
                   static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
-                  static_cast<long long>(sizes[3]), static_cast<long long>(sizes[4]));
+                  static_cast<long long>(sizes[3]), static_cast<long long>(sizes[4]),
+                  dev.device_type == kDLCUDA ? (" on cuda:" + std::to_string(dev.device_id)).c_str() : "");
     std::lock_guard<std::mutex> lock(logged_mu_);
     if (logged_.insert(line).second) std::fputs(line, stderr);
   }
@@ -217,14 +235,47 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   const void* b_data = b.data;
   int64_t k = c.k;
   std::vector<uint16_t> zeros;
+  const size_t zero_count = static_cast<size_t>(std::max(c.m, c.n));
   if (k == 0) {
-    if (dev.device_type != kDLCPU) return fail("K = 0 is not supported on this device yet");
-    zeros.assign(static_cast<size_t>(std::max(c.m, c.n)), 0);
-    a_data = b_data = zeros.data();
+    if (dev.device_type == kDLCPU) {
+      zeros.assign(zero_count, 0);
+      a_data = b_data = zeros.data();
+    }
     k = 1;
     c.a_strides = {0, 0, 1, 1};
     c.b_strides = {0, 0, trans_b_ ? 1 : c.n, 1};
   }
+
+#ifdef FLASHGEMM_WITH_CUDA
+  // TVM's CUDA launcher runs on the current device and reads the stream from TVMFFIEnvGetStream (thread-local):
+  // run on the input's GPU and ORT's compute stream, and give TVM back its previous stream afterwards.
+  void* stream = nullptr;
+  TVMFFIStreamHandle prev = nullptr;
+  void* device_zeros = nullptr;
+  if (dev.device_type == kDLCUDA) {
+    if (std::string err = CheckArch(bundle_, dev.device_id); !err.empty())
+      return Ort::Status((node_ + ": " + err).c_str(), ORT_FAIL);
+    if (std::string err = cuda_rt::SetDevice(dev.device_id); !err.empty())
+      return Ort::Status((node_ + ": " + err).c_str(), ORT_FAIL);
+    stream = ctx.GetGPUComputeStream();
+    if (c.k == 0) {  // the zero vector, in device memory and ordered on ORT's stream
+      if (std::string err = cuda_rt::ZerosAsync(&device_zeros, zero_count * 2, stream); !err.empty())
+        return Ort::Status((node_ + ": " + err).c_str(), ORT_FAIL);
+      a_data = b_data = device_zeros;
+    }
+    TVMFFIEnvSetStream(dev.device_type, dev.device_id, stream, &prev);
+  }
+  struct Restore {
+    DLDevice dev;
+    TVMFFIStreamHandle prev;
+    void *stream, *zeros;
+    ~Restore() {
+      if (dev.device_type != kDLCUDA) return;
+      TVMFFIEnvSetStream(dev.device_type, dev.device_id, prev, nullptr);
+      if (zeros) cuda_rt::FreeAsync(zeros, stream);  // after the kernel, in stream order
+    }
+  } restore{dev, prev, stream, device_zeros};
+#endif
 
   const DLDataType dt = DLType(t);
   View va(a_data, dev, dt, {c.b0, c.b1, c.m, k}, c.a_strides);
@@ -246,21 +297,6 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   args[n_args++] = &vp.t;
   args[n_args++] = static_cast<double>(scale_);
 
-#ifdef FLASHGEMM_WITH_CUDA
-  // TVM's launcher reads the stream from TVMFFIEnvGetStream (thread-local): run on ORT's stream.
-  TVMFFIStreamHandle prev = nullptr;
-  if (dev.device_type == kDLCUDA) {
-    CudaSetDevice(dev.device_id);
-    TVMFFIEnvSetStream(dev.device_type, dev.device_id, ctx.GetGPUComputeStream(), &prev);
-  }
-  struct RestoreStream {
-    DLDevice dev;
-    TVMFFIStreamHandle prev;
-    ~RestoreStream() {
-      if (dev.device_type == kDLCUDA) TVMFFIEnvSetStream(dev.device_type, dev.device_id, prev, nullptr);
-    }
-  } restore{dev, prev};
-#endif
   tvm::ffi::Any rv;
   try {
     kernel->fn.CallPacked(args, n_args, &rv);
