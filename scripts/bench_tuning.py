@@ -3,10 +3,13 @@
 
   scripts/bench_tuning.py --target sm_90 --workload vit-b16 --trials 256 --gpus 1,2,4 --out results/x.json
   scripts/bench_tuning.py --target sm_90 --workload w2 --dtype both --jobs 2 --gpus 1,2 --out ...
+  scripts/bench_tuning.py --target sm_90 --workload w2 --trials 512 --gpus 1,2,4 --searches gpus --out ...
+
+--searches gpus runs one search per GPU for each workload (tune.py --searches n); the default, 1, one search.
 
 Each configuration tunes from an empty database (a temporary --db) with scripts/rpc_cluster.py run --gpus
-<the first n> -- scripts/tune.py --runner rpc [--jobs J]; the builder uses every core of this machine in
-every configuration, so only the number of GPUs measuring changes. Results are merged into --out by
+<the first n> -- scripts/tune.py --runner rpc [--jobs J] [--searches S]; each search builds on at most 16 cores
+(tune.py's default), so a configuration with more searches also uses more of this machine's cores. Results are merged into --out by
 configuration (run it in slices: one --gpus value per command), with a markdown table beside it.
 Throughput = trials of all workloads / the longest workload's tuning time (tune.py's own clock, from the
 first search to the last measurement; cluster start-up excluded and reported apart).
@@ -50,10 +53,21 @@ def _commit() -> str:
         return "unknown"
 
 
+def searches_for(args, n_gpus: int) -> int:
+    return n_gpus if args.searches == "gpus" else int(args.searches)
+
+
+def config_key(args, n_gpus: int) -> str:
+    s = searches_for(args, n_gpus)
+    return str(n_gpus) if s == 1 else f"{n_gpus}x{s}"
+
+
 def run_config(args, n_gpus: int, db: Path, port: int) -> dict:
     gpus = ",".join(str(i) for i in range(n_gpus))
+    searches = searches_for(args, n_gpus)
     tune = ["scripts/tune.py", "--target", args.target, "--trials", str(args.trials), "--batch-size",
-            str(args.batch_size), "--runner", "rpc", "--jobs", str(args.jobs), "--db", str(db), "--seed", "1"]
+            str(args.batch_size), "--runner", "rpc", "--jobs", str(args.jobs), "--db", str(db), "--seed", "1",
+            "--searches", str(searches)]
     for name in args.workload:
         tune += ["--workload", name]
     if args.dtype:
@@ -85,30 +99,31 @@ def run_config(args, n_gpus: int, db: Path, port: int) -> dict:
         per[prov_path.parent.name] = {"trials": run["trials"], "valid": run["valid"], "invalid": run["invalid"],
                                       "seconds": run["seconds"], "trials_per_second": run["trials_per_second"],
                                       "stage_seconds": run["stage_seconds"], "runner": run.get("runner"),
+                                      "searches": run.get("searches", 1), "workers": run.get("workers"),
                                       "best_us": round(prov["best_secs"] * 1e6, 2) if prov["best_secs"] else None}
     trials = sum(p["trials"] for p in per.values())
     longest = max((p["seconds"] for p in per.values()), default=None)
-    return {"gpus": n_gpus, "returncode": returncode, "workloads": per, "trials": trials,
+    return {"gpus": n_gpus, "searches": searches, "db": str(db), "returncode": returncode, "workloads": per, "trials": trials,
             "tuning_seconds": longest, "wall_seconds": round(wall, 1),
             "trials_per_second": round(trials / longest, 3) if longest else None}
 
 
 def table(result: dict) -> str:
-    rows = sorted(result["configs"].values(), key=lambda r: r["gpus"])
+    rows = sorted(result["configs"].values(), key=lambda r: (r.get("searches", 1) > 1, r["gpus"]))
     base = next((r for r in rows if r["gpus"] == 1 and r["trials_per_second"]), None)
     m = result["machine"]
     lines = [f"# Tuning throughput vs GPUs ({result['date']})", "",
              f"{m.get('gpus', '?')}x {m.get('gpu', '?')}, driver {m.get('driver', '?')}, {m.get('cpu_cores')} CPU "
              f"cores; target {result['target']}; workloads {', '.join(result['workloads'])}; {result['trials']} trials "
              f"each, batch {result['batch_size']}, --jobs {result['jobs']}; commit {result['commit']}.", "",
-             "| GPUs | trials | tuning s | trials/s | speed-up | scaling efficiency | best (us) per workload | "
-             "search / build / run s (first workload) |", "|---|---|---|---|---|---|---|---|"]
+             "| GPUs | searches | trials | tuning s | trials/s | speed-up | scaling efficiency | best (us) per workload | "
+             "search / build / run s (first workload) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         tps = r["trials_per_second"]
         speed = tps / base["trials_per_second"] if base and tps else None
         first = next(iter(r["workloads"].values()), {})
         st = first.get("stage_seconds") or {}
-        lines.append(f"| {r['gpus']} | {r['trials']} | {r['tuning_seconds']} | {tps} | "
+        lines.append(f"| {r['gpus']} | {r.get('searches', 1)} | {r['trials']} | {r['tuning_seconds']} | {tps} | "
                      + (f"{speed:.2f}x | {speed / r['gpus']:.2f} |" if speed else "- | - |")
                      + " " + ", ".join(f"{w}: {p['best_us']}" for w, p in r["workloads"].items())
                      + " | " + " / ".join(f"{st[k]:.0f}" if k in st else "-" for k in ("search", "build", "run")) + " |")
@@ -128,6 +143,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=1, help="tune.py --jobs (workloads tuned at once)")
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to measure, e.g. 1,2,4")
+    ap.add_argument("--searches", default="1", help="searches per workload: a number, or 'gpus' (one per GPU)")
     ap.add_argument("--port", type=int, default=9190)
     ap.add_argument("--out", type=Path, required=True, help="JSON to write/merge (a .md is written beside it)")
     ap.add_argument("--keep", type=Path, default=None, help="keep each configuration's database under this dir")
@@ -137,6 +153,8 @@ def main(argv=None) -> int:
         signal.signal(sig, _interrupt)
 
     result = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if args.searches != "gpus" and not args.searches.isdigit():
+        ap.error("--searches: a number or 'gpus'")
     result.update({"target": args.target, "workloads": args.workload, "dtype": args.dtype, "trials": args.trials,
                    "batch_size": args.batch_size, "jobs": args.jobs, "machine": _machine(), "commit": _commit(),
                    "date": datetime.date.today().isoformat(),
@@ -144,9 +162,10 @@ def main(argv=None) -> int:
                                "= total trials / longest workload's tuning time (tune.py's clock)"})
     result.setdefault("configs", {})
     for n in counts:
-        db = Path(tempfile.mkdtemp(prefix=f"bench-tuning-{n}gpu-", dir=args.keep)) if args.keep else \
-            Path(tempfile.mkdtemp(prefix=f"bench-tuning-{n}gpu-"))
-        result["configs"][str(n)] = run_config(args, n, db, args.port)
+        key = config_key(args, n)
+        db = Path(tempfile.mkdtemp(prefix=f"bench-tuning-{key}-", dir=args.keep)) if args.keep else \
+            Path(tempfile.mkdtemp(prefix=f"bench-tuning-{key}-"))
+        result["configs"][key] = run_config(args, n, db, args.port)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
         args.out.with_suffix(".md").write_text(table(result))

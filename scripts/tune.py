@@ -14,7 +14,9 @@ Running it again continues toward --trials (the budget is a total, not an increm
 Measuring on several GPUs (TVM's RPC tracker; scripts/rpc_cluster.py starts one server per GPU):
   scripts/rpc_cluster.py run -- scripts/tune.py --target sm_90 --workload w1 --workload w2 --runner rpc --jobs 2
 --jobs tunes that many workloads at once: while one searches and compiles on the CPU, another's candidates
-are measured, so more GPUs are kept busy than one workload's measuring stage can.
+are measured, so more GPUs are kept busy than one workload's measuring stage can. For one workload,
+--searches N splits its budget over N independent searches run at once (one per GPU is the usual choice):
+  scripts/rpc_cluster.py run -- scripts/tune.py --target sm_90 --workload w2 --runner rpc --searches 4
 """
 import argparse
 import os
@@ -58,9 +60,19 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1,
                     help="workloads tuned at once (needs --runner rpc: the tracker keeps their measurements "
                          "apart); builder cores are split between them (default 1)")
+    ap.add_argument("--searches", type=int, default=1,
+                    help="independent searches per workload, run at once, each with its share of the trials, cores "
+                         "and RPC servers (needs --runner rpc): how one workload uses several GPUs (default 1)")
     args = ap.parse_args(argv)
-    if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout) < 1:
-        ap.error("--trials, --top-k, --batch-size, --population, --jobs and --rpc-timeout must be at least 1")
+    if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
+           args.searches) < 1:
+        ap.error("--trials, --top-k, --batch-size, --population, --jobs, --searches and --rpc-timeout must be at "
+                 "least 1")
+    if args.searches > 1 and args.runner != "rpc":
+        ap.error("--searches > 1 needs --runner rpc: searches measured at once on one local device would time each "
+                 "other's kernels; the RPC tracker gives every candidate a server of its own")
+    if args.searches > 1 and args.jobs > 1:
+        ap.error("use --jobs (several workloads at once) or --searches (one workload, several searches), not both")
     if args.jobs > 1 and args.runner != "rpc":
         ap.error("--jobs > 1 needs --runner rpc: concurrent workloads measured on one local device time each "
                  "other's kernels; the RPC tracker gives every candidate a server of its own")
@@ -93,7 +105,7 @@ def main(argv=None) -> int:
         ap.error(str(err))
     options = dict(strategy=args.strategy, top_k=args.top_k, db_root=args.db, seed=args.seed,
                    workers=args.workers, batch_size=args.batch_size, population=args.population, tracker=tracker,
-                   rpc_timeout=args.rpc_timeout)
+                   rpc_timeout=args.rpc_timeout, shards=args.searches)
     errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     for err in errors:
         print(f"tune.py: error: {err}", file=sys.stderr)

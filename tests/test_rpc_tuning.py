@@ -37,8 +37,8 @@ def cluster(tmp_path):
     rpc_cluster.stop(c, log=lambda *_: None)
 
 
-def _records(wl_dir: Path) -> list:
-    lines = (wl_dir / "work" / "database_tuning_record.json").read_text().splitlines()
+def _records(wl_dir: Path, work: str = "work") -> list:
+    lines = (wl_dir / work / "database_tuning_record.json").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
@@ -178,6 +178,36 @@ def test_rpc_cluster_run_tunes_several_workloads_at_once(tmp_path):
         prov = json.loads((tmp_path / "db" / "llvm" / d / dbm.PROVENANCE).read_text())
         assert prov["trials"] == 4 and prov["runs"][-1]["runner"] == "rpc:2"
     assert out.stdout.count("stopped server pid") == 2 and "stopped tracker" in out.stdout
+
+
+def test_one_workload_as_two_searches_merges_and_resumes(cluster, tmp_path):
+    """--searches 2: the budget split over two searches (own work dirs, own processes), one top-k; a rerun with a
+    larger budget goes on in both; a plain run afterwards counts every search's trials."""
+    wl = parse("demo")
+    wl_dir = dbm.workload_dir(tmp_path, "llvm", wl.dir_name)
+    prov = tuner.tune(wl, "llvm", 8, strategy="random", db_root=tmp_path, batch_size=2, tracker=cluster.tracker,
+                      progress=False, shards=2, workers=2)
+    run = prov["runs"][-1]
+    assert prov["trials"] == 8 and run["trials"] == 8 and run["searches"] == 2 and run["workers"] == 2
+    shard_counts = [len(_records(wl_dir, f"work/shard-{i}")) for i in range(2)]
+    assert shard_counts == [4, 4]
+    assert prov["top_k"] == min(10, run["valid"]) and prov["best_secs"]
+    curve = (wl_dir / "curve.csv").read_text().splitlines()
+    assert len(curve) == 1 + 8 and curve[-1].startswith("8,")
+    prov = tuner.tune(wl, "llvm", 12, strategy="random", db_root=tmp_path, batch_size=2, tracker=cluster.tracker,
+                      progress=False, shards=2, workers=2)
+    assert prov["trials"] == 12 and [len(_records(wl_dir, f"work/shard-{i}")) for i in range(2)] == [6, 6]
+    prov = tuner.tune(wl, "llvm", 14, strategy="random", db_root=tmp_path, batch_size=2, tracker=cluster.tracker,
+                      progress=False, workers=2)
+    assert prov["trials"] == 14 and prov["runs"][-1]["trials"] == 2
+
+
+def test_searches_argument_is_checked(tmp_path):
+    out = subprocess.run([*TUNE, "--target", "llvm", "--workload", "demo", "--searches", "2", "--db", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "--searches > 1 needs --runner rpc" in out.stderr
+    with pytest.raises(ValueError, match="needs an RPC tracker"):
+        tuner.tune(parse("demo"), "llvm", 4, db_root=tmp_path, shards=2, progress=False)
 
 
 @pytest.mark.gpu

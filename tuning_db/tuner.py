@@ -8,6 +8,7 @@ atomically at the end of every run.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import logging
 import math
@@ -103,7 +104,7 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
     def __init__(self, done: int, best: float, on_batch: Callable):
         self.done, self.valid, self.invalid = done, 0, 0
         self.best = best
-        self.curve = []  # (trial, best seconds so far)
+        self.curve = []  # (time, best seconds so far), one entry per trial
         self.on_batch = on_batch
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
@@ -122,14 +123,132 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
             else:
                 self.valid += 1
                 self.best = min(self.best, secs)
-            self.curve.append((self.done, self.best))
+            self.curve.append((time.time(), self.best))
         self.on_batch(self)
+
+
+SHARD_PREFIX = "shard-"
+# Cores one search uses by default. Measured (2026-11-21): with 64 cores on the 4xH200 host a 256-trial run spent
+# 87 s building and 74 s updating the cost model, against 21 s and ~0 s per 128 trials with 16 cores on the H100
+# host: Meta-Schedule's builder pool and XGBoost do not scale past ~16 threads on these small batches.
+MAX_CORES_PER_SEARCH = 16
+
+
+@dataclasses.dataclass
+class _SearchOutcome:
+    best: float
+    trials: int = 0
+    valid: int = 0
+    invalid: int = 0
+    aborted: Optional[str] = None
+    events: list = dataclasses.field(default_factory=list)  # (time, best so far of that search), per trial
+
+    def curve(self, done: int) -> list:
+        """(trial number, best so far) over all searches, trials ordered by when they were measured."""
+        out, best = [], math.inf
+        for i, (_, b) in enumerate(sorted(self.events), start=done + 1):
+            best = min(best, b)
+            out.append((i, best))
+        return out
+
+
+def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
+            best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
+            population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int) -> _SearchOutcome:
+    """One Meta-Schedule search of `budget` trials into the work database at `work`."""
+    mod = tuning_module(workload)
+    work_db = dbm.open_json_db(work, create=True)
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm  # noqa: PLC0415
+            bar = tqdm(total=trials, initial=done, unit="trial", desc=workload.dir_name, dynamic_ncols=True)
+        except ImportError:
+            bar = None
+
+    def on_batch(p: _Progress):
+        text = (f"valid {p.valid} invalid {p.invalid} best "
+                f"{p.best * 1e6:.1f}us" if p.best < math.inf else f"valid {p.valid} invalid {p.invalid}")
+        if bar is not None:
+            bar.n = min(p.done, trials)
+            bar.set_postfix_str(text)
+        else:
+            log(f"[tune] {p.done}/{trials} trials, {text}")
+
+    _quiet_meta_schedule_console()
+    prog = _Progress(done, best0, on_batch)
+    out = _SearchOutcome(best0)
+    builder, runner = _builder_runner(target_name, workers, tracker, servers, rpc_timeout)
+    is_random = strategy == "random"
+    try:
+        ms.tune_tir(
+            mod=mod, target=targets.tvm_target(target_name), work_dir=str(work), max_trials_global=budget,
+            num_trials_per_iter=max(1, min(batch_size, budget)), builder=builder, runner=runner,
+            database=work_db,
+            cost_model="random" if is_random else "xgb",
+            strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
+                population_size=population, init_min_unmeasured=min(50, population)),
+            space=_space(target_name),
+            # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
+            measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default")],
+            num_tuning_cores=workers, seed=seed)
+    except Exception as err:  # noqa: BLE001  (through TVM's FFI our NoServerError comes back a RuntimeError)
+        if not rpc_runner.is_no_server(err):
+            raise
+        # keep what was measured (the caller writes it), then report
+        aborted = next(line for line in str(err).splitlines() if rpc_runner.NO_SERVER in line)
+        out.aborted = aborted[aborted.index(rpc_runner.NO_SERVER):]
+    if bar is not None:
+        bar.close()
+    out.best, out.trials, out.valid, out.invalid, out.events = prog.best, prog.done - done, prog.valid, \
+        prog.invalid, prog.curve
+    return out
+
+
+def _search_shards(workload: Workload, target_name: str, work: Path, remaining: int, seed: int, cores: int,
+                   servers: int, shards: int, best0: float, log: Callable, **search) -> _SearchOutcome:
+    """`shards` searches at once in spawned processes (TVM does not survive a fork), each with its share of the
+    budget, cores and RPC servers; their outcomes merged."""
+    import concurrent.futures  # noqa: PLC0415
+    import multiprocessing  # noqa: PLC0415
+
+    dirs = [work / f"{SHARD_PREFIX}{i}" for i in range(shards)]
+    shares = [remaining // shards + (1 if i < remaining % shards else 0) for i in range(shards)]
+    name = workload.dir_name
+    out = _SearchOutcome(best0)
+    with concurrent.futures.ProcessPoolExecutor(shards, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_shard_job, workload, target_name, d, n, seed + 1000 * i, max(1, cores // shards),
+                               max(1, servers // shards), best0, f"{name}[{i}]", search)
+                   for i, (d, n) in enumerate(zip(dirs, shares)) if n > 0]
+        for fut in concurrent.futures.as_completed(futures):
+            r = fut.result()
+            out.best = min(out.best, r.best)
+            out.trials += r.trials
+            out.valid += r.valid
+            out.invalid += r.invalid
+            out.events += r.events
+            out.aborted = out.aborted or r.aborted
+    log(f"[tune] {name}: {shards} searches done, {out.trials} trials, best "
+        + (f"{out.best * 1e6:.1f} us" if out.best < math.inf else "none"))
+    return out
+
+
+def _shard_job(workload, target_name, work: Path, budget, seed, workers, servers, best0, label, search):
+    def log(msg):
+        print(msg.replace("[tune]", f"[tune] {label}:", 1), flush=True)
+
+    _export_repo_path()
+    targets.register_intrinsics(target_name)
+    done = len(dbm.open_json_db(work, create=True).get_all_tuning_records()) if work.is_dir() else 0
+    return _search(workload, target_name, work, budget, seed, workers, servers, best0, done + budget, done,
+                   False, log, **search)
 
 
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
          workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
-         progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60) -> dict:
+         progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
+         shards: int = 1) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     tracker: measure on the RPC servers registered under tracker.key (all of them, one candidate each at a
@@ -137,12 +256,21 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     batch_size: candidates measured per search iteration (Meta-Schedule's num_trials_per_iter); a run
     killed mid-way loses at most the batch in flight. population: the evolutionary search's population
     (Meta-Schedule's default, 512); each iteration samples and scores that many candidates on the CPU.
+    workers: CPU cores in all (builder processes, search threads); default min(all, 16 per search).
+    shards: split the remaining budget over this many independent searches (own seed, cost model, share of the
+    cores and of the RPC servers), run at once in their own processes; their records merge into one top-k.
+    Meta-Schedule runs one search in lock-step (search, build, measure, update), so it keeps a GPU busy only a
+    fraction of the time however many servers there are; separate searches keep several busy. Needs a tracker.
+    Search i works in work/shard-i/ (resumable like work/).
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    if trials < 1 or top_k < 1:
-        raise ValueError("trials and top_k must be >= 1")
+    if trials < 1 or top_k < 1 or shards < 1:
+        raise ValueError("trials, top_k and shards must be >= 1")
+    if shards > 1 and tracker is None:
+        raise ValueError("shards > 1 needs an RPC tracker (--runner rpc): searches measured at once on one local "
+                         "device would time each other's kernels")
     target = targets.tvm_target(target_name)
     wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
     try:
@@ -171,79 +299,57 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     _export_repo_path()
     targets.register_intrinsics(target_name)
     work = wl_dir / "work"
-    work_db = dbm.open_json_db(work, create=True)
-    done = len(work_db.get_all_tuning_records())
-    prior = dbm.top_records(mod, [work_db], 1)
+    work_dirs = [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())] if work.is_dir() else [work]
+    work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
+    done = sum(len(db.get_all_tuning_records()) for db in work_dbs)
+    prior = dbm.top_records(mod, work_dbs, 1)
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
     remaining = trials - done
+    cores = workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH * shards)
     log(f"[tune] {workload.dir_name} on {target_name}: {done} trials done, budget {trials}, "
         f"{max(remaining, 0)} to go ({strategy}"
-        + (f"; measured on {servers} RPC server(s) at {tracker})" if tracker else ")"))
+        + (f"; measured on {servers} RPC server(s) at {tracker}" if tracker else "")
+        + (f"; {shards} independent searches of {max(1, cores // shards)} cores each)" if shards > 1 else ")"))
 
-    bar = None
-    if remaining > 0 and progress:
-        try:
-            from tqdm import tqdm  # noqa: PLC0415
-            bar = tqdm(total=trials, initial=done, unit="trial", desc=workload.dir_name, dynamic_ncols=True)
-        except ImportError:
-            bar = None
-
-    def on_batch(p: _Progress):
-        text = (f"valid {p.valid} invalid {p.invalid} best "
-                f"{p.best * 1e6:.1f}us" if p.best < math.inf else f"valid {p.valid} invalid {p.invalid}")
-        if bar is not None:
-            bar.n = min(p.done, trials)
-            bar.set_postfix_str(text)
-        else:
-            log(f"[tune] {p.done}/{trials} trials, {text}")
-
-    _quiet_meta_schedule_console()
-    prog = _Progress(done, best0, on_batch)
+    search = dict(strategy=strategy, batch_size=batch_size, population=population, tracker=tracker,
+                  rpc_timeout=rpc_timeout)
     aborted = None
     t0 = time.time()
-    if remaining > 0:
-        builder, runner = _builder_runner(target_name, workers or os.cpu_count() or 1, tracker, servers,
-                                          rpc_timeout)
-        is_random = strategy == "random"
-        try:
-            ms.tune_tir(
-                mod=mod, target=target, work_dir=str(work), max_trials_global=remaining,
-                num_trials_per_iter=max(1, min(batch_size, remaining)), builder=builder, runner=runner,
-                database=work_db,
-                cost_model="random" if is_random else "xgb",
-                strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
-                    population_size=population, init_min_unmeasured=min(50, population)),
-                space=_space(target_name),
-                # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
-                measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default")],
-                num_tuning_cores=workers or os.cpu_count() or 1, seed=seed + done)
-        except Exception as err:  # noqa: BLE001  (through TVM's FFI our NoServerError comes back a RuntimeError)
-            if not rpc_runner.is_no_server(err):
-                raise
-            # keep what was measured (written below), then report
-            aborted = next(line for line in str(err).splitlines() if rpc_runner.NO_SERVER in line)
-            aborted = aborted[aborted.index(rpc_runner.NO_SERVER):]
-    if bar is not None:
-        bar.close()
+    if remaining <= 0:
+        outcome = _SearchOutcome(best0)
+    elif shards <= 1:
+        outcome = _search(workload, target_name, work, remaining, seed + done, cores, servers, best0, trials, done,
+                          progress, log, **search)
+    else:
+        outcome = _search_shards(workload, target_name, work, remaining, seed + done, cores, servers, shards, best0,
+                                 log, **search)
+    aborted = outcome.aborted
     elapsed = time.time() - t0
-    stages = stage_seconds(work / "logs", t0) if remaining > 0 else {}
-    if stages:
-        log("[tune] time by stage: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
-            + f" (wall {elapsed:.0f} s, {max(prog.done - done, 0) / max(elapsed, 1e-9):.2f} trials/s)")
+    stages = {}
+    if remaining > 0:
+        logs = [work / "logs"] if shards <= 1 else [work / f"{SHARD_PREFIX}{i}" / "logs" for i in range(shards)]
+        per_search = [stage_seconds(d, t0) for d in logs]
+        # sharded: the searches overlap in time; report each stage's mean over the searches
+        stages = {k: sum(st[k] for st in per_search) / len(per_search) for k in per_search[0]}
+        log("[tune] time by stage" + (" (mean of the searches)" if shards > 1 else "") + ": "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
+            + f" (wall {elapsed:.0f} s, {outcome.trials / max(elapsed, 1e-9):.2f} trials/s)")
+    work_dbs = [dbm.open_json_db(d, create=True) for d in
+                [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())]]
 
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
-    top = dbm.top_records(mod, [work_db, *committed], top_k)
-    total = len(work_db.get_all_tuning_records())
+    top = dbm.top_records(mod, [*work_dbs, *committed], top_k)
+    total = sum(len(db.get_all_tuning_records()) for db in work_dbs)
     runs = list(prov_old.get("runs", []))
     if remaining > 0:
         runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                     "trials": prog.done - done, "valid": prog.valid, "invalid": prog.invalid,
+                     "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
                      "strategy": strategy, "seconds": round(elapsed, 1),
-                     "trials_per_second": round((prog.done - done) / elapsed, 3) if elapsed else None,
+                     "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
-                     "workers": workers or os.cpu_count(),
+                     "workers": cores, "searches": shards,
                      "runner": f"rpc:{servers}" if tracker else "local"})
-        _append_curve(wl_dir / "curve.csv", prog.curve)  # committed with the database, across runs
+        _append_curve(wl_dir / "curve.csv", outcome.curve(done))  # committed with the database, across runs
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
         log(f"[tune] tuning curve: {wl_dir / 'curve.csv'}" + (f", {png}" if png else " (no matplotlib: no PNG)"))
@@ -332,6 +438,8 @@ def tune_many(workloads: list, target_name: str, trials: int, *, jobs: int = 1, 
     """Tune each workload (`tune`'s options); `jobs` > 1 tunes that many at once in separate processes, each
     with its share of the builder cores. Returns the errors (strings), [] when all went well; one workload's
     error does not stop the others."""
+    if jobs > 1 and options.get("shards", 1) > 1:
+        raise ValueError("use jobs (several workloads at once) or shards (one workload, several searches), not both")
     if jobs <= 1 or len(workloads) <= 1:
         errors = []
         for wl in workloads:
@@ -345,7 +453,7 @@ def tune_many(workloads: list, target_name: str, trials: int, *, jobs: int = 1, 
     import multiprocessing  # noqa: PLC0415
 
     jobs = min(jobs, len(workloads))
-    share = max(1, (workers or os.cpu_count() or 1) // jobs)
+    share = max(1, workers // jobs if workers else min((os.cpu_count() or 1) // jobs, MAX_CORES_PER_SEARCH))
     log(f"[tune] {len(workloads)} workloads, {jobs} at a time, {share} builder cores each")
     errors = []
     # spawn, not fork: TVM's runtime and thread pools do not survive a fork.
