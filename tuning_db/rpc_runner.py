@@ -159,21 +159,38 @@ def create_session(rpc_config: ms.runner.RPCConfig):
     return s
 
 
+def _bounded(what: str, fn):
+    """fn() with a client-side deadline of the session timeout + 30 s. The server's own session timeout did not
+    end every stuck session: on the 4xH200 host a session that connected and never went on held its runner
+    worker (and the whole search) for minutes. Past the deadline the candidate fails and its session is dropped."""
+    limit = (_held["config"].session_timeout_sec if _held["config"] is not None else 60) + 30.0
+    value, err = _within(limit, fn)
+    if err is not None:
+        raise err
+    if value is None:
+        raise RuntimeError(f"{what} got no answer from the RPC server in {limit:.0f} s; candidate abandoned")
+    return value
+
+
 def upload_module(session, local_path: str, remote_path: str):
     """Meta-Schedule's upload, under a name of the candidate's own. Every artifact is called tvm_tmp_mod.tar;
     in a session kept across candidates, loading a second library at the first one's path gave back the
     first (the H100 then timed one kernel 128 times)."""
     unique = f"{os.path.basename(os.path.dirname(local_path))}-{remote_path}"
     _held["remote"] = unique
-    session.upload(local_path, unique)
-    return session.load_module(unique)
+
+    def go():
+        session.upload(local_path, unique)
+        return session.load_module(unique)
+    return _bounded("upload", go)
 
 
 def run_evaluator(session, rt_mod, device, evaluator_config, repeated_args):
     """Meta-Schedule's timing; marks the held session good for the next candidate only when it succeeds."""
     from tvm.s_tir.meta_schedule.runner.rpc_runner import default_run_evaluator  # noqa: PLC0415
 
-    costs = default_run_evaluator(session, rt_mod, device, evaluator_config, repeated_args)
+    costs = _bounded("timing", lambda: default_run_evaluator(session, rt_mod, device, evaluator_config,
+                                                             repeated_args))
     _held["ok"] = True
     return costs
 
