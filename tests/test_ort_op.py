@@ -279,17 +279,22 @@ def test_concurrent_runs(so):
     cases = [{"A": rand(rng, [4, 33, 40], dtype), "B": rand(rng, [40, 29], dtype), "bias": rand(rng, [29], dtype)}
              for _ in range(8)]
     refs = [fused_gemm_softmax_ref(c["A"], c["B"], c["bias"]) for c in cases]
+    run_concurrently([(sess, c, r, ATOL[dtype]) for c, r in zip(cases, refs)], reps=5)
+
+
+def run_concurrently(cases, reps: int):
+    """One thread per (session, feeds, reference, atol) case, all at once, each running its case `reps` times."""
     errors = []
 
-    def worker(i):
+    def worker(sess, feeds, ref, atol):
         try:
-            for _ in range(5):
-                (p,) = run(sess, cases[i])
-                np.testing.assert_allclose(p.astype(np.float64), refs[i], rtol=0, atol=ATOL[dtype])
+            for _ in range(reps):
+                (p,) = run(sess, feeds)
+                np.testing.assert_allclose(p.astype(np.float64), ref, rtol=0, atol=atol)
         except Exception as e:  # noqa: BLE001  (reported below)
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
+    threads = [threading.Thread(target=worker, args=case) for case in cases]
     for t in threads:
         t.start()
     for t in threads:
@@ -664,23 +669,7 @@ def test_cuda_two_sessions_concurrently(so):
             feeds["bias"] = rand(rng, bias, dt)
         cases.append((sessions[i % 2], feeds, fused_gemm_softmax_ref(feeds["A"], feeds["B"], feeds.get("bias")),
                       ATOL[dt]))
-    errors = []
-
-    def worker(i):
-        sess, feeds, ref, atol = cases[i]
-        try:
-            for _ in range(10):
-                (p,) = run(sess, feeds)
-                np.testing.assert_allclose(p.astype(np.float64), ref, rtol=0, atol=atol)
-        except Exception as e:  # noqa: BLE001  (reported below)
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(cases))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_concurrently(cases, reps=10)
 
 
 @pytest.mark.gpu
