@@ -117,7 +117,9 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["target"] == arch
     shaped = [e for e in manifest["functions"] if e["sizes"] is not None]
-    assert {e["workload"] for e in shaped} == {"bert-large.f16", "vit-b16.f16"}, out.stdout
+    committed = {p.name for p in (REPO / "tuning_db" / "sm_90").iterdir() if (p / "provenance.json").exists()}
+    assert {"bert-large.f16", "vit-b16.f16"} <= committed
+    assert {e["workload"] for e in shaped} == committed, out.stdout  # every one fits both archs
     assert all(e["transferred"] and e["tuned_on"] == "sm_90" for e in shaped)
     assert "transferred, not tuned there" in out.stdout
 
