@@ -1,6 +1,5 @@
 #include "op.h"
 
-#include <dlfcn.h>
 #include <tvm/ffi/container/tensor.h>  // AnyView from DLTensor*
 #include <tvm/ffi/extra/c_env_api.h>
 
