@@ -33,14 +33,16 @@ def generic_name(variant: Variant) -> str:
     return f"fgs_{variant.key}_generic"
 
 
-def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool) -> str:
-    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only."""
+def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned") -> str:
+    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only; a default
+    (untuned) schedule's name says so."""
     b0, b1, m, n, k = shape.sizes
-    return f"fgs_{variant.key}_{'' if any_batch else f'b{b0}x{b1}_'}m{m}_n{n}_k{k}"
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{'' if any_batch else f'b{b0}x{b1}_'}" \
+           f"m{m}_n{n}_k{k}"
 
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False):
+           any_batch=False, schedule=None):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -48,8 +50,11 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "bias": int(variant.has_bias),
         "mask": variant.mask,
         "causal": int(variant.causal),
-        "tuned": shape is not None,
-        "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K] as tuned
+        # schedule: "tuned" (the best measured record), "default" (schedules/cuda_default: the tensor-core space's
+        # schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
+        "schedule": schedule or ("tuned" if shape is not None else "generic"),
+        "tuned": (schedule or "tuned") == "tuned" and shape is not None,
+        "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K] as tuned / scheduled
         # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
         "any_batch": bool(any_batch),
         # align: the byte alignment the kernel was compiled to assume for its pointers (runtime_func's align);
@@ -87,14 +92,18 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             "global_symbol", name)
         entries.append(_entry(name, v))
     for tk in tuned:
-        name = tuned_name(tk.variant, tk.shape, tk.any_batch)
+        name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
         if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
             continue
         funcs[name] = tk.schedule.mod["main"].with_attr("global_symbol", name)
         entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
-                              tk.source_target or target_name, tk.source_target is not None,
-                              align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2, any_batch=tk.any_batch))
-    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned) for {target_name} ...")
+                              None if tk.kind == "default" else (tk.source_target or target_name),
+                              tk.source_target is not None,
+                              align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2, any_batch=tk.any_batch,
+                              schedule=tk.kind))
+    n_default = sum(e["schedule"] == "default" for e in entries)
+    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned"
+        f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
     if targets.is_cuda(target_name):
         from schedules import cuda_build  # noqa: PLC0415  (the tuned kernels were measured built this way)
         ex = cuda_build.compile_cuda(tvm.IRModule(funcs), target)

@@ -3,8 +3,9 @@
 
   scripts/bench.py --target sm_90 --workload w1 --workload w2 --out results/bench.json
 
-For each workload: our kernel (the best record of tuning_db/<target>/<workload>/ when it was tuned,
-else the generic kernel), torch eager (matmul + softmax), torch.compile of the same function, and the
+For each workload: our kernel as a bundle would serve it (the best record of tuning_db/<target>/<workload>/
+when it was tuned, else the tensor-core space's default schedule (schedules/cuda_default), else the generic
+kernel), with --also default,generic those too side by side, torch eager (matmul + softmax), torch.compile of the same function, and the
 HBM floor = (A + B + bias + mask + P bytes) / the device-to-device copy rate measured in this run.
 
 Timing protocol (also written into the JSON): inputs are random normal (never zeros), 10 warm-up calls,
@@ -102,8 +103,13 @@ def torch_fn(wl):
     return f
 
 
-def our_kernel(wl, target_name, db_root, log):
-    """(callable over torch feeds, which kernel) for the workload: tuned if the database has it, else generic."""
+KINDS = ("tuned", "default", "generic")
+
+
+def our_kernel(wl, target_name, db_root, log, kind="best"):
+    """(callable over torch feeds, which kernel) for the workload. kind "best": what a bundle built with
+    --workload serves (tuned if the database has it, else the default schedule, else generic); or one of KINDS
+    (LookupError when the workload has no such kernel)."""
     import torch  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
@@ -114,13 +120,20 @@ def our_kernel(wl, target_name, db_root, log):
 
     wl_dir = database.workload_dir(db_root or database.default_root(), target_name, wl.dir_name)
     c = wl.canonical
-    if (wl_dir / database.PROVENANCE).exists():
+    mod = which = None
+    if kind in ("best", "tuned") and (wl_dir / database.PROVENANCE).exists():
         tk = best.load_tuned(wl_dir, target_name)
         mod, which = tk.schedule.mod, f"tuned ({wl_dir.name}, {tk.run_secs * 1e6:.1f} us when tuned)"
-    else:
+    if mod is None and kind in ("best", "default"):
+        tk = best.default_kernel(wl, target_name, log=lambda msg: log("  " + msg))
+        if tk is not None:
+            mod, which = tk.schedule.mod, "default schedule (untuned)"
+    if mod is None and kind in ("best", "generic"):
         mod, which = generic_schedule(target_name, runtime_func(wl.variant)).mod, "generic (untuned)"
+    if mod is None:
+        raise LookupError(f"no {kind} kernel for {wl.dir_name}")
     fn = cuda_space.build(mod, target_name)["main"]  # the builder's and the export's compile
-    log(f"  ours: {which}")
+    log(f"  ours{'' if kind == 'best' else '_' + kind}: {which}")
 
     def views(feeds):
         def four(t, shape, strides):
@@ -148,7 +161,7 @@ def our_kernel(wl, target_name, db_root, log):
     return prepare, which
 
 
-def bench_workload(wl, target_name, db_root, reps, rate, log):
+def bench_workload(wl, target_name, db_root, reps, rate, log, also=()):
     import torch  # noqa: PLC0415
     feeds = torch_inputs(wl)
     nbytes = sum(t.numel() * t.element_size() for t in feeds.values())
@@ -168,6 +181,14 @@ def bench_workload(wl, target_name, db_root, reps, rate, log):
     except Exception as err:  # noqa: BLE001  (a shape the space cannot serve yet: say so, keep the peers)
         row["ours_error"] = str(err).strip().splitlines()[-1][:300]
         log(f"  ours: not measured: {row['ours_error']}")
+    for kind in also:
+        if kind == "tuned" and row.get("ours_kernel", "").startswith("tuned"):
+            continue  # "ours" is the tuned one already
+        try:
+            prepare, _ = our_kernel(wl, target_name, db_root, log, kind)
+            peers[f"ours_{kind}"] = prepare(feeds)
+        except LookupError as err:
+            log(f"  ours_{kind}: {err}")
     for name, fn in peers.items():
         try:
             err = float((fn().float() - ref).abs().max())
@@ -181,15 +202,19 @@ def bench_workload(wl, target_name, db_root, reps, rate, log):
 
 
 def markdown(result) -> str:
+    extra = [k for k in KINDS if any(f"ours_{k}" in r for r in result["rows"])]
     lines = [f"# Benchmark: {result['env']['gpu']}, driver {result['env'].get('driver')}, {result['date']}", "",
-             "| workload | ours µs | torch eager µs | torch.compile µs | HBM floor µs | ours / floor | eager / ours |",
-             "|---|---|---|---|---|---|---|"]
+             "| workload | ours (kernel) µs | " + "".join(f"ours {k} µs | " for k in extra)
+             + "torch eager µs | torch.compile µs | HBM floor µs | ours / floor | eager / ours |",
+             "|---|---|" + "---|" * len(extra) + "---|---|---|---|---|"]
     for r in result["rows"]:
         def t(name):
             return r.get(name, {}).get("median_us") if isinstance(r.get(name), dict) else None
         ours, eager, comp, floor = t("ours"), t("torch_eager"), t("torch_compile"), r["hbm_floor_us"]
         f = lambda x: f"{x:.1f}" if x else "—"  # noqa: E731
-        lines.append(f"| {r['workload']} | {f(ours)} | {f(eager)} | {f(comp)} | {floor:.1f} | "
+        kernel = r.get("ours_kernel", "").split(" (")[0] or "none"
+        lines.append(f"| {r['workload']} | {f(ours)} ({kernel}) | " + "".join(f"{f(t('ours_' + k))} | " for k in extra)
+                     + f"{f(eager)} | {f(comp)} | {floor:.1f} | "
                      f"{f(ours / floor if ours else None)} | {f(eager / ours if ours and eager else None)} |")
     return "\n".join(lines) + "\n"
 
@@ -202,6 +227,8 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None)
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--out", default=None, help="JSON path (a .md table is written beside it)")
+    ap.add_argument("--also", default="", help="comma-separated kernels to measure beside ours: tuned,default,generic "
+                                               "(e.g. --also default,generic: what tuning buys over the untuned ones)")
     args = ap.parse_args(argv)
 
     from schedules import targets  # noqa: PLC0415
@@ -212,13 +239,16 @@ def main(argv=None) -> int:
         ap.error("bench.py measures GPU kernels: run it on a GPU machine (--target sm_80|sm_89|sm_90|auto)")
     dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
     workloads = [parse(w, d) for w in args.workload for d in dtypes]
+    also = [k for k in args.also.split(",") if k]
+    if set(also) - set(KINDS):
+        ap.error(f"--also: unknown kernel kinds {sorted(set(also) - set(KINDS))}; choose from {', '.join(KINDS)}")
     rate = copy_rate_bytes_per_s()
     env = gpu_info()
     print(f"{env['gpu']} driver {env.get('driver')}: device copy {rate / 1e12:.2f} TB/s (read + write)")
     rows = []
     for wl in workloads:
         print(f"{wl.dir_name} {wl.spec()}")
-        rows.append(bench_workload(wl, target, args.db, args.reps, rate, print))
+        rows.append(bench_workload(wl, target, args.db, args.reps, rate, print, also))
     # FLASHGEMM_COMMIT first: a tree copied to the GPU machine may carry a stale .git
     commit = os.environ.get("FLASHGEMM_COMMIT")
     if not commit:

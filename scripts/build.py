@@ -4,6 +4,12 @@ and the ONNX Runtime custom-op library, in build/<target>/ (or --out).
 
   scripts/build.py --target llvm
   scripts/build.py --target sm_90 --db tuning_db/
+  scripts/build.py --target sm_90 --from-model build/models/vit-b16.f16.rewritten.onnx
+
+Shapes nobody tuned: on a CUDA target, --workload SPEC and --from-model MODEL.onnx add a kernel of the
+tensor-core space with a default schedule (chosen by rule, untuned: "schedule": "default" in the manifest)
+for each of those shapes that has no tuned kernel, far faster than the generic kernel that otherwise
+serves them. Tuning them (scripts/tune.py --from-model) is faster still.
 
 Then: ort_integration.session_options("build/llvm") registers the op library on a SessionOptions.
 """
@@ -15,11 +21,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
+def _workloads(specs: list, models: list) -> list:
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    out = [parse(s) for s in specs]
+    for path in models:
+        if not os.path.isfile(path):
+            raise ValueError(f"--from-model {path}: no such file")
+        from ort_integration.rewrite import model_workloads  # noqa: PLC0415
+        found = model_workloads(path)
+        if not found:
+            print(f"[build] --from-model {path}: no attention-score site with static M, N, K")
+        out += [parse(spec) for spec in found]
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
     ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db/)")
     ap.add_argument("--out", default=None, help="bundle directory (default: build/<target>)")
+    ap.add_argument("--workload", action="append", default=[], metavar="SPEC",
+                    help="a shape to serve with a default-schedule kernel when it is not tuned: a preset name or a "
+                         "spec (see tune.py); repeatable")
+    ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
+                    help="the attention-score shapes of a model (rewritten or not), as --workload; repeatable")
     ap.add_argument("--no-native", action="store_true", help="skip building the custom-op library")
     args = ap.parse_args(argv)
 
@@ -31,6 +56,12 @@ def main(argv=None) -> int:
         target = targets.resolve(args.target)
         out = args.out or os.path.join(ROOT, "build", target)
         tuned = best.load_all(target, args.db)
+        extra = _workloads(args.workload, args.from_model)
+        if extra and targets.is_cuda(target):
+            tuned = best.with_defaults(tuned, extra, target)
+        elif extra:
+            print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
+                  f"CUDA targets); --workload/--from-model add nothing")
         kernel_library.export_bundle(out, target, tuned)
         if not args.no_native:
             native.build_custom_op_library(out, with_cuda=targets.is_cuda(target))

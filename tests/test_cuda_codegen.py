@@ -110,6 +110,20 @@ WORKER = textwrap.dedent(r'''
                                    "src_len": len(src)})
         except Exception as err:  # noqa: BLE001
             res["generic"].append({"arch": arch, "variant": v.key, "ok": False, "error": str(err)[-2000:]})
+    res["default"] = []
+    from tuning_db import best
+    for arch, spec in req.get("default", []):
+        wl = parse(spec)
+        tk = best.default_kernel(wl, arch, log=lambda *_: None)
+        if tk is None:
+            res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": "no default schedule"})
+            continue
+        try:
+            src, archs = build(tk.schedule.mod, arch)
+            res["default"].append({"arch": arch, "spec": spec, "ok": True, "src": src, "fatbin_archs": archs,
+                                   "any_batch": tk.any_batch})
+        except Exception as err:  # noqa: BLE001
+            res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
     print("RESULT" + json.dumps(res))
 ''')
 
@@ -158,7 +172,8 @@ def results(build_env):
            "space": [[a, d] for a in ARCHES for d in DTYPES],
            "generic": [[a, {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add", "causal": True}]
                        for a in ARCHES]
-           + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]]}
+           + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
+           "default": [[a, s] for a, s in DEFAULT_CASES]}
     return _run_worker(build_env, req)
 
 
@@ -195,6 +210,56 @@ def test_generic_builds(results, arch):
     for r in rs:
         assert r["ok"], r.get("error")
         assert r["fatbin_archs"] and all(a == sm for a in r["fatbin_archs"]), r["fatbin_archs"]
+
+
+# default (untuned) schedules, schedules/cuda_default.py: one odd shape per arch, both dtypes, all variant features
+DEFAULT_CASES = [
+    ("sm_80", "a=2x3x1500x64,b=2x3x1500x64,transB=1,scale=0.125"),  # Whisper rows
+    ("sm_89", "a=2x3x197x64,b=2x3x197x64,transB=1,bias=2x1x197x197,dtype=bfloat16"),  # the ViT site, bf16
+    ("sm_90", "a=2x3x17x3,b=2x3x3x40,causal=1,mask=2x1x17x40:add"),  # K = 3, B not transposed, causal
+]
+
+
+@pytest.mark.parametrize("arch, spec", DEFAULT_CASES)
+def test_default_schedule_builds(results, arch, spec):
+    (r,) = [x for x in results["default"] if x["arch"] == arch and x["spec"] == spec]
+    assert r["ok"], r.get("error")
+    assert r["any_batch"]
+    ptx = "bf16" if "bfloat16" in spec else "f16"
+    for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
+        assert needle in r["src"]
+    sm = int(arch[3:])
+    assert r["fatbin_archs"] and all(a == sm for a in r["fatbin_archs"]), r["fatbin_archs"]
+
+
+def test_default_decisions_follow_the_tuned_winners():
+    """The rule reproduces the structure the H100/H200 tuning chose (tuning_db/sm_90 top records): BERT's
+    512-row site 64 rows a block and 16 warps over 2 chunks, ViT's 197 16 rows a block, K tiles of 32."""
+    from schedules import cuda_default  # noqa: PLC0415
+    bert = cuda_default.choose_decisions(512, 512, 64, True, 32, 32, 4)[0]
+    assert (bert["i"], bert["j"], bert["k"]) == ([8, 4], [2, 16, 1], [2, 2])
+    vit = cuda_default.choose_decisions(197, 197, 64, True, 14, 16, 4)[0]
+    assert (vit["i"], vit["j"], vit["k"]) == ([14, 1], [1, 16, 1], [2, 2])
+    assert cuda_default.VEC_CHOICES[vit["vec_a"]] == 8 and cuda_default.PV_CHOICES[vit["pv"]] == 1  # 197 % 4 != 0
+    odd = cuda_default.choose_decisions(17, 40, 3, False, 2, 3, 1)
+    # K = 3: 16-byte copies would straddle A's rows; B [K, N] rows of 40: 8-wide copies fit
+    assert [cuda_default.VEC_CHOICES[odd[0][x]] for x in ("vec_a", "vec_b")] == [1, 8]
+    for cand in odd:  # every candidate is a valid split of the tile counts
+        assert cand["i"][0] * cand["i"][1] == 2 and cand["j"][0] * cand["j"][1] * cand["j"][2] == 3
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
+    import tvm  # noqa: PLC0415
+
+    from schedules import cuda_default, cuda_space  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from tuning_db.tuner import tuning_module  # noqa: PLC0415
+    for spec, needle in (("a=2x1x64,b=2x64x300", "M=1"), ("a=64x512,b=512x32000,dtype=bfloat16", "long-row")):
+        with pytest.raises(cuda_space.UnsupportedShapeError, match=needle):
+            cuda_default.default_trace(tuning_module(parse(spec)), arch)
+    trace, cand = cuda_default.default_trace(tuning_module(parse("vit-b16")), arch)
+    assert isinstance(trace, tvm.s_tir.schedule.Trace) and cand["i"] == [14, 1]
 
 
 def test_long_rows_rejected_clearly():

@@ -217,3 +217,37 @@ def test_space_rejects_long_rows():
         from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
         ms.TuneContext(mod=tvm.IRModule({"main": func}), target=targets.tvm_target(ARCH), task_name="main",
                        space_generator=cuda_space.design_space(ARCH)).generate_design_space()
+
+
+# ----------------------------------------------------------------------------- default (untuned) schedules
+DEFAULT_CASES = {  # (b, h, m, n, k), features: what build.py --workload / --from-model ships for untuned shapes
+    "vit-site-bias": ((4, 12, 197, 197, 64), dict(bias=True)),
+    "bert-boolmask": ((2, 16, 512, 512, 64), dict(mask="bool")),
+    "whisper-rows": ((1, 4, 1500, 1500, 64), dict()),
+    "causal-addmask": ((2, 2, 96, 160, 64), dict(causal=True, mask="add")),
+    "k3-not-transposed": ((2, 3, 17, 40, 3), dict(trans_b=False)),
+    "k72-n300": ((2, 2, 100, 300, 72), dict(trans_b=False, bias=True)),
+    "m2": ((4, 2, 2, 256, 64), dict()),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", list(DEFAULT_CASES))
+def test_default_schedule(dtype, case):
+    """The default schedule of a shape (tuning_db.best.default_kernel, as build.py ships it) at its own batch and,
+    batch dims being symbolic, at another one."""
+    from schedules import cuda_space  # noqa: PLC0415
+    from tuning_db import best  # noqa: PLC0415
+    (b, h, m, n, k), feat = DEFAULT_CASES[case]
+    c = _case(dtype, b, h, m, n, k, **feat)
+    wl = Workload("t", c["a"].shape, c["b"].shape, dtype=dtype, trans_b=c["trans_b"], scale=c["scale"],
+                  bias_shape=None if c["bias"] is None else c["bias"].shape,
+                  mask_shape=None if c["mask"] is None else c["mask"].shape,
+                  mask_kind="none" if c["mask"] is None else ("bool" if c["mask"].dtype == np.bool_ else "add"),
+                  causal=c["causal"])
+    tk = best.default_kernel(wl, ARCH, log=lambda *_: None)
+    assert tk is not None and tk.any_batch and tk.kind == "default"
+    ex = cuda_space.build(tk.schedule.mod, ARCH)
+    _check(_run(ex, dtype, c, _canon(c)), c, dtype)
+    c2 = _case(dtype, b + 1, h, m, n, k, seed=1, **feat)
+    _check(_run(ex, dtype, c2, _canon(c2)), c2, dtype)

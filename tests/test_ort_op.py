@@ -316,21 +316,23 @@ def test_verbose_dispatch_line(so, device, monkeypatch, capfd):
 
 
 def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
-    """A tuned manifest entry serves exactly its sizes, or with any_batch every batch of its M, N, K; other sizes
-    fall back to the generic kernel."""
+    """A tuned (or default-schedule) manifest entry serves exactly its sizes, or with any_batch every batch of its
+    M, N, K; other sizes fall back to the generic kernel."""
     d = tmp_path / "tuned"
     d.mkdir()
     shutil.copy(bundle / "flashgemm_kernels.so", d)
     manifest = json.loads((bundle / "manifest.json").read_text())
     by_name = {f["name"]: f for f in manifest["functions"]}
     # Stand-ins for tuned kernels: the generic functions, listed as tuned for [B0, B1, M, N, K] = [1, 2, 4, 6, 5].
+    tuned = dict(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], workload="w")
     manifest["functions"] += [
-        dict(by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"], tuned=True, sizes=[1, 2, 4, 6, 5], workload="w"),
-        dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], tuned=True, sizes=[1, 2, 4, 6, 5], workload="w",
-             any_batch=True),
+        dict(by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"], **tuned),
+        dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], **tuned, any_batch=True),
         # a kernel that assumes more pointer alignment than any call has (the op sees at most 256): never chosen
-        dict(by_name["fgs_f16_tb0_bias0_masknone_causal1_generic"], tuned=True, sizes=[1, 2, 4, 6, 5], workload="w",
-             any_batch=True, align=4096)]
+        dict(by_name["fgs_f16_tb0_bias0_masknone_causal1_generic"], **tuned, any_batch=True, align=4096),
+        # a default-schedule (untuned) kernel: shape-specific like a tuned one
+        dict(by_name["fgs_f16_tb0_bias1_masknone_causal1_generic"], tuned=False, schedule="default",
+             sizes=[1, 2, 4, 6, 5], any_batch=True)]
     (d / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
@@ -338,7 +340,8 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     rng = np.random.default_rng(9)
     for a_shape, with_bias, causal, tag in (([2, 4, 5], False, 0, "tuned"), ([3, 4, 5], False, 0, "generic"),
                                             ([3, 4, 5], True, 0, "tuned"), ([1, 4, 5], True, 0, "tuned"),
-                                            ([3, 7, 5], True, 0, "generic"), ([2, 4, 5], False, 1, "generic")):
+                                            ([3, 7, 5], True, 0, "generic"), ([2, 4, 5], False, 1, "generic"),
+                                            ([3, 4, 5], True, 1, "default"), ([3, 5, 5], True, 1, "generic")):
         a, b = rand(rng, a_shape, "float16"), rand(rng, [5, 6], "float16")
         feeds = {"A": a, "B": b}
         if with_bias:
@@ -496,6 +499,10 @@ def _bad_bundle(bundle, tmp_path, what):
         manifest["functions"][0]["name"] = "fgs_no_such_kernel"
     elif what == "bad_field":
         del manifest["functions"][3]["mask"]
+    elif what == "bad_schedule":
+        manifest["functions"][2]["schedule"] = "fast"
+    elif what == "tuned_but_generic":
+        manifest["functions"][2]["tuned"] = True
     (d / "manifest.json").write_text(json.dumps(manifest))
     return d
 
@@ -511,6 +518,8 @@ FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.p
     ("cuda", ["holds CUDA kernels", "built without CUDA support"]),
     ("missing_function", ["has no function fgs_no_such_kernel"]),
     ("bad_field", ['functions[3]."mask" is missing']),
+    ("bad_schedule", ['functions[2]."schedule" is not tuned|default|generic']),
+    ("tuned_but_generic", ['functions[2]."schedule" disagrees with "tuned"']),
 ])
 def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, what, needles):
     if what == "cuda" and device == "cuda":
@@ -739,3 +748,25 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
             sizes = ",".join(map(str, canonicalize(a_shape, b_shape, bool(f["trans_b"]), bias_shape,
                                                    None if mask is None else list(mask.shape)).sizes))
             assert f"{f['name']} (tuned) sizes=[{sizes}]" in capfd.readouterr().err, (f, batch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, capfd):
+    """build.py --workload for an untuned shape: the bundle's default-schedule kernel (schedules/cuda_default) serves
+    that shape at any batch through ORT, right; another shape of the variant still gets the generic kernel."""
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from tuning_db import best  # noqa: PLC0415
+    target = _local_cuda_target()
+    wl = parse("a=2x6x100x72,b=2x6x300x72,transB=1,bias=2x1x100x300,name=odd")
+    kernels = best.with_defaults([], [wl], target, log=lambda *a: None)
+    assert [k.kind for k in kernels] == ["default"]
+    d = tmp_path / "with-default"
+    export_bundle(d, target, kernels, variants=[wl.variant], log=lambda *a: None)
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so = opts(bundle, device)
+    for batch, m in ((2, 100), (5, 100), (2, 99)):
+        check(so, "float16", [batch, 6, m, 72], [batch, 6, 300, 72], [batch, 1, m, 300], trans_b=1, seed=batch)
+        kind = "default" if m == 100 else "generic"
+        assert f"({kind}) sizes=[{batch},6,{m},300,72]" in capfd.readouterr().err, (batch, m)

@@ -111,12 +111,19 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     """No A100/RTX 4090 databases: build.py --target sm_80|sm_89 takes the sm_90 records that the arch's
     verifier accepts (sm_89 has 99 KB of shared memory a block, less than W1's best H100 record uses),
     builds them for that arch and marks them transferred (untuned there) in the manifest."""
-    out = subprocess.run(BUILD + ["--target", arch, "--out", str(tmp_path), "--no-native"],
+    untuned = "a=2x4x100x72,b=2x4x72x300,mask=2x1x100x300:bool,name=odd"
+    out = subprocess.run(BUILD + ["--target", arch, "--out", str(tmp_path), "--no-native",
+                                  "--workload", "vit-b16", "--workload", untuned],
                          capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout + out.stderr
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["target"] == arch
-    shaped = [e for e in manifest["functions"] if e["sizes"] is not None]
+    # --workload: a default-schedule kernel for the untuned shape; the tuned (transferred) one serves vit-b16
+    (default,) = [e for e in manifest["functions"] if e["schedule"] == "default"]
+    assert default["sizes"] == [2, 4, 100, 300, 72] and default["any_batch"] and not default["tuned"]
+    assert default["tuned_on"] is None and default["align"] == 64
+    assert "vit-b16: a tuned kernel serves" in out.stdout
+    shaped = [e for e in manifest["functions"] if e["schedule"] == "tuned"]
     committed = {p.name for p in (REPO / "tuning_db" / "sm_90").iterdir() if (p / "provenance.json").exists()}
     assert {"bert-large.f16", "vit-b16.f16"} <= committed
     assert {e["workload"] for e in shaped} == committed, out.stdout  # every one fits both archs

@@ -30,6 +30,7 @@ class TunedKernel:
     run_secs: Optional[float] = None
     source_target: Optional[str] = None  # set when the record was tuned on another arch (transfer)
     any_batch: bool = False  # the schedule's batch dims are symbolic: it serves every batch of its M, N, K
+    kind: str = "tuned"  # "tuned" (a measured record) or "default" (schedules/cuda_default: chosen by rule, untuned)
 
 
 def _replay(record, wl, target: str) -> tuple[tvm.s_tir.Schedule, bool]:
@@ -106,6 +107,42 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
                            any_batch=any_batch)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: generic kernel")
     return None
+
+
+def default_kernel(wl, target: str, log: Callable = print) -> Optional[TunedKernel]:
+    """The tensor-core space's default (untuned) schedule of a workload on a CUDA target (schedules/cuda_default),
+    on the runtime kernel; None, with the reason logged, for a shape only the generic kernel serves."""
+    import types  # noqa: PLC0415
+
+    from schedules import cuda_default, cuda_space  # noqa: PLC0415
+    if not targets.is_cuda(target):
+        raise ValueError(f"default schedules exist for CUDA targets only, not {target!r} "
+                         f"(the llvm generic kernel serves untuned shapes)")
+    try:
+        trace, _ = cuda_default.default_trace(tuning_module(wl), target)
+    except cuda_space.UnsupportedShapeError as err:
+        log(f"[build] {wl.name}: no default schedule ({err}): generic kernel")
+        return None
+    sch, any_batch = _replay(types.SimpleNamespace(trace=trace), wl, target)
+    return TunedKernel(wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default")
+
+
+def with_defaults(tuned: list, workloads, target: str, log: Callable = print) -> list:
+    """`tuned` plus a default-schedule kernel for each workload whose (variant, M, N, K) no tuned kernel has."""
+    have = {(tk.variant.key, tuple(tk.shape.sizes[2:])): tk.kind for tk in tuned}
+    out = list(tuned)
+    for wl in workloads:
+        key = (wl.variant.key, tuple(wl.canonical.sizes[2:]))
+        if key in have:
+            log(f"[build] {wl.name}: {'a tuned' if have[key] == 'tuned' else 'the same default'} kernel serves "
+                f"{wl.spec()}")
+            continue
+        tk = default_kernel(wl, target, log)
+        if tk is not None:
+            have[key] = tk.kind
+            out.append(tk)
+            log(f"[build] {wl.name}: default schedule (untuned) for M={key[1][0]}, N={key[1][1]}, K={key[1][2]}")
+    return out
 
 
 def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable = print,

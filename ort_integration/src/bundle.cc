@@ -134,13 +134,22 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     Kernel k;
     k.name = e.Str("name");
     k.tuned = e.Int("tuned") != 0;
+    // schedule (absent in older manifests, whose shape-specific kernels were all tuned)
+    if (entry_obj->Get(tvm::ffi::String("schedule")).has_value()) {
+      k.schedule = e.Str("schedule");
+      if (k.schedule != "tuned" && k.schedule != "default" && k.schedule != "generic")
+        e.Fail("schedule", "is not tuned|default|generic");
+      if (k.tuned != (k.schedule == "tuned")) e.Fail("schedule", "disagrees with \"tuned\"");
+    } else {
+      k.schedule = k.tuned ? "tuned" : "generic";
+    }
     if (entry_obj->Get(tvm::ffi::String("align")).has_value()) k.align = e.Int("align");  // older manifests: 2
     tvm::ffi::Optional<tvm::ffi::Function> f = (*b->module_)->GetFunction(k.name, /*query_imports=*/true);
     if (!f.has_value())
       throw BundleError("flashgemm: " + so_path + " has no function " + k.name + " listed in " + manifest_path +
                         "; the two files are out of sync. " + fix);
     k.fn = *f;
-    if (k.tuned) {
+    if (k.schedule != "generic") {
       auto sizes = e.Get("sizes").as<json::Array>();
       if (!sizes || sizes->size() != 5) e.Fail("sizes", "is not a list of 5 integers");
       Sizes s{};

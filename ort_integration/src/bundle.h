@@ -32,6 +32,7 @@ struct Kernel {
   tvm::ffi::Function fn;
   std::string name;
   bool tuned = false;
+  std::string schedule = "generic";  // manifest "schedule": tuned | default (untuned, shape-specific) | generic
   int64_t align = 2;  // bytes every pointer argument must be aligned to (manifest "align")
 };
 
@@ -47,7 +48,8 @@ class Bundle {
   // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
-  // The tuned kernel for these sizes (exact, else one for any batch with these M, N, K), else the generic one of
+  // The shape's own kernel, tuned or default-schedule (exact sizes, else one for any batch with these M, N, K), else
+  // the generic one of
   // the variant, else nullptr. ptr_align: the largest power of two dividing every pointer argument; a kernel
   // compiled to assume more (tuned CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const;

@@ -1,0 +1,119 @@
+"""Default (untuned) schedules of the tensor-core space: a fast kernel for a shape nobody tuned.
+
+The generic CUDA kernel serves any shape but is 100-170x slower than a tuned one (one block per row,
+S recomputed in every softmax pass). For a shape known at build time (`build.py --workload`,
+`--from-model`) we can do far better without a GPU: pick one point of the tuned space
+(cuda_space._schedule) by rule instead of by measurement, check it the way the tuner checks a
+candidate (the space's postprocessors, the arch's shared-memory limit), and ship it. The manifest
+marks it `"schedule": "default"`, never `tuned`.
+
+The rule (choose_decisions) follows what tuning on the H100/H200 picked for W1, W2 and the BERT and
+ViT sites (tuning_db/sm_90/*, top records):
+  * rows per block BM = 64 when the 16-row tile count divides by 4 (BERT: 512 rows), else 16 (ViT: 197);
+  * one 16-column fragment per warp, as many warps as divide the column tiles, up to 16; the rest of
+    N is swept in chunks;
+  * k tiles of 32 (two 16-deep fragments) when K allows, two pipeline stages;
+  * 16-byte cooperative copies when the operand's rows allow it (smaller vectors otherwise: a vector
+    must never straddle a row, rows of K = 1 or 3 are not 16-byte aligned), 4-wide P stores, unroll 16.
+Fallbacks follow (fewer rows per block, fewer warps, scalar copies) for a shape the first choice
+does not fit. Shapes the space cannot schedule at all (M = 1, rows too long for shared memory) raise
+cuda_space.UnsupportedShapeError: the generic kernel serves them.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from . import cuda_space, targets
+
+VEC_CHOICES = (1, 2, 4, 8)  # cuda_space.fetch's cooperative-fetch widths (categorical index = position)
+PV_CHOICES = (1, 2, 4)  # cuda_space's P store widths
+UNROLL_CHOICES = (0, 16, 64, 512)
+
+
+def _widest(row_len: int, limit: int = 8) -> int:
+    """The widest copy vector (elements) that divides an operand's row length."""
+    return next(v for v in (8, 4, 2, 1) if v <= limit and row_len % v == 0)
+
+
+def choose_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, nt: int, kt: int) -> list:
+    """Candidate decisions, best guess first. mt, nt, kt: 16-element tile counts of the padded M, N, K
+    (the extents the space's SamplePerfectTile instructions split)."""
+    vec_a = _widest(k)
+    vec_b = _widest(k if trans_b else n)
+    pv = 4 if n % 4 == 0 else 1
+    bk = 2 if kt % 2 == 0 else 1
+    bms = [b for b in ((4, 1) if mt % 4 == 0 else (1,)) if mt % b == 0] + [2, 1]
+    warps = [w for w in (16, 8, 4, 2, 1) if nt % w == 0]
+    out, seen = [], set()
+    for bm in dict.fromkeys(b for b in bms if mt % b == 0):
+        for w in warps[:2] if len(warps) > 1 else warps:
+            for va, vb in ((vec_a, vec_b), (1, 1)):
+                key = (bm, w, va, vb)
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append({"i": [mt // bm, bm], "j": [nt // w, w, 1], "k": [kt // bk, bk],
+                            "vec_a": VEC_CHOICES.index(va), "vec_b": VEC_CHOICES.index(vb),
+                            "pv": PV_CHOICES.index(pv), "unroll": UNROLL_CHOICES.index(16), "stages": 2})
+    return out
+
+
+def _postprocs(mod: tvm.IRModule, target_name: str) -> list:
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), task_name="default-schedule")
+    procs = cuda_space.postprocs(target_name)
+    for p in procs:
+        p._initialize_with_tune_context(ctx)
+    return procs
+
+
+def _sample_insts(trace) -> list:
+    return [inst for inst in trace.insts if inst.kind.name in ("SamplePerfectTile", "SampleCategorical")]
+
+
+def default_trace(mod: tvm.IRModule, target_name: str, log=None):
+    """The trace (postprocessors included, as in a tuning record) of the first candidate of
+    choose_decisions that passes the space's postprocessors for `target_name`. Raises
+    cuda_space.UnsupportedShapeError when the space cannot schedule the shape or no candidate fits."""
+    target_name = targets.resolve(target_name)
+    targets.register_intrinsics(target_name)
+    b0, b1, m, n, k = cuda_space._sizes(mod["main"])
+    probe = tvm.s_tir.Schedule(mod, seed=1)
+    trans_b = cuda_space._is_trans_b(probe)
+    cuda_space._schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
+    trace = probe.trace
+    insts = _sample_insts(trace)
+    if [i.kind.name for i in insts] != ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * 4:
+        raise AssertionError(f"cuda_default: the space's sampling instructions changed: "
+                             f"{[i.kind.name for i in insts]} (update choose_decisions)")
+    tiles = [1] * 3
+    for idx in range(3):
+        ext = 1
+        for d in trace.decisions[insts[idx]]:
+            ext *= int(d)
+        tiles[idx] = ext
+    procs = _postprocs(mod, target_name)
+    tried = 0
+    for cand in choose_decisions(m, n, k, trans_b, *tiles):
+        tried += 1
+        if cand["stages"] != 2:
+            raise AssertionError("cuda_default: only the 2-stage sketch is probed")
+        t = trace
+        for inst, dec in zip(insts, (cand["i"], cand["j"], cand["k"], cand["vec_a"], cand["vec_b"], cand["pv"],
+                                     cand["unroll"])):
+            t = t.with_decision(inst, dec,
+                                remove_postproc=True)
+        sch = tvm.s_tir.Schedule(mod, seed=1)
+        try:
+            t.apply_to_schedule(sch, remove_postproc=True)
+            ok = all(p.apply(sch) for p in procs)
+        except Exception as err:  # noqa: BLE001  (a candidate the space rejects: try the next)
+            if log:
+                log(f"[default] candidate {cand} rejected: {str(err).strip().splitlines()[0][:160]}")
+            continue
+        if ok:
+            return sch.trace, cand
+        if log:
+            log(f"[default] candidate {cand} fails the {target_name} checks (threads / shared memory)")
+    raise cuda_space.UnsupportedShapeError(
+        f"none of the {tried} default schedules of M={m}, N={n}, K={k} fits {target_name}; the generic kernel serves it")
