@@ -105,7 +105,8 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned"
         f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
     if targets.is_cuda(target_name):
-        from schedules import cuda_build  # noqa: PLC0415  (the tuned kernels were measured built this way)
+        from schedules import cuda_build, cuda_stub  # noqa: PLC0415  (the tuned kernels were measured built this way)
+        cuda_stub.require_cuda_codegen()  # else the library would hold CUDA source that ORT cannot load
         ex = cuda_build.compile_cuda(tvm.IRModule(funcs), target)
     else:
         with target:

@@ -250,7 +250,8 @@ def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False,
     for k, v in meta.items():
         proto.metadata_props.add(key=k, value=v)
     tmp_path = path.with_name(path.name + ".tmp")
-    if proto.ByteSize() > 2**31 - 2**24:  # protobuf's 2 GB limit, with margin
+    weight_bytes = sum(len(t.raw_data) for t in proto.graph.initializer)  # ByteSize() itself fails above 2 GB
+    if weight_bytes > 2**31 - 2**26:  # protobuf's 2 GB limit, with margin for the graph
         data = path.name + ".data"
         onnx.save(proto, str(tmp_path), save_as_external_data=True, all_tensors_to_one_file=True, location=data,
                   size_threshold=1024)

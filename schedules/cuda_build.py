@@ -22,6 +22,7 @@ os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # nvrtc needs cuda-bindi
 
 import tvm  # noqa: E402
 import tvm_ffi  # noqa: E402
+import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile: without it codegen keeps CUDA source)
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 

@@ -51,7 +51,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
 
-from . import targets
+from . import cuda_runner, targets
 from .tensor_intrin import intrin_group
 
 
@@ -359,7 +359,8 @@ def evaluator_config() -> ms.runner.EvaluatorConfig:
 
 
 def runner() -> ms.runner.Runner:
-    return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config())
+    return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config(),
+                                 f_alloc_argument=cuda_runner.alloc_arguments_once)
 
 
 def gpu_environment() -> dict:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from schedules import cuda_stub
+
 ROOT = Path(__file__).resolve().parents[1]
 ARCHES = ("sm_80", "sm_89", "sm_90")
 DTYPES = ("float16", "bfloat16")
@@ -31,19 +33,6 @@ VALID_FLOOR = 0.5     # measured: 12/12 valid on W2 (the postprocs reject nothin
 # W2-like problem kept small for the test (batch 2x3); 197 = not a multiple of 16 on M and N
 WORKLOAD = "a=2x3x197x64,b=2x3x197x64,transB=1,scale=0.125"
 
-STUB_C = r"""
-typedef int CUresult;
-#define NODEV 100 /* CUDA_ERROR_NO_DEVICE */
-CUresult cuDeviceGetName(void){return NODEV;}
-CUresult cuFuncSetAttribute(void){return NODEV;}
-CUresult cuGetErrorName(int e, const char** s){ if(s) *s="CUDA_ERROR_NO_DEVICE"; return 0;}
-CUresult cuGetErrorString(int e, const char** s){ if(s) *s="no CUDA device (stub libcuda)"; return 0;}
-CUresult cuLaunchKernelEx(void){return NODEV;}
-CUresult cuModuleGetFunction(void){return NODEV;}
-CUresult cuModuleLoadData(void){return NODEV;}
-CUresult cuModuleUnload(void){return NODEV;}
-CUresult cuTensorMapEncodeTiled(void){return NODEV;}
-"""
 
 WORKER = textwrap.dedent(r'''
     import json, os, struct, sys
@@ -128,15 +117,6 @@ WORKER = textwrap.dedent(r'''
 ''')
 
 
-def _real_driver_present() -> bool:
-    try:
-        import ctypes  # noqa: PLC0415
-        ctypes.CDLL("libcuda.so.1")
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def build_env(tmp_path_factory):
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -146,15 +126,10 @@ def build_env(tmp_path_factory):
     env["PATH"] = os.path.dirname(nvcc) + os.pathsep + env.get("PATH", "")
     env["TVM_CUDA_COMPILE_MODE"] = "nvcc"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    if not _real_driver_present():
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if cc is None:
+    if not cuda_stub.real_driver_present():
+        if shutil.which("cc") is None and shutil.which("gcc") is None:
             pytest.skip("no C compiler to build the stub libcuda.so.1")
-        d = tmp_path_factory.mktemp("stubcuda")
-        (d / "stub.c").write_text(STUB_C)
-        subprocess.run([cc, "-shared", "-fPIC", "-o", str(d / "libcuda.so.1"), "-Wl,-soname,libcuda.so.1",
-                        str(d / "stub.c")], check=True)
-        env["LD_LIBRARY_PATH"] = str(d) + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+        env = cuda_stub.env_with_stub(cuda_stub.build_stub(tmp_path_factory.mktemp("stubcuda")), env)
     return env
 
 

@@ -129,4 +129,7 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     assert {e["workload"] for e in shaped} == committed, out.stdout  # every one fits both archs
     assert all(e["transferred"] and e["tuned_on"] == "sm_90" for e in shaped)
     assert "transferred, not tuned there" in out.stdout
+    # compiled to fatbins (nvcc ran, through a stub driver where there is none), not CUDA source that ONNX Runtime
+    # could not load
+    assert b"__global__" not in (tmp_path / "flashgemm_kernels.so").read_bytes()
 

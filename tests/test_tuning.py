@@ -134,3 +134,18 @@ def test_database_of_another_target_is_refused(tmp_path):
     (wl_dir / "provenance.json").write_text(json.dumps({"target": "sm_90", "workload": wl.to_json()}))
     out = run_tune("--target", "llvm", "--workload", SPEC, "--trials", "1", "--db", str(tmp_path))
     assert out.returncode == 2 and "tuned for target 'sm_90', not 'llvm'" in out.stderr
+
+
+def test_cuda_runner_allocates_a_workloads_arguments_once():
+    """The runner worker reuses one workload's (random-filled) arguments for every candidate; a new workload
+    replaces them (schedules/cuda_runner.py)."""
+    import tvm  # noqa: PLC0415
+
+    from schedules import cuda_runner  # noqa: PLC0415
+    dev = tvm.cpu(0)
+    info = (("TENSOR", "float16", [8, 16]), ("TENSOR", "float16", [16, 4]))
+    first = cuda_runner.alloc_arguments_once(dev, info, 1)
+    assert len(first) == 1 and [tuple(a.shape) for a in first[0]] == [(8, 16), (16, 4)]
+    assert cuda_runner.alloc_arguments_once(dev, info, 1) is first
+    other = cuda_runner.alloc_arguments_once(dev, (("TENSOR", "float32", [3]),), 1)
+    assert other is not first and list(cuda_runner._ARGS.values()) == [other]
