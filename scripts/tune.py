@@ -57,6 +57,10 @@ def main(argv=None) -> int:
     ap.add_argument("--key", default=None, help="the servers' key (default: $TVM_TRACKER_KEY)")
     ap.add_argument("--rpc-timeout", type=int, default=60,
                     help="seconds a server gives one candidate before killing its session (default 60)")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="stop after the first batch that ends past this many minutes, writing the database as a "
+                         "finished run does (SIGTERM and Ctrl-C do the same after the batch in flight); run again "
+                         "to go on. For machines with a per-command time limit: the limit minus one batch")
     ap.add_argument("--jobs", type=int, default=1,
                     help="workloads tuned at once (needs --runner rpc: the tracker keeps their measurements "
                          "apart); builder cores are split between them (default 1)")
@@ -105,7 +109,8 @@ def main(argv=None) -> int:
         ap.error(str(err))
     options = dict(strategy=args.strategy, top_k=args.top_k, db_root=args.db, seed=args.seed,
                    workers=args.workers, batch_size=args.batch_size, population=args.population, tracker=tracker,
-                   rpc_timeout=args.rpc_timeout, shards=args.searches)
+                   rpc_timeout=args.rpc_timeout, shards=args.searches,
+                   max_seconds=None if args.max_minutes is None else args.max_minutes * 60)
     errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     for err in errors:
         print(f"tune.py: error: {err}", file=sys.stderr)

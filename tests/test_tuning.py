@@ -100,11 +100,54 @@ def test_kill_dash_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     assert proc.poll() is None, "the run ended before it could be killed mid-way"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 1 <= len(records.read_text().splitlines()) < 4
+    killed = len(records.read_text().splitlines())
+    assert 1 <= killed < 4
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     prov = json.loads((work.parent / "provenance.json").read_text())
     assert prov["trials"] == 4 and prov["best_secs"] > 0
+    # the killed run's trials are counted in the provenance as an unrecorded run
+    (lost,) = [r for r in prov["runs"] if "note" in r]
+    assert lost["trials"] == killed and "stopped before they finished" in lost["note"]
+    assert sum(r["trials"] for r in prov["runs"]) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["max_minutes", "sigterm"])
+def test_a_time_boxed_or_terminated_run_writes_its_database(tmp_path, how):
+    """--max-minutes, or SIGTERM (what `timeout` sends), ends the run after a batch and writes the top-k and
+    provenance like a finished run; running again goes on."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "6", "--batch-size", "2", "--db",
+                  str(tmp_path), "--workers", "2"]
+    wl_dir = tmp_path / "llvm" / parse(SPEC).dir_name
+    if how == "max_minutes":
+        out = subprocess.run(cmd + ["--max-minutes", "0"], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        assert "stopped early (time budget reached)" in out.stdout
+        expect = "time budget reached"
+    else:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        records = wl_dir / "work" / "database_tuning_record.json"
+        deadline = time.time() + 240
+        while time.time() < deadline and not (records.exists() and records.read_text().strip()):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        text, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, text
+        assert "SIGTERM: stopping after the batch in flight" in text
+        expect = "SIGTERM received"
+    prov = json.loads((wl_dir / "provenance.json").read_text())
+    assert 2 <= prov["trials"] < 6 and prov["best_secs"] > 0
+    assert prov["runs"][-1]["stopped"] == expect and prov["runs"][-1]["trials"] == prov["trials"]
+    assert len(records_of(wl_dir)) >= 1
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((wl_dir / "provenance.json").read_text())["trials"] == 6
+
+
+def records_of(wl_dir: Path) -> list:
+    return records(wl_dir)
 
 
 def run_tune(*args):

@@ -7,6 +7,7 @@ atomically at the end of every run.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import datetime
@@ -15,6 +16,8 @@ import math
 import os
 import re
 import platform
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -127,6 +130,38 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
         self.on_batch(self)
 
 
+STOP_MARK = "flashgemm: tuning stopped"  # in the exception that ends a run at its time budget / on SIGTERM
+
+
+class _Stop:
+    """When a run should end early: a deadline (time.time()) and/or a stop request (SIGTERM, SIGINT)."""
+
+    def __init__(self, deadline: Optional[float] = None):
+        self.deadline, self.requested = deadline, None
+
+    def reason(self) -> Optional[str]:
+        if self.requested:
+            return self.requested
+        if self.deadline is not None and time.time() >= self.deadline:
+            return "time budget reached"
+        return None
+
+
+@derived_object
+class _StopAfterBatch(ms.measure_callback.PyMeasureCallback):
+    """Ends the run after a measured batch has been stored (placed after Meta-Schedule's callbacks), so that a
+    time-boxed slice (--max-minutes, or `timeout` sending SIGTERM) writes its database and provenance instead of
+    losing them."""
+
+    def __init__(self, stop: _Stop):
+        self.stop = stop
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        why = self.stop.reason()
+        if why:
+            raise RuntimeError(f"{STOP_MARK}: {why}")
+
+
 SHARD_PREFIX = "shard-"
 # Cores one search uses by default. Measured (2026-11-21): with 64 cores on the 4xH200 host a 256-trial run spent
 # 87 s building and 74 s updating the cost model, against 21 s and ~0 s per 128 trials with 16 cores on the H100
@@ -141,6 +176,7 @@ class _SearchOutcome:
     valid: int = 0
     invalid: int = 0
     aborted: Optional[str] = None
+    stopped: Optional[str] = None  # ended early on purpose (time budget, SIGTERM): the caller finalizes normally
     events: list = dataclasses.field(default_factory=list)  # (time, best so far of that search), per trial
 
     def curve(self, done: int) -> list:
@@ -154,7 +190,8 @@ class _SearchOutcome:
 
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
-            population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int) -> _SearchOutcome:
+            population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int,
+            stop: Optional[_Stop] = None) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`."""
     mod = tuning_module(workload)
     work_db = dbm.open_json_db(work, create=True)
@@ -190,14 +227,17 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
                 population_size=population, init_min_unmeasured=min(50, population)),
             space=_space(target_name),
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
-            measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default")],
+            measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default"),
+                               *([_StopAfterBatch(stop)] if stop is not None else [])],
             num_tuning_cores=workers, seed=seed)
     except Exception as err:  # noqa: BLE001  (through TVM's FFI our NoServerError comes back a RuntimeError)
-        if not rpc_runner.is_no_server(err):
+        if STOP_MARK in str(err):
+            out.stopped = str(err).split(STOP_MARK + ": ", 1)[1].splitlines()[0]
+        elif not rpc_runner.is_no_server(err):
             raise
-        # keep what was measured (the caller writes it), then report
-        aborted = next(line for line in str(err).splitlines() if rpc_runner.NO_SERVER in line)
-        out.aborted = aborted[aborted.index(rpc_runner.NO_SERVER):]
+        else:  # keep what was measured (the caller writes it), then report
+            aborted = next(line for line in str(err).splitlines() if rpc_runner.NO_SERVER in line)
+            out.aborted = aborted[aborted.index(rpc_runner.NO_SERVER):]
     if bar is not None:
         bar.close()
     out.best, out.trials, out.valid, out.invalid, out.events = prog.best, prog.done - done, prog.valid, \
@@ -248,8 +288,12 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
          workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
-         shards: int = 1) -> dict:
+         shards: int = 1, max_seconds: Optional[float] = None) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
+
+    max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
+    batch in flight), writing the database and provenance as a finished run does; run again to go on. Meant for
+    slices on a machine with a command time limit: give it the limit minus one batch.
 
     tracker: measure on the RPC servers registered under tracker.key (all of them, one candidate each at a
     time) instead of this machine's first GPU / its CPU. rpc_timeout: seconds a server gives one candidate.
@@ -268,6 +312,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if trials < 1 or top_k < 1 or shards < 1:
         raise ValueError("trials, top_k and shards must be >= 1")
+    if shards > 1 and max_seconds is not None:
+        raise ValueError("a time budget (--max-minutes) is for one search; with several searches (--searches) cut "
+                         "the run with a timeout instead (each batch already measured is kept)")
     if shards > 1 and tracker is None:
         raise ValueError("shards > 1 needs an RPC tracker (--runner rpc): searches measured at once on one local "
                          "device would time each other's kernels")
@@ -315,11 +362,13 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                   rpc_timeout=rpc_timeout)
     aborted = None
     t0 = time.time()
+    stop = _Stop(None if max_seconds is None else t0 + max_seconds)
     if remaining <= 0:
         outcome = _SearchOutcome(best0)
     elif shards <= 1:
-        outcome = _search(workload, target_name, work, remaining, seed + done, cores, servers, best0, trials, done,
-                          progress, log, **search)
+        with _stop_on_signals(stop, log):
+            outcome = _search(workload, target_name, work, remaining, seed + done, cores, servers, best0, trials,
+                              done, progress, log, **search, stop=stop)
     else:
         outcome = _search_shards(workload, target_name, work, remaining, seed + done, cores, servers, shards, best0,
                                  log, **search)
@@ -341,6 +390,12 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     top = dbm.top_records(mod, [*work_dbs, *committed], top_k)
     total = sum(len(db.get_all_tuning_records()) for db in work_dbs)
     runs = list(prov_old.get("runs", []))
+    unrecorded = done - int(prov_old.get("trials", 0)) if prov_old else done
+    if unrecorded > 0:  # records of runs that never finished (kill -9, a timeout's SIGKILL): count them
+        runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                     "trials": unrecorded, "strategy": strategy,
+                     "note": "found in the work database: measured by earlier runs that were stopped before they "
+                             "finished, so their timing and valid/invalid split were not recorded"})
     if remaining > 0:
         runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
@@ -348,7 +403,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
                      "workers": cores, "searches": shards,
-                     "runner": f"rpc:{servers}" if tracker else "local"})
+                     "runner": f"rpc:{servers}" if tracker else "local",
+                     **({"stopped": outcome.stopped} if outcome.stopped else {})})
         _append_curve(wl_dir / "curve.csv", outcome.curve(done))  # committed with the database, across runs
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
@@ -378,8 +434,34 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             f"are kept (top {len(top)} in {wl_dir}); restart the servers (scripts/rpc_cluster.py) and run the "
             f"same command again to go on")
     best = provenance["best_secs"]
-    log(f"[tune] {workload.dir_name}: {total} trials total, best {best * 1e6:.1f} us, top {len(top)} kept in {wl_dir}")
+    log(f"[tune] {workload.dir_name}: {total} trials total, best {best * 1e6:.1f} us, top {len(top)} kept in {wl_dir}"
+        + (f"; stopped early ({outcome.stopped}): run the same command again to go on to {trials}"
+           if outcome.stopped else ""))
     return provenance
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: _Stop, log: Callable):
+    """SIGTERM / SIGINT ask the run to stop after the batch in flight (a second one kills as usual)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {}
+
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        if stop.requested:  # second signal: give up at once
+            signal.signal(signum, old[signum])
+            raise KeyboardInterrupt(name)
+        stop.requested = f"{name} received"
+        log(f"[tune] {name}: stopping after the batch in flight, then writing the database (again to abort)")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 _LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
