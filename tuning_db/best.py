@@ -79,7 +79,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     """The best record of a database tuned on CUDA arch `source` that is valid on CUDA arch `target`:
     records are tried best first, replayed on the runtime kernel and checked by the target's verifier
     (its shared-memory and thread limits: an H100 record may need more shared memory than an RTX 4090
-    has). None when no record fits; the generic kernel then serves the shape. The kernel is compiled for
+    has). When no record fits, the space's default schedule for `target` (default_kernel); None when that
+    does not fit either, and the generic kernel serves the shape. The kernel is compiled for
     `target` by the export like any other; its measured time is the source arch's, not the target's."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
@@ -105,11 +106,13 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
                            any_batch=any_batch)
-    log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: generic kernel")
-    return None
+    tk = default_kernel(wl, target, log=log, name=wl_dir.name)
+    log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
+        + ("the default schedule (untuned) serves it" if tk is not None else "generic kernel"))
+    return tk
 
 
-def default_kernel(wl, target: str, log: Callable = print) -> Optional[TunedKernel]:
+def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] = None) -> Optional[TunedKernel]:
     """The tensor-core space's default (untuned) schedule of a workload on a CUDA target (schedules/cuda_default),
     on the runtime kernel; None, with the reason logged, for a shape only the generic kernel serves."""
     import types  # noqa: PLC0415
@@ -121,10 +124,10 @@ def default_kernel(wl, target: str, log: Callable = print) -> Optional[TunedKern
     try:
         trace, _ = cuda_default.default_trace(tuning_module(wl), target)
     except cuda_space.UnsupportedShapeError as err:
-        log(f"[build] {wl.name}: no default schedule ({err}): generic kernel")
+        log(f"[build] {name or wl.name}: no default schedule ({err})")
         return None
     sch, any_batch = _replay(types.SimpleNamespace(trace=trace), wl, target)
-    return TunedKernel(wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default")
+    return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default")
 
 
 def with_defaults(tuned: list, workloads, target: str, log: Callable = print) -> list:
