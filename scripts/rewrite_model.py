@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     report = rewrite_file(args.src, args.dst)
     print(report.text())
     print(f"wrote {args.dst}")
+    if report.fused:  # a rewritten model is only as fast as the kernels its site shapes get
+        print(f"next, on the GPU machine: scripts/tune.py --target auto --from-model {args.dst} (tune its shapes), "
+              f"or at least scripts/build.py --target auto --from-model {args.dst} (default schedules); a shape "
+              f"left to the generic kernel is correct but ~100x slower")
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return 0

@@ -133,6 +133,7 @@ def test_rewrite_cli(tmp_path):
                         "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
     assert "2 site(s) fused, 0 candidate site(s) left alone" in r.stdout, r.stdout
     assert out.is_file() and '"fused": 2' in (tmp_path / "r.json").read_text()
+    assert f"scripts/build.py --target auto --from-model {out}" in r.stdout  # what to do next
 
 
 def test_regenerate_tiny_models_match(tmp_path):
@@ -287,6 +288,7 @@ def test_float32_left_untouched(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "rewrite_model.py"), str(src), str(tmp_path / "o.onnx")],
                        capture_output=True, text=True, check=True)
     assert "0 site(s) fused, 1 candidate site(s) left alone" in r.stdout and "float32" in r.stdout, r.stdout
+    assert "--from-model" not in r.stdout
 
 
 @pytest.mark.parametrize("axis,fused", [(1, False), (-2, False), (0, False), (3, True), (-1, True)])
