@@ -49,7 +49,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -559,6 +559,23 @@ def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
     if log:
         log(report.text())
     return report
+
+
+def workloads_of_models(paths, log: Callable = print) -> list:
+    """The workload specs of every model in `paths` (model_workloads), each model's listed in the log: what
+    `tune.py --from-model` tunes and `build.py --from-model` builds kernels for. ValueError, with the fix, for a
+    missing file or a model without a fusable site of static M, N, K."""
+    specs = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ValueError(f"--from-model {path}: no such file")
+        found = model_workloads(path)
+        log(f"{path}: {len(found)} attention-score workload(s)" + "".join(f"\n  {s}" for s in found))
+        if not found:
+            raise ValueError(f"--from-model {path}: no fusable attention-score site with static M, N, K "
+                             f"(see scripts/rewrite_model.py's report)")
+        specs += found
+    return specs
 
 
 def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool = False) -> list:

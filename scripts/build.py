@@ -24,16 +24,10 @@ sys.path.insert(0, ROOT)
 
 def _workloads(specs: list, models: list) -> list:
     from tir_kernels.workloads import parse  # noqa: PLC0415
-    out = [parse(s) for s in specs]
-    for path in models:
-        if not os.path.isfile(path):
-            raise ValueError(f"--from-model {path}: no such file")
-        from ort_integration.rewrite import model_workloads  # noqa: PLC0415
-        found = model_workloads(path)
-        if not found:
-            print(f"[build] --from-model {path}: no attention-score site with static M, N, K")
-        out += [parse(spec) for spec in found]
-    return out
+    if models:
+        from ort_integration.rewrite import workloads_of_models  # noqa: PLC0415
+        specs = specs + workloads_of_models(models, log=lambda msg: print(f"[build] {msg}"))
+    return [parse(s) for s in specs]
 
 
 def main(argv=None) -> int:

@@ -92,17 +92,9 @@ def main(argv=None) -> int:
         target = targets.resolve(args.target)
         dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
         specs = list(args.workload)
-        for path in args.from_model:
-            if not os.path.isfile(path):
-                raise ValueError(f"--from-model {path}: no such file")
-            from ort_integration.rewrite import model_workloads  # noqa: PLC0415
-            found = model_workloads(path)
-            print(f"[tune] {path}: {len(found)} attention-score workload(s)" +
-                  "".join(f"\n  {s}" for s in found))
-            if not found:
-                raise ValueError(f"--from-model {path}: no fusable attention-score site with static M, N, K "
-                                 f"(see scripts/rewrite_model.py's report)")
-            specs += found
+        if args.from_model:
+            from ort_integration.rewrite import workloads_of_models  # noqa: PLC0415
+            specs += workloads_of_models(args.from_model, log=lambda msg: print(f"[tune] {msg}"))
         workloads = [parse(w, d) for w in specs for d in dtypes]
         tracker = rpc_runner.parse_tracker(args.tracker, args.key) if args.runner == "rpc" else None
     except (ValueError, targets.TargetError, rpc_runner.TrackerError) as err:

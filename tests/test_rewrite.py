@@ -391,3 +391,19 @@ def test_model_workloads_of_the_tiny_models(tmp_path):
     rewrite.rewrite_file(DATA / "whisper-enc-tiny.f16.onnx", fused)
     assert [s.rsplit(",name=", 1)[0] for s in model_workloads(fused)] == \
         [s.rsplit(",name=", 1)[0] for s in model_workloads(DATA / "whisper-enc-tiny.f16.onnx")]
+
+
+def test_workloads_of_models_for_tune_and_build(tmp_path):
+    """--from-model of tune.py and build.py: every model's specs, logged; a missing file or a model without a
+    fusable site is an error that says so."""
+    from ort_integration.rewrite import workloads_of_models  # noqa: PLC0415
+    lines = []
+    models = [DATA / "bert-large-tiny.f16.onnx", DATA / "whisper-enc-tiny.f16.onnx"]
+    specs = workloads_of_models(models, log=lines.append)
+    assert len(specs) == 2 and specs[0].endswith("name=bert-large-tiny-m16n16k32") and "whisper" in specs[1]
+    assert len(lines) == 2 and "1 attention-score workload(s)" in lines[0] and specs[0] in lines[0]
+    with pytest.raises(ValueError, match="no such file"):
+        workloads_of_models([tmp_path / "absent.onnx"])
+    _, src, _ = _rewrite_proto(attention("float32", add=(2, 1, 1, 7)), tmp_path)  # float32: nothing to fuse
+    with pytest.raises(ValueError, match="no fusable attention-score site"):
+        workloads_of_models([src], log=lambda *_: None)

@@ -33,15 +33,15 @@ class TunedKernel:
     kind: str = "tuned"  # "tuned" (a measured record) or "default" (schedules/cuda_default: chosen by rule, untuned)
 
 
-def _replay(record, wl, target: str) -> tuple[tvm.s_tir.Schedule, bool]:
-    """The record's trace on the runtime kernel, with symbolic batch dims when the trace allows (our CUDA space
+def _replay(trace, wl, target: str) -> tuple[tvm.s_tir.Schedule, bool]:
+    """A tuning trace (postprocessors included) on the runtime kernel, with symbolic batch dims when the trace allows (our CUDA space
     never splits the batch loops; Meta-Schedule's llvm space may tile them, and then the batch stays static).
     Returns (schedule, any_batch)."""
     align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
     for any_batch in (True, False):
         sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch))
         try:
-            record.trace.apply_to_schedule(sch, remove_postproc=False)
+            trace.apply_to_schedule(sch, remove_postproc=False)
         except Exception:  # noqa: BLE001
             if not any_batch:
                 raise
@@ -68,7 +68,7 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
         raise dbm.DatabaseError(f"{wl_dir} has no valid record for its workload {wl.spec()} "
                                 f"(was the kernel definition changed since tuning? then tune again)")
     try:
-        sch, any_batch = _replay(top[0], wl, target)
+        sch, any_batch = _replay(top[0].trace, wl, target)
     except Exception as err:  # noqa: BLE001
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
@@ -96,7 +96,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     records = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1 << 20)
     for rank, rec in enumerate(records):
         try:
-            sch, any_batch = _replay(rec, wl, target)
+            sch, any_batch = _replay(rec.trace, wl, target)
             tuning_sch = tvm.s_tir.Schedule(mod)
             rec.trace.apply_to_schedule(tuning_sch, remove_postproc=False)
             if not verify.apply(tuning_sch):
@@ -115,8 +115,6 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
 def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] = None) -> Optional[TunedKernel]:
     """The tensor-core space's default (untuned) schedule of a workload on a CUDA target (schedules/cuda_default),
     on the runtime kernel; None, with the reason logged, for a shape only the generic kernel serves."""
-    import types  # noqa: PLC0415
-
     from schedules import cuda_default, cuda_space  # noqa: PLC0415
     if not targets.is_cuda(target):
         raise ValueError(f"default schedules exist for CUDA targets only, not {target!r} "
@@ -126,7 +124,7 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
     except cuda_space.UnsupportedShapeError as err:
         log(f"[build] {name or wl.name}: no default schedule ({err})")
         return None
-    sch, any_batch = _replay(types.SimpleNamespace(trace=trace), wl, target)
+    sch, any_batch = _replay(trace, wl, target)
     return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default")
 
 
