@@ -90,6 +90,10 @@ PRESETS = {
     "whisper-enc": _heads(8, 20, 1500, 1500, 64),
     # W4: LM head, 4096 tokens x hidden 4096 -> 32000-word vocabulary (hidden . W_vocab)
     "lm-head": dict(a_shape=(4096, 4096), b_shape=(4096, 32000)),
+    # Corner cases (issue 6's benchmark): decoding (one query row over 2048 keys), K = 1, a 65536-long row
+    "decode-m1": _heads(8, 16, 1, 2048, 64),
+    "k1": dict(a_shape=(64, 256, 1), b_shape=(64, 1, 256)),
+    "long-row-n65536": _heads(1, 8, 64, 65536, 64),
     # The CPU demo and CI: small enough to tune in seconds on 2 cores. Padding mask per sequence.
     "demo": _heads(2, 4, 64, 64, 32, mask_shape=(2, 1, 1, 64), mask_kind="bool"),
 }

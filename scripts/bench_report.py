@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Regenerate a benchmark's markdown table and plots from its committed JSON (scripts/bench.py's output).
+
+  scripts/bench_report.py results/h100/bench-2026-11-22.json [--compare results/h100/bench-old.json]
+
+Writes <name>.md, <name>-bars.png and <name>-roofline.png beside the JSON; with --compare, also flags our
+numbers more than 5 % slower than the old file's (exit status 1 when any are).
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("result", help="a scripts/bench.py JSON")
+    ap.add_argument("--compare", default=None, metavar="OLD.json")
+    args = ap.parse_args(argv)
+    from benchmarks import report  # noqa: PLC0415
+    loaded = []
+    for path in [args.result] + ([args.compare] if args.compare else []):
+        try:
+            with open(path) as fh:
+                loaded.append(json.load(fh))
+        except (OSError, ValueError) as err:
+            ap.error(f"{path}: {err}")
+    try:
+        md, cmp = report.write(loaded[0], args.result, loaded[1] if args.compare else None)
+    except ValueError as err:
+        ap.error(str(err))
+    print(md)
+    return 1 if cmp and cmp["regressed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""DRAM bytes of one call of the fused op with Nsight Compute, against the unfused pair and the floor.
+
+  scripts/dram_bytes.py --target sm_90 --workload w1 --workload w2 --workload w3 --workload w4 \\
+      --out results/h100/dram_bytes.json
+
+For each workload and system (ours, torch_pair = bmm + softmax, torch_eager = matmul, * scale, softmax) runs
+
+  ncu --profile-from-start off --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+      --csv --page raw --print-units base --cache-control all --clock-control base --log-file <tmp>/ncu.log
+      python -m benchmarks.dram_bytes --driver --workload SPEC --system SYSTEM --target TARGET
+
+(the driver warms the system up, then runs it once inside cudaProfilerStart/Stop), sums the bytes over the kernels
+captured, and compares ours with the unfused pair (goal <= 40%) and with the floor A + B + bias + mask + P
+(goal <= 1.2x). Writes JSON and a .md table beside it. Needs ncu and access to the GPU's performance counters
+(root, or the nvidia module loaded with NVreg_RestrictProfilingToAdminUsers=0).
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def main(argv=None) -> int:
+    from benchmarks import dram_bytes  # noqa: PLC0415  (no torch, no GPU at import)
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="auto", help="sm_80|sm_89|sm_90|auto (a CUDA target)")
+    ap.add_argument("--workload", action="append", required=True, help="preset (w1..w4, bert-large, ...) or spec")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
+                    help="default: the preset's own (float16; bfloat16 for lm-head)")
+    ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db)")
+    ap.add_argument("--out", default=None, help="JSON path (a .md table is written beside it)")
+    ap.add_argument("--systems", default=",".join(dram_bytes.SYSTEMS),
+                    help=f"comma-separated, from {', '.join(dram_bytes.SYSTEMS)}")
+    ap.add_argument("--ncu", default=None, help="path of ncu (default: $NCU, then PATH)")
+    ap.add_argument("--cache-control", default="all", choices=["all", "none"],
+                    help="ncu's: flush the caches before each kernel (all, the default) or not")
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds per ncu run")
+    ap.add_argument("--require-goals", action="store_true", help="exit 3 when a goal is not met or not measured")
+    args = ap.parse_args(argv)
+
+    from schedules import targets  # noqa: PLC0415
+    try:
+        target = targets.resolve(args.target)
+    except targets.TargetError as err:
+        ap.error(str(err))
+    if not targets.is_cuda(target):
+        ap.error(f"dram_bytes.py profiles GPU kernels with Nsight Compute: --target {args.target} resolves to "
+                 f"{target}; run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
+    systems = [s for s in args.systems.split(",") if s]
+    if not systems or set(systems) - set(dram_bytes.SYSTEMS):
+        ap.error(f"--systems: choose from {', '.join(dram_bytes.SYSTEMS)}")
+
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
+    try:
+        workloads = [parse(w, d) for w in args.workload for d in dtypes]
+    except ValueError as err:
+        ap.error(str(err))
+
+    try:
+        result = dram_bytes.measure(workloads, target, args.db, print, systems=systems, ncu=args.ncu,
+                                    cache_control=args.cache_control, timeout_s=args.timeout)
+    except dram_bytes.NcuError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    md = dram_bytes.markdown(result)
+    print(md)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=1)
+        with open(os.path.splitext(args.out)[0] + ".md", "w") as fh:
+            fh.write(md)
+    if args.require_goals and not all(r["goal_unfused_met"] and r["goal_floor_met"] for r in result["rows"]):
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The benchmark's report (benchmarks/report.py, scripts/bench_report.py): table, plots and the regression check,
+on synthetic results (the measuring half needs a GPU; its JSON is what these functions read)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import report
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _result(ours_w1=100.0, gpu="NVIDIA H100 80GB HBM3"):
+    def t(us):
+        return {"median_us": us, "p10_us": us * 0.98, "p90_us": us * 1.02, "max_abs_err_vs_fp32": 1e-4}
+    rows = [{"workload": "bert-large.f16", "dtype": "float16", "bytes": 168e6, "flop": 8.6e9, "hbm_floor_us": 56.0,
+             "tc_floor_us": 8.7, "ours_kernel": "tuned (bert-large.f16, 99 us when tuned)", "ours": t(ours_w1),
+             "triton": t(80.0), "torch_eager": t(178.0), "torch_compile": t(161.0), "ort_cuda": t(202.0),
+             "ms_default_unfused": {"error": "LookupError: not tuned"}},
+            {"workload": "k1.f16", "dtype": "float16", "bytes": 8.4e6, "flop": 8.4e6, "hbm_floor_us": 3.0,
+             "tc_floor_us": 0.01, "ours_kernel": "default schedule (untuned)", "ours": t(9.0),
+             "torch_eager": t(12.0), "ort_cuda": {"error": "LookupError: no CUDA EP"}}]
+    return {"date": "2026-11-22T10:00:00+00:00", "commit": "abc1234", "target": "sm_90",
+            "env": {"gpu": gpu, "driver": "580.159.04", "copy_rate_TBps": 2.98, "peak_tflops": 989.4,
+                    "peak_source": "published dense peak for H100 80GB HBM3"},
+            "protocol": {"timer": "CUDA events", "l2_flush": False, "inputs": "random normal"}, "rows": rows}
+
+
+def test_markdown_has_every_system_floors_and_reasons():
+    md = report.markdown(_result())
+    header = next(line for line in md.splitlines() if line.startswith("| workload"))
+    for label in ("ours (TVM)", "Triton (ours)", "torch eager", "torch.compile", "ORT CUDA EP", "MS default, unfused",
+                  "HBM floor", "TC floor"):
+        assert label in header
+    w1 = next(line for line in md.splitlines() if line.startswith("| bert-large"))
+    assert "(tuned)" in w1 and "| 1.79 |" in w1  # ours / floor = 100 / 56
+    assert "| 0.80 |" in w1  # best peer (Triton 80) / ours
+    assert "n/a" in w1  # MS default did not run for W1: a cell that says so, not a blank
+    assert "k1.f16 ORT CUDA EP: LookupError: no CUDA EP" in md  # a system that did not run says why
+
+
+def test_compare_flags_only_real_regressions():
+    old = _result(100.0)
+    assert report.compare(_result(104.0), old)["regressed"] == []  # within 5 %
+    cmp = report.compare(_result(106.0), old)
+    assert [(i["workload"], i["system"]) for i in cmp["regressed"]] == [("bert-large.f16", "ours")]
+    assert "**REGRESSED**" in report.compare_markdown(cmp)
+    failed = _result()
+    failed["rows"][0]["ours"] = {"error": "RuntimeError: build failed"}
+    assert report.compare(failed, old)["regressed"][0]["new_us"] is None  # ran before, fails now: flagged
+    with pytest.raises(ValueError, match="same GPU"):
+        report.compare(_result(gpu="NVIDIA H200"), old)
+
+
+def test_bench_report_cli_regenerates_table_plots_and_exit_status(tmp_path):
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    new.write_text(json.dumps(_result(120.0)))
+    old.write_text(json.dumps(_result(100.0)))
+    script = os.path.join(REPO, "scripts", "bench_report.py")
+    proc = subprocess.run([sys.executable, script, str(new), "--compare", str(old)], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr  # a regression fails the command
+    for suffix in (".md", "-bars.png", "-roofline.png"):
+        path = tmp_path / f"new{suffix}"
+        assert path.exists() and path.stat().st_size > 0
+    assert "REGRESSED" in (tmp_path / "new.md").read_text()
+    ok = subprocess.run([sys.executable, script, str(old)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    bad = subprocess.run([sys.executable, script, str(broken)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "broken.json" in bad.stderr
+
+
+def test_bench_cli_refuses_cpu_target_and_empty_runs():
+    script = os.path.join(REPO, "scripts", "bench.py")
+    proc = subprocess.run([sys.executable, script, "--target", "llvm", "--workload", "w1"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "GPU machine" in proc.stderr
+    proc = subprocess.run([sys.executable, script, "--target", "sm_90"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--suite" in proc.stderr
+    proc = subprocess.run([sys.executable, script, "--target", "sm_90", "--workload", "w1", "--systems", "cublas"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "cublas" in proc.stderr
+
+
+def test_suite_workloads_parse_in_both_dtypes():
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import bench  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    names = [parse(w, d).dir_name for w in bench.SUITE for d in ("float16", "bfloat16")]
+    assert len(set(names)) == 2 * len(bench.SUITE)
