@@ -105,11 +105,6 @@ def main(argv=None) -> int:
     peak, source = (args.peak_tflops, "--peak-tflops") if args.peak_tflops else peers.peak_tflops(env["gpu"])
     print(f"{env['gpu']} driver {env.get('driver')}: device copy {rate / 1e12:.2f} TB/s (read + write), "
           f"tensor-core peak {peak or 'unknown'} TFLOP/s")
-    rows = []
-    for wl in workloads:
-        print(f"{wl.dir_name} {wl.spec()}", flush=True)
-        rows.append(peers.bench_workload(wl, target, args.db, args.reps, rate, peak, print, also, systems,
-                                         ms_db=args.ms_db))
     import tvm  # noqa: PLC0415
     versions = {"tvm": tvm.__version__}
     for mod in ("onnxruntime", "triton"):
@@ -117,6 +112,7 @@ def main(argv=None) -> int:
             versions[mod] = __import__(mod).__version__
         except ImportError:
             versions[mod] = None
+    rows = []
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "target": target, "commit": commit_id(), "host": platform.node(),
               "env": {**env, **versions, "copy_rate_TBps": rate / 1e12, "peak_tflops": peak,
@@ -127,6 +123,14 @@ def main(argv=None) -> int:
                            "l2_flush": False, "inputs": "random normal; bool masks 80% keep",
                            "correctness": "max abs error vs an FP32 torch reference < 0.05, else not timed"},
               "rows": rows}
+    for wl in workloads:
+        print(f"{wl.dir_name} {wl.spec()}", flush=True)
+        rows.append(peers.bench_workload(wl, target, args.db, args.reps, rate, peak, print, also, systems,
+                                         ms_db=args.ms_db))
+        if args.out:  # after every workload: a run cut short (timeout, lost machine) keeps what it measured
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            with open(args.out, "w") as fh:
+                json.dump({**result, "partial": True}, fh, indent=1)
     if args.out:
         md, cmp = report.write(result, args.out, old)
     else:
