@@ -66,11 +66,16 @@ def copy_rate_bytes_per_s() -> float:
 
 
 def torch_inputs(wl, seed=0):
+    """Random inputs on the GPU. B is drawn with std 1 / (sqrt(K) * |scale|), so that the logits scale * A.B have
+    unit variance as in a trained model: for attention (scale = 1/sqrt(K)) that is std 1; for an LM head (scale 1,
+    K = 4096) it is a 1/sqrt(hidden) weight init. Unscaled N(0, 1) weights would give logits of std 64 there, a
+    one-hot softmax that no fp16/bf16 GEMM (torch's included) can reproduce within rounding."""
     import torch  # noqa: PLC0415
     dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[wl.dtype]
     g = torch.Generator(device="cuda").manual_seed(seed)
+    b_std = 1.0 / (max(wl.canonical.k, 1) ** 0.5 * (abs(wl.scale) or 1.0))
     feeds = {"A": torch.randn(wl.a_shape, generator=g, device="cuda").to(dt),
-             "B": torch.randn(wl.b_shape, generator=g, device="cuda").to(dt)}
+             "B": (torch.randn(wl.b_shape, generator=g, device="cuda") * b_std).to(dt)}
     if wl.bias_shape is not None:
         feeds["bias"] = torch.randn(wl.bias_shape, generator=g, device="cuda").to(dt)
     if wl.mask_shape is not None:
@@ -251,7 +256,11 @@ def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), sys
     if "torch_eager" in systems:
         makers["torch_eager"] = lambda: (lambda f: (lambda fd: lambda: f(**fd)))(torch_fn(wl))
     if "torch_compile" in systems:
-        makers["torch_compile"] = lambda: (lambda f: (lambda fd: lambda: f(**fd)))(torch.compile(torch_fn(wl)))
+        def compiled():
+            torch._dynamo.reset()  # one fresh compile per workload (dynamo's recompile limit would fall back to eager)
+            f = torch.compile(torch_fn(wl), dynamic=False)
+            return lambda fd: lambda: f(**fd)
+        makers["torch_compile"] = compiled
     if "ort_cuda" in systems:
         makers["ort_cuda"] = lambda: ort_unfused(wl)
     if "ms_default_unfused" in systems:
