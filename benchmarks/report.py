@@ -146,8 +146,6 @@ def plots(result, out_prefix) -> list:
         pts = [(r["flop"] / r["bytes"], r["flop"] / (_t(r, n) * 1e-6) / 1e12) for r in rows if _t(r, n)]
         if pts:
             ax.scatter(*zip(*pts), label=LABELS.get(n, n), color=colors[n], marker=markers[i % len(markers)], s=28)
-    for r, x in zip(rows, ais):
-        ax.annotate(r["workload"].rsplit(".", 1)[0], (x, rate * x / 1e12), fontsize=6, rotation=30)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity, FLOP per byte of the HBM floor (A + B + bias + mask + P)")

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Tune the peer "Meta-Schedule's default auto-scheduling of the UNFUSED op" (tuning_db/ms_default.py): the op as
+two kernels (GEMM with a scale+bias epilogue, then a masked row softmax), each tuned with Meta-Schedule's default
+design space for the target, evolutionary search + XGBoost, the trial budget shared by the two (gradient task
+scheduler). Compare its best gemm + softmax time with our fused kernel's (scripts/tune.py): that is what our
+design space buys.
+
+  scripts/tune_ms_default.py --target sm_90 --workload w2 --workload w1            # on the GPU machine
+  scripts/tune_ms_default.py --target llvm --workload demo --trials 16
+  scripts/tune_ms_default.py --target sm_90 --workload w2 --check                  # compile-only, any machine
+
+Records go to tuning_db/ms_default/<target>/<workload>/ (--db ROOT: ROOT/<target>/<workload>/); running again
+continues toward --trials (a total per workload, both kernels together). benchmarks/peers.py
+(ms_default_unfused) loads them. --check generates the default space of each kernel and compiles one sampled
+candidate with nvcc (through a stub libcuda on a machine without a driver, as scripts/build.py does); nothing runs.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def _fused_best(target: str, wl) -> str:
+    """Our fused kernel's tuned time for the same workload, from the committed database, when there is one."""
+    import json  # noqa: PLC0415
+    prov = os.path.join(ROOT, "tuning_db", target, wl.dir_name, "provenance.json")
+    try:
+        secs = json.load(open(prov)).get("best_secs")
+    except (OSError, ValueError):
+        return ""
+    return f"; our fused kernel (tuning_db/{target}/{wl.dir_name}): {secs * 1e6:.1f} us" if secs else ""
+
+
+def main(argv=None) -> int:
+    from tir_kernels.workloads import PRESETS  # noqa: PLC0415  (keep --help fast)
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
+    ap.add_argument("--workload", action="append", default=[],
+                    help=f"preset ({', '.join(sorted(PRESETS))}, w1..w4) or a spec string; repeatable")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
+                    help="override the workload's dtype; 'both' tunes each")
+    ap.add_argument("--trials", type=int, default=64,
+                    help="total candidates per workload, both kernels together (default 64)")
+    ap.add_argument("--db", default=None, help="database root (default: the repo's tuning_db/ms_default)")
+    ap.add_argument("--workers", type=int, default=None, help="builder processes (default: all cores, at most 16)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--check", action="store_true",
+                    help="compile-only: generate each kernel's default space and build one sampled candidate; no "
+                         "device needed, nothing is measured or written")
+    args = ap.parse_args(argv)
+    if args.trials < 1:
+        ap.error("--trials must be at least 1")
+    if not args.workload:
+        ap.error("give at least one --workload")
+
+    from schedules import cuda_stub, targets  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+
+    try:
+        target = targets.resolve(args.target)
+        dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
+        workloads = [parse(w, d) for w in args.workload for d in dtypes]
+    except (ValueError, targets.TargetError) as err:
+        ap.error(str(err))
+
+    if targets.is_cuda(target):
+        if args.check:
+            if not cuda_stub.cuda_codegen_ready() and not os.environ.get(cuda_stub.GUARD):
+                # no driver here: TVM would keep CUDA source and never run nvcc; compile in a process with a stub
+                stub = cuda_stub.build_stub(os.path.join(ROOT, "build", "stub-libcuda"))
+                print(f"[ms-default] no CUDA driver on this machine: compiling {target} candidates with nvcc through "
+                      f"a stub libcuda.so.1 ({stub}); nothing runs here", flush=True)
+                return subprocess.run([sys.executable, os.path.abspath(__file__),
+                                       *(argv if argv is not None else sys.argv[1:])],
+                                      env=cuda_stub.env_with_stub(stub)).returncode
+            try:
+                cuda_stub.require_cuda_codegen()
+            except cuda_stub.CudaCodegenError as err:
+                print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
+                return 2
+        else:
+            import tvm  # noqa: PLC0415
+            try:
+                gpu = bool(tvm.cuda(0).exist)
+            except Exception:  # noqa: BLE001  (no CUDA runtime in this TVM / no driver)
+                gpu = False
+            if not gpu or os.environ.get(cuda_stub.GUARD):
+                why = ("no CUDA driver (libcuda.so.1 does not load)" if not cuda_stub.real_driver_present()
+                       else "TVM's CUDA runtime sees no GPU")
+                print(f"tune_ms_default.py: error: tuning for {target} measures every candidate on the GPU, and "
+                      f"there is none here ({why}). Run this on the GPU machine; here, --check compiles one candidate "
+                      f"of each kernel's default space without a GPU.", file=sys.stderr)
+                return 2
+
+    from tuning_db import ms_default  # noqa: PLC0415
+
+    if args.check:
+        bad = []
+        for wl in workloads:
+            try:
+                res = ms_default.check_space(wl, target)
+            except (NotImplementedError, ValueError) as err:
+                bad.append(f"{wl.dir_name}: {err}")
+                continue
+            bad += [f"{wl.dir_name} {name}: no candidate built ({r['error'] or 'none passed the postprocessors'})"
+                    for name, r in res.items() if not r["built"]]
+        for msg in bad:
+            print(f"tune_ms_default.py: error: {msg}", file=sys.stderr)
+        return 2 if bad else 0
+
+    summary, errors = [], []
+    for wl in workloads:
+        wl_dir = ms_default.workload_dir(args.db, target, wl.dir_name)
+        try:
+            meta = ms_default.tune_unfused(wl, target, args.trials, wl_dir, workers=args.workers, seed=args.seed,
+                                           log=lambda msg: print(msg, flush=True))
+        except (ms_default.TuningError, NotImplementedError, ValueError) as err:
+            errors.append(str(err))
+            print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
+            continue
+        summary.append((wl, meta))
+    if summary:
+        print(f"\nMeta-Schedule default space, unfused op, on {target} (best per task; --trials {args.trials} per "
+              f"workload in all):")
+        for wl, meta in summary:
+            t = meta["tasks"]
+            print(f"  {wl.dir_name:28s} gemm {t['gemm']['best_secs'] * 1e6:10.1f} us ({t['gemm']['trials']} trials)"
+                  f"   softmax {t['softmax']['best_secs'] * 1e6:10.1f} us ({t['softmax']['trials']} trials)"
+                  f"   total {meta['best_secs_total'] * 1e6:10.1f} us{_fused_best(target, wl)}")
+    return 2 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
