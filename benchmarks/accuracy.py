@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
 import platform
 import re
-import subprocess
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -378,14 +376,8 @@ def environment(target_name: str) -> dict:
     import tvm  # noqa: PLC0415
 
     from schedules import targets  # noqa: PLC0415
-    # FLASHGEMM_COMMIT first: a tree copied to the GPU machine may carry a stale .git
-    commit = os.environ.get("FLASHGEMM_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    cwd=ROOT, timeout=30).stdout.strip() or None
-        except (OSError, subprocess.SubprocessError):
-            commit = None
+    from . import commit_id  # noqa: PLC0415
+    commit = commit_id()
     env = {"target": target_name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "commit": commit, "host": platform.node(), "tvm": tvm.__version__, "onnxruntime": ort.__version__,
            "numpy": np.__version__}

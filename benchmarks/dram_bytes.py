@@ -290,14 +290,8 @@ def profile(wl, system, target_name, db_root, ncu, cache_control="all", clock_co
 
 
 def _commit():
-    commit = os.environ.get("FLASHGEMM_COMMIT")  # a tree copied to the GPU machine may carry a stale .git
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    cwd=ROOT).stdout.strip() or None
-        except OSError:
-            commit = None
-    return commit
+    from . import commit_id  # noqa: PLC0415
+    return commit_id()
 
 
 def _env(ncu) -> dict:
@@ -414,11 +408,11 @@ def markdown(result) -> str:
 
 def torch_pair(wl):
     """bmm with the scale in its alpha, then softmax: exactly the two kernels of the unfused pair."""
-    import torch  # noqa: PLC0415
     if wl.bias_shape is not None or wl.mask_shape is not None or wl.causal:
         raise ValueError("torch_pair covers workloads without bias, mask or causal mask (see torch_eager)")
     if len(wl.a_shape) < 2 or wl.a_shape[:-2] != wl.b_shape[:-2]:
         raise ValueError("torch_pair needs A and B with equal batch dims")
+    import torch  # noqa: PLC0415
     c = wl.canonical
 
     def prepare(feeds):

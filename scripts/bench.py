@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,18 +34,6 @@ SUITE = ["w1", "w2", "w3", "w4",
          "a=16x12x197x64,b=16x12x197x64,transB=1,scale=0.125,bias=16x1x197x197,name=vit-b16-m197n197k64",
          "a=8x16x512x64,b=8x16x512x64,transB=1,scale=0.125,bias=8x1x512x512,name=bert-large-padmask",
          "decode-m1", "k1", "long-row-n65536"]
-
-
-def commit_id():
-    # FLASHGEMM_COMMIT first: a tree copied to the GPU machine may carry a stale .git
-    commit = os.environ.get("FLASHGEMM_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    cwd=ROOT).stdout.strip() or None
-        except OSError:
-            commit = None
-    return commit
 
 
 def main(argv=None) -> int:
@@ -68,6 +55,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", default=None, metavar="OLD.json", help="flag our numbers >5%% slower than OLD's")
     args = ap.parse_args(argv)
 
+    import benchmarks  # noqa: PLC0415
     from benchmarks import peers, report  # noqa: PLC0415
     from schedules import targets  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
@@ -114,7 +102,7 @@ def main(argv=None) -> int:
             versions[mod] = None
     rows = []
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "target": target, "commit": commit_id(), "host": platform.node(),
+              "target": target, "commit": benchmarks.commit_id(), "host": platform.node(),
               "env": {**env, **versions, "copy_rate_TBps": rate / 1e12, "peak_tflops": peak,
                       "peak_source": f"published dense peak for {source}" if source else None},
               "protocol": {"warmup": peers.WARMUP, "reps": args.reps, "calls_per_event_pair": peers.INNER,

@@ -52,10 +52,12 @@ from tvm.script import tirx as T
 from schedules import targets
 from tir_kernels.variant import MASK_KINDS, MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
+from . import database
+
 TASKS = ("gemm", "softmax")  # task names, in the order the two kernels run
 META = "ms_default.json"
 DB_FILES = ("database_workload.json", "database_tuning_record.json")
-INVALID_SECS = 1e9  # Meta-Schedule stores a failed candidate with run time 1e10 s
+INVALID_SECS = database.INVALID_SECS
 NEG_INF = float("-inf")
 SCRIPT = "scripts/tune_ms_default.py"
 
@@ -297,12 +299,7 @@ def _records_of(db, mod) -> list:
     return [r for r in db.get_all_tuning_records() if tvm_ffi.structural_equal(r.workload.mod, mod)]
 
 
-def _mean_secs(rec) -> Optional[float]:
-    secs = [float(x) for x in (rec.run_secs or [])]
-    if not secs:
-        return None
-    m = sum(secs) / len(secs)
-    return None if m >= INVALID_SECS else m
+_mean_secs = database.mean_secs  # one definition of "valid record's mean time" for both databases
 
 
 def best_record(db, mod):
@@ -645,10 +642,10 @@ def prepare_unfused(wl, target_name: str, work_dir: Optional[os.PathLike] = None
     benchmarks/peers.py's torch_inputs), on the GPU for a CUDA target or the CPU for llvm; run() launches the
     tuned gemm then the tuned softmax and returns P (a torch tensor of the op's output shape). work_dir: see
     find_dir. LookupError (with the tuning command) when the workload was not tuned."""
+    gemm, softmax = load_unfused(wl, target_name, work_dir)  # first: a missing database is the error to report
     import torch  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
-    gemm, softmax = load_unfused(wl, target_name, work_dir)
     c = wl.canonical
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[wl.dtype]
 
