@@ -32,3 +32,11 @@ def plot_curve(csv_path: Path, png_path: Path, title: str) -> Optional[Path]:
     fig.savefig(png_path)
     plt.close(fig)
     return png_path
+
+
+if __name__ == "__main__":  # python -m tuning_db.curves tuning_db/sm_90/vit-b16.f16/curve.csv: redraw its PNG
+    import sys
+    for arg in sys.argv[1:]:
+        csv_file = Path(arg)
+        print(plot_curve(csv_file, csv_file.with_suffix(".png"), f"{csv_file.parent.name}: best time vs trials")
+              or "matplotlib is not installed")
