@@ -2,6 +2,7 @@
 serves them (scripts/bench.py is the front end; benchmarks/report.py writes its tables and plots)."""
 from __future__ import annotations
 
+import functools
 import statistics
 import subprocess
 
@@ -229,6 +230,13 @@ def peak_tflops(gpu_name: str):
 SYSTEMS = ("ours", "triton", "torch_eager", "torch_compile", "ort_cuda", "ms_default_unfused")
 
 
+def _bind_feeds(fn):
+    """prepare(feeds) -> run() for a function of the feeds by name (the shape every system's maker returns)."""
+    def prepare(feeds):
+        return lambda: fn(**feeds)
+    return prepare
+
+
 def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), systems=SYSTEMS, ms_db=None):
     """One workload: every system checked against an FP32 torch reference, then timed (time_cuda).
     A system that cannot run the workload is recorded with its reason, never silently dropped."""
@@ -250,16 +258,15 @@ def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), sys
             return prepare
         makers["ours"] = ours
     for kind in also:
-        makers[f"ours_{kind}"] = (lambda k: lambda: our_kernel(wl, target_name, db_root, log, k)[0])(kind)
+        makers[f"ours_{kind}"] = functools.partial(lambda k: our_kernel(wl, target_name, db_root, log, k)[0], kind)
     if "triton" in systems:
         makers["triton"] = lambda: triton_fused(wl)
     if "torch_eager" in systems:
-        makers["torch_eager"] = lambda: (lambda f: (lambda fd: lambda: f(**fd)))(torch_fn(wl))
+        makers["torch_eager"] = lambda: _bind_feeds(torch_fn(wl))
     if "torch_compile" in systems:
         def compiled():
             torch._dynamo.reset()  # one fresh compile per workload (dynamo's recompile limit would fall back to eager)
-            f = torch.compile(torch_fn(wl), dynamic=False)
-            return lambda fd: lambda: f(**fd)
+            return _bind_feeds(torch.compile(torch_fn(wl), dynamic=False))
         makers["torch_compile"] = compiled
     if "ort_cuda" in systems:
         makers["ort_cuda"] = lambda: ort_unfused(wl)
