@@ -192,3 +192,20 @@ def test_cuda_runner_allocates_a_workloads_arguments_once():
     assert cuda_runner.alloc_arguments_once(dev, info, 1) is first
     other = cuda_runner.alloc_arguments_once(dev, (("TENSOR", "float32", [3]),), 1)
     assert other is not first and list(cuda_runner._ARGS.values()) == [other]
+
+
+def test_stage_seconds_orders_marks_of_the_same_second_as_the_loop_runs(tmp_path):
+    """Meta-Schedule logs with 1 s resolution, in two files: the next batch's "Generating candidates" often shares
+    its second with the "[Updated]" that ends the batch before. The search that follows is search time, not update."""
+    (tmp_path / "task_scheduler.log").write_text(
+        "2026-11-22 04:45:59 [INFO] Sending 32 sample(s) to builder\n"
+        "2026-11-22 04:46:12 [INFO] Sending 32 valid sample(s) to runner\n"
+        "2026-11-22 04:46:15 [INFO] [Updated] Task #0\n"
+        "2026-11-22 04:46:43 [INFO] Sending 32 sample(s) to builder\n"
+        "2026-11-22 04:46:58 [INFO] Sending 32 valid sample(s) to runner\n"
+        "2026-11-22 04:46:59 [INFO] [Updated] Task #0\n")
+    (tmp_path / "task_0_main.log").write_text(
+        "2026-11-22 04:45:28 [INFO] Generating candidates......\n"
+        "2026-11-22 04:46:15 [INFO] Generating candidates......\n")
+    since = time.mktime(time.strptime("2026-11-22 04:45:00", "%Y-%m-%d %H:%M:%S"))
+    assert tuner.stage_seconds(tmp_path, since) == {"search": 31 + 28, "build": 13 + 15, "run": 3 + 1, "update": 0}

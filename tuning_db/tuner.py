@@ -484,9 +484,20 @@ def stage_seconds(log_dir: Path, since: float) -> dict:
                     t = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
                     if t >= since - 1:
                         events.append((t, stage))
-    events.sort()
-    totals = {"search": 0.0, "build": 0.0, "run": 0.0, "update": 0.0}
-    for (t0, stage), (t1, _) in zip(events, events[1:]):
+    # The logs have 1 s resolution and come from two files: marks of the same second are put in the loop's order
+    # (search -> build -> run -> update -> search ...) after the stage before them. Sorted by name instead, the
+    # next batch's "Generating candidates" came before the "[Updated]" of its own second, and the whole
+    # evolutionary search of the next batch was counted as "update" (what the provenance of runs before this fix says).
+    cycle = [stage for stage, _ in _STAGE_MARKS]
+    events.sort(key=lambda e: e[0])
+    ordered, prev, i = [], "update", 0
+    while i < len(events):
+        same = [e for e in events[i:] if e[0] == events[i][0]]
+        same.sort(key=lambda e, p=prev: (cycle.index(e[1]) - cycle.index(p) - 1) % len(cycle))
+        ordered += same
+        prev, i = same[-1][1], i + len(same)
+    totals = {stage: 0.0 for stage in cycle}
+    for (t0, stage), (t1, _) in zip(ordered, ordered[1:]):
         totals[stage] += t1 - t0
     return totals
 
