@@ -342,9 +342,10 @@ def build(mod, target_name: str):
     return compile_cuda(mod, targets.tvm_target(target_name))
 
 
-def builder(target_name: str, workers: int) -> ms.builder.Builder:
+def builder(target_name: str, workers: int, build_fn=f_build) -> ms.builder.Builder:
+    """Builder workers compiling for the arch asked (build_fn: a module-level f_build the workers can import)."""
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=f_build, timeout_sec=120)
+    return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=build_fn, timeout_sec=120)
 
 
 def evaluator_config() -> ms.runner.EvaluatorConfig:

@@ -29,6 +29,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.peers import SYSTEMS  # noqa: E402  (light: no torch or TVM at import)
+
 # W1-W4 (shared/baselines.md = the seed models' presets), two model sites with a bias, and the corner cases.
 SUITE = ["w1", "w2", "w3", "w4",
          "a=16x12x197x64,b=16x12x197x64,transB=1,scale=0.125,bias=16x1x197x197,name=vit-b16-m197n197k64",
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None, help="tuning database root (default tuning_db/)")
     ap.add_argument("--ms-db", default=None, help="Meta-Schedule default databases (default tuning_db/ms_default)")
     ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--systems", default=",".join(__import__("benchmarks.peers", fromlist=["SYSTEMS"]).SYSTEMS),
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated subset of the systems")
     ap.add_argument("--also", default="", help="comma-separated kernels to measure beside ours: tuned,default,generic")
     ap.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's published tensor-core peak")

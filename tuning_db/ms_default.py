@@ -380,9 +380,7 @@ def _builder_runner(target_name: str, workers: int):
     and cuda_space.runner (our kernels' measurement protocol). llvm: schedules/llvm.py's builder and runner."""
     if targets.is_cuda(target_name):
         from schedules import cuda_space  # noqa: PLC0415
-        os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"  # inherited by the workers, as cuda_space.builder does
-        return (ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=f_build, timeout_sec=120),
-                cuda_space.runner())
+        return cuda_space.builder(target_name, workers, build_fn=f_build), cuda_space.runner()
     from schedules import llvm  # noqa: PLC0415
     return llvm.builder(workers), llvm.runner()
 
