@@ -66,6 +66,25 @@ def test_running_again_resumes_toward_the_budget(tuned):
 
 
 @pytest.mark.slow
+def test_a_provenance_put_back_between_slices_is_restored_from_the_work_ledger(tmp_path):
+    """A checkout or pull between two slices puts the tracked provenance.json and curve.csv back to an older
+    state while work/ keeps every record: the next slice restores the lost run from work/'s ledger (instead of
+    counting its trials as a run that never finished) and republishes the whole curve."""
+    wl = parse(SPEC)
+    wl_dir = tmp_path / "llvm" / wl.dir_name
+    tuner.tune(wl, "llvm", 2, db_root=tmp_path, workers=2, progress=False)
+    old_prov, old_curve = (wl_dir / "provenance.json").read_text(), (wl_dir / "curve.csv").read_text()
+    tuner.tune(wl, "llvm", 4, db_root=tmp_path, workers=2, progress=False)
+    (wl_dir / "provenance.json").write_text(old_prov)  # git checkout of the committed files
+    (wl_dir / "curve.csv").write_text(old_curve)
+    third = tuner.tune(wl, "llvm", 5, db_root=tmp_path, workers=2, progress=False)
+    assert [r["trials"] for r in third["runs"]] == [2, 2, 1]
+    assert not any("stopped before they finished" in r.get("note", "") for r in third["runs"])
+    trials = [int(line.split(",")[0]) for line in (wl_dir / "curve.csv").read_text().splitlines()[1:]]
+    assert trials == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.slow
 def test_top_k_prunes(tuned):
     root, wl, _, _ = tuned
     prov = tuner.tune(wl, "llvm", 5, db_root=root, top_k=1, workers=2, progress=False)

@@ -3,7 +3,7 @@
 Each workload directory holds
     database_workload.json, database_tuning_record.json   Meta-Schedule JSONDatabase, top-k records only
     provenance.json                                       what was tuned, where, how, and how it went
-    curve.csv, curve.png                                  best time found vs trials, over every run
+    curve.csv, curve.png                                  best time found vs trials of the search in work/
     work/                                                 (git-ignored) every measured record, for resuming
 
 Writes go to a temporary directory first and are renamed into place, so an interrupted run never

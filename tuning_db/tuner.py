@@ -11,6 +11,7 @@ import contextlib
 import csv
 import dataclasses
 import datetime
+import json
 import logging
 import math
 import os
@@ -389,23 +390,34 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
     top = dbm.top_records(mod, [*work_dbs, *committed], top_k)
     total = sum(len(db.get_all_tuning_records()) for db in work_dbs)
+    # The work directory keeps its own ledger of finished runs and its own curve: the committed provenance and
+    # curve.csv are tracked files that a checkout or pull between two slices can put back to an older state,
+    # while work/ (ignored) keeps every record. Runs the ledger knows and the provenance lost are restored.
+    ledger = _read_ledger(work)
     runs = list(prov_old.get("runs", []))
-    unrecorded = done - int(prov_old.get("trials", 0)) if prov_old else done
+    runs += [r for r in ledger if r not in runs]
+    accounted = sum(int(r.get("trials", 0)) for r in ledger) if ledger else \
+        (int(prov_old.get("trials", 0)) if prov_old else 0)
+    unrecorded = done - accounted
     if unrecorded > 0:  # records of runs that never finished (kill -9, a timeout's SIGKILL): count them
-        runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        _append_ledger(work, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": unrecorded, "strategy": strategy,
                      "note": "found in the work database: measured by earlier runs that were stopped before they "
                              "finished, so their timing and valid/invalid split were not recorded"})
+        runs.append(_read_ledger(work)[-1])
     if remaining > 0:
-        runs.append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        this_run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
                      "strategy": strategy, "seconds": round(elapsed, 1),
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
                      "workers": cores, "searches": shards,
                      "runner": f"rpc:{servers}" if tracker else "local",
-                     **({"stopped": outcome.stopped} if outcome.stopped else {})})
-        _append_curve(wl_dir / "curve.csv", outcome.curve(done))  # committed with the database, across runs
+                     **({"stopped": outcome.stopped} if outcome.stopped else {})}
+        _append_ledger(work, this_run)
+        runs.append(this_run)
+        _append_curve(work / "curve.csv", outcome.curve(done))
+        _publish_curve(work / "curve.csv", wl_dir / "curve.csv")
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
         log(f"[tune] tuning curve: {wl_dir / 'curve.csv'}" + (f", {png}" if png else " (no matplotlib: no PNG)"))
@@ -500,6 +512,38 @@ def stage_seconds(log_dir: Path, since: float) -> dict:
     for (t0, stage), (t1, _) in zip(ordered, ordered[1:]):
         totals[stage] += t1 - t0
     return totals
+
+
+LEDGER = "runs.jsonl"  # in work/: one JSON line per run whose records are in that work database
+
+
+def _read_ledger(work: Path) -> list:
+    path = work / LEDGER
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by kill -9 while it was written: that run is recounted
+            continue
+    return out
+
+
+def _append_ledger(work: Path, run: dict) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    with (work / LEDGER).open("a") as fh:
+        fh.write(json.dumps(_json_safe(run)) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _publish_curve(work_curve: Path, committed: Path) -> None:
+    """curve.csv beside the database: the curve of the search in work/ (trial numbers are that work database's),
+    written atomically. A work directory started afresh (another machine, work/ removed) starts a new curve."""
+    tmp = committed.with_name(f".tmp-{committed.name}")
+    tmp.write_bytes(work_curve.read_bytes())
+    os.replace(tmp, committed)
 
 
 def _append_curve(path: Path, curve) -> None:
