@@ -109,7 +109,7 @@ def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89"])
 def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     """No A100/RTX 4090 databases: build.py --target sm_80|sm_89 takes the sm_90 records that the arch's
-    verifier accepts (sm_89 has 99 KB of shared memory a block, less than W1's best H100 record uses),
+    verifier accepts (sm_89 has 99 KB of shared memory a block, less than W1's H100 records use),
     builds them for that arch and marks them transferred (untuned there) in the manifest."""
     untuned = "a=2x4x100x72,b=2x4x72x300,mask=2x1x100x300:bool,name=odd"
     out = subprocess.run(BUILD + ["--target", arch, "--out", str(tmp_path), "--no-native",
@@ -131,7 +131,9 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     # hold them even at 16 rows a block) the generic kernel, said in the log
     defaults = {e["workload"] for e in manifest["functions"] if e["schedule"] == "default"} - {"odd"}
     served = {e["workload"] for e in shaped} | defaults
-    assert served <= committed and {"bert-large.f16", "vit-b16.f16"} <= {e["workload"] for e in shaped}
+    # ViT's short rows fit every arch; which other records fit depends on what tuning found (W1's 1024-trial
+    # fp16 records all need more than sm_89's 99 KB, so the default schedule serves W1 fp16 there)
+    assert served <= committed and "vit-b16.f16" in {e["workload"] for e in shaped}
     assert all(e["transferred"] and e["tuned_on"] == "sm_90" for e in shaped)
     assert "transferred, not tuned there" in out.stdout
     for name in defaults:

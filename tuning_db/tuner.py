@@ -448,7 +448,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     best = provenance["best_secs"]
     log(f"[tune] {workload.dir_name}: {total} trials total, best {best * 1e6:.1f} us, top {len(top)} kept in {wl_dir}"
         + (f"; stopped early ({outcome.stopped}): run the same command again to go on to {trials}"
-           if outcome.stopped else ""))
+           if outcome.stopped and total < trials else ""))
     return provenance
 
 
