@@ -228,3 +228,15 @@ def test_stage_seconds_orders_marks_of_the_same_second_as_the_loop_runs(tmp_path
         "2026-11-22 04:46:15 [INFO] Generating candidates......\n")
     since = time.mktime(time.strptime("2026-11-22 04:45:00", "%Y-%m-%d %H:%M:%S"))
     assert tuner.stage_seconds(tmp_path, since) == {"search": 31 + 28, "build": 13 + 15, "run": 3 + 1, "update": 0}
+
+
+@pytest.mark.parametrize("target", ["llvm", "sm_90"])
+def test_search_profile_gives_the_cost_of_each_stage_per_candidate(target):
+    """tuning_db.search_profile (no GPU needed): replay, every postprocessor and the feature extraction, timed."""
+    from tuning_db import search_profile  # noqa: PLC0415
+    out = search_profile.profile(parse(SPEC if target == "llvm" else "vit-b16"), target, candidates=3)
+    assert out["candidates"] == 3 and 1 <= out["valid"] <= 3
+    stages = out["ms_per_candidate"]
+    assert stages["replay"] > 0 and stages["features"] > 0
+    if target == "sm_90":
+        assert stages["postproc VerifyGPUCode"] > 0

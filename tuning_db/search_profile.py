@@ -1,0 +1,84 @@
+"""Where the evolutionary search's CPU time goes, per candidate: replaying a trace of the design space, each
+postprocessor, and the cost model's feature extraction. No GPU needed (sm_* targets only compile-check).
+
+    python -m tuning_db.search_profile --target sm_90 --workload vit-b16 [--candidates 40]
+
+Every candidate the search scores costs one replay, the postprocessors and one feature extraction, on one core;
+a search of population P with G evolve iterations scores about P * (G + 1) of them a batch. tune.py's
+provenance gives the search's wall time per run; this gives its cost per candidate, to tell which part to cut.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from schedules import targets
+from tir_kernels.workloads import parse
+
+from .tuner import _space, tuning_module
+
+
+def profile(workload, target_name: str, candidates: int = 40, seed: int = 1) -> dict:
+    """{'candidates', 'valid', 'ms_per_candidate': {stage: ms}} over `candidates` random points of the space."""
+    target_name = targets.resolve(target_name)
+    targets.register_intrinsics(target_name)
+    mod = tuning_module(workload)
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=_space(target_name),
+                         task_name="profile", num_threads=1, rand_state=seed)
+    sketches = ctx.generate_design_space()
+    postprocs = ctx.space_generator.postprocs
+    features = ms.feature_extractor.PerStoreFeature()
+    spent = collections.defaultdict(float)
+    valid = 0
+    for i in range(candidates):
+        t = time.perf_counter()
+        sch = tvm.s_tir.Schedule(mod, seed=seed + i)  # fresh random decisions for the sketch's samples
+        sketches[i % len(sketches)].trace.apply_to_schedule(sch, remove_postproc=True)
+        spent["replay"] += time.perf_counter() - t
+        ok = True
+        for post in postprocs:
+            name = getattr(post, "name", None) or type(post).__name__
+            if name == "_PyPostproc":  # our Python postprocessors (VerifyGPUCodeArch) show up under this
+                name = "VerifyGPUCode"
+            t = time.perf_counter()
+            ok = post.apply(sch)
+            spent[f"postproc {name}"] += time.perf_counter() - t
+            if not ok:
+                break
+        if ok:
+            valid += 1
+            t = time.perf_counter()
+            features.extract_from(ctx, [ms.MeasureCandidate(sch, [])])
+            spent["features"] += time.perf_counter() - t
+    return {"candidates": candidates, "valid": valid,
+            "ms_per_candidate": {k: 1e3 * v / candidates for k, v in spent.items()}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", default="sm_90", help="llvm | sm_80 | sm_89 | sm_90 (default sm_90)")
+    ap.add_argument("--workload", required=True, help="a preset or a spec, as for tune.py")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16"])
+    ap.add_argument("--candidates", type=int, default=40)
+    args = ap.parse_args(argv)
+    if args.candidates < 1:
+        ap.error("--candidates must be at least 1")
+    try:
+        workload = parse(args.workload, args.dtype)
+        out = profile(workload, args.target, args.candidates)
+    except (ValueError, targets.TargetError) as err:
+        ap.error(str(err))
+    print(f"{workload.dir_name} on {args.target}: {out['candidates']} candidates, {out['valid']} valid; "
+          f"CPU time per candidate (one core):")
+    for stage, ms_ in out["ms_per_candidate"].items():
+        print(f"  {stage:40s} {ms_:8.1f} ms")
+    print(f"  {'total':40s} {sum(out['ms_per_candidate'].values()):8.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
