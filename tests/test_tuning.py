@@ -240,3 +240,9 @@ def test_search_profile_gives_the_cost_of_each_stage_per_candidate(target):
     assert stages["replay"] > 0 and stages["features"] > 0
     if target == "sm_90":
         assert stages["postproc VerifyGPUCode"] > 0
+
+
+def test_a_ledger_line_torn_by_kill_9_does_not_swallow_the_next_run(tmp_path):
+    (tmp_path / tuner.LEDGER).write_text('{"trials": 2}\n{"trials": 12')  # the second write cut by kill -9
+    tuner._append_ledger(tmp_path, {"trials": 3})
+    assert [r["trials"] for r in tuner._read_ledger(tmp_path)] == [2, 3]

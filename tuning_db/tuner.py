@@ -400,11 +400,12 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         (int(prov_old.get("trials", 0)) if prov_old else 0)
     unrecorded = done - accounted
     if unrecorded > 0:  # records of runs that never finished (kill -9, a timeout's SIGKILL): count them
-        _append_ledger(work, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                     "trials": unrecorded, "strategy": strategy,
-                     "note": "found in the work database: measured by earlier runs that were stopped before they "
-                             "finished, so their timing and valid/invalid split were not recorded"})
-        runs.append(_read_ledger(work)[-1])
+        lost = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "trials": unrecorded, "strategy": strategy,
+                "note": "found in the work database: measured by earlier runs that were stopped before they "
+                        "finished, so their timing and valid/invalid split were not recorded"}
+        _append_ledger(work, lost)
+        runs.append(lost)
     if remaining > 0:
         this_run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
@@ -532,8 +533,10 @@ def _read_ledger(work: Path) -> list:
 
 def _append_ledger(work: Path, run: dict) -> None:
     work.mkdir(parents=True, exist_ok=True)
-    with (work / LEDGER).open("a") as fh:
-        fh.write(json.dumps(_json_safe(run)) + "\n")
+    path = work / LEDGER
+    torn = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
+    with path.open("a") as fh:
+        fh.write(("\n" if torn else "") + json.dumps(_json_safe(run)) + "\n")  # a torn last line stays alone
         fh.flush()
         os.fsync(fh.fileno())
 
