@@ -19,7 +19,7 @@ from tvm.s_tir import meta_schedule as ms
 from schedules import targets
 from tir_kernels.workloads import parse
 
-from .tuner import _space, tuning_module
+from .tuner import design_space, tuning_module
 
 
 def profile(workload, target_name: str, candidates: int = 40, seed: int = 1) -> dict:
@@ -27,7 +27,7 @@ def profile(workload, target_name: str, candidates: int = 40, seed: int = 1) -> 
     target_name = targets.resolve(target_name)
     targets.register_intrinsics(target_name)
     mod = tuning_module(workload)
-    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=_space(target_name),
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=design_space(target_name),
                          task_name="profile", num_threads=1, rand_state=seed)
     sketches = ctx.generate_design_space()
     postprocs = ctx.space_generator.postprocs

@@ -44,7 +44,8 @@ def tuning_module(workload: Workload) -> tvm.IRModule:
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
-def _space(target_name: str):
+def design_space(target_name: str):
+    """Our Meta-Schedule design space for a target: the fused tensor-core space (CUDA) or the llvm one."""
     if targets.is_cuda(target_name):
         from schedules import cuda_space  # noqa: PLC0415
         return cuda_space.design_space(target_name)
@@ -226,7 +227,7 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
             cost_model="random" if is_random else "xgb",
             strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
                 population_size=population, init_min_unmeasured=min(50, population)),
-            space=_space(target_name),
+            space=design_space(target_name),
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
             measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default"),
                                *([_StopAfterBatch(stop)] if stop is not None else [])],
@@ -520,23 +521,15 @@ LEDGER = "runs.jsonl"  # in work/: one JSON line per run whose records are in th
 
 def _read_ledger(work: Path) -> list:
     path = work / LEDGER
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by kill -9 while it was written: that run is recounted
-            continue
-    return out
+    dbm.repair_jsonl(path)  # a line cut by kill -9 while it was written: that run's trials are counted as unrecorded
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _append_ledger(work: Path, run: dict) -> None:
     work.mkdir(parents=True, exist_ok=True)
-    path = work / LEDGER
-    torn = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
-    with path.open("a") as fh:
-        fh.write(("\n" if torn else "") + json.dumps(_json_safe(run)) + "\n")  # a torn last line stays alone
+    dbm.repair_jsonl(work / LEDGER)  # else a torn last line would swallow this one
+    with (work / LEDGER).open("a") as fh:
+        fh.write(json.dumps(_json_safe(run)) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
