@@ -24,11 +24,12 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from . import cuda_space, targets
+from . import cuda_space, cuda_split_n, targets
 
 VEC_CHOICES = (1, 2, 4, 8)  # cuda_space.fetch's cooperative-fetch widths (categorical index = position)
 PV_CHOICES = (1, 2, 4)  # cuda_space's P store widths
 UNROLL_CHOICES = (0, 16, 64, 512)
+SPLIT_PV_CHOICES = (1, 2, 4)  # cuda_split_n's pass-2 vector widths
 
 
 def _widest(row_len: int, limit: int = 8) -> int:
@@ -71,6 +72,27 @@ def _sample_insts(trace) -> list:
     return [inst for inst in trace.insts if inst.kind.name in ("SamplePerfectTile", "SampleCategorical")]
 
 
+def choose_split_n_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, jt: int, kt: int) -> list:
+    """Candidates of the split-N form (schedules/cuda_split_n), best guess first. mt: 16-row tiles of the padded
+    M (a multiple of 4); jt: 16-column tiles of one chunk (CW/16); kt: 16-element tiles of K.
+    A GEMM-shaped tile: 128 rows a block when M allows (else 64) against the chunk's columns, a 2 x 2 grid of
+    warps (each 64 x 64 at BM = 128), k tiles of 64, 16-byte copies."""
+    vec_a, vec_b = _widest(k), _widest(k if trans_b else n)
+    pv = SPLIT_PV_CHOICES.index(_widest(n, limit=4))
+    bks = [b for b in (4, 2, 1) if kt % b == 0 and kt // b > 1] or [1]  # >1 k tile: the pipeline has work
+    out = []
+    for bm in (b for b in (8, 4) if mt % b == 0):  # 16-row tiles a block
+        for wm, wn in ((2, 2), (1, 4), (2, 4), (1, 2)):
+            if bm % wm or jt % wn or bm // wm > 4:
+                continue
+            for bk in bks[:2]:
+                for va, vb in ((vec_a, vec_b), (1, 1)):
+                    out.append({"i": [mt // bm, wm, bm // wm], "j": [wn, jt // wn], "k": [kt // bk, bk],
+                                "vec_a": VEC_CHOICES.index(va), "vec_b": VEC_CHOICES.index(vb), "pv": pv,
+                                "stages": 2})
+    return out
+
+
 def default_trace(mod: tvm.IRModule, target_name: str, log=None):
     """The trace (postprocessors included, as in a tuning record) of the first candidate of
     choose_decisions that passes the space's postprocessors for `target_name`. Raises
@@ -80,12 +102,20 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None):
     b0, b1, m, n, k = cuda_space._sizes(mod["main"])
     probe = tvm.s_tir.Schedule(mod, seed=1)
     trans_b = cuda_space._is_trans_b(probe)
-    cuda_space._schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
+    split_n = cuda_split_n.is_split_n(probe)
+    if split_n:
+        cuda_split_n.schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
+    else:
+        cuda_space._schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
     trace = probe.trace
     insts = _sample_insts(trace)
-    if [i.kind.name for i in insts] != ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * 4:
-        raise AssertionError(f"cuda_default: the space's sampling instructions changed: "
-                             f"{[i.kind.name for i in insts]} (update choose_decisions)")
+    kinds = [i.kind.name for i in insts]
+    order = (("i", "j", "k", "vec_a", "vec_b", "pv") if split_n
+             else ("i", "j", "k", "vec_a", "vec_b", "pv", "unroll"))
+    expected = ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * (len(order) - 3)
+    if kinds != expected:
+        raise AssertionError(f"cuda_default: the space's sampling instructions changed: {kinds} "
+                             f"(update choose_decisions)")
     tiles = [1] * 3
     for idx in range(3):
         ext = 1
@@ -94,15 +124,14 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None):
         tiles[idx] = ext
     procs = _postprocs(mod, target_name)
     tried = 0
-    for cand in choose_decisions(m, n, k, trans_b, *tiles):
+    chooser = choose_split_n_decisions if split_n else choose_decisions
+    for cand in chooser(m, n, k, trans_b, *tiles):
         tried += 1
         if cand["stages"] != 2:
             raise AssertionError("cuda_default: only the 2-stage sketch is probed")
         t = trace
-        for inst, dec in zip(insts, (cand["i"], cand["j"], cand["k"], cand["vec_a"], cand["vec_b"], cand["pv"],
-                                     cand["unroll"])):
-            t = t.with_decision(inst, dec,
-                                remove_postproc=True)
+        for inst, key in zip(insts, order):
+            t = t.with_decision(inst, cand[key], remove_postproc=True)
         sch = tvm.s_tir.Schedule(mod, seed=1)
         try:
             t.apply_to_schedule(sch, remove_postproc=True)

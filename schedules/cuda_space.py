@@ -32,8 +32,9 @@ runtime raises the kernel's limit (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BY
 arch's real opt-in limit (SMEM_LIMIT) instead of the 48 KB the target tags declare.
 
 Limits: shapes whose S row block does not fit even at BM=16 (N > ~3580 on sm_90, > ~2560 on
-sm_80, > ~1530 on sm_89) raise `LongRowError` ("long-row variant not implemented yet"): no silent
-wrong answers. No k-split (the whole K is reduced by one block).
+sm_80, > ~1530 on sm_89) raise `LongRowError` here; they take the template's split-N form, scheduled
+by schedules/cuda_split_n (the LM head), when N is a multiple of 16, else the generic kernel.
+No k-split (the whole K is reduced by one block).
 
 Row max / row sum: warp per row (threadIdx.y over the block's rows, lanes over the columns), TVM's
 cross-thread allreduce (warp shuffles). That needs the row_max init to be min_value("float32") (the
@@ -102,7 +103,8 @@ def check_shape(target_name: str, m: int, n: int, k: int) -> None:
     if need > limit:
         raise LongRowError(
             f"N={n} too long for the row-resident variant on {target_name} (S rows need {need} bytes of shared "
-            f"memory, the limit is {limit}); long-row variant not implemented yet (it needs a split-N online softmax)")
+            f"memory, the limit is {limit}); the split-N form (schedules/cuda_split_n) serves long rows whose N is a "
+            f"multiple of 16")
 
 
 def _row_max_reducible(sch: tvm.s_tir.Schedule) -> bool:
@@ -111,59 +113,10 @@ def _row_max_reducible(sch: tvm.s_tir.Schedule) -> bool:
     return isinstance(v, tvm.tirx.FloatImm) and v.value < -1e38 and v.value != float("-inf")
 
 
-def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES):
-    func = sch.mod["main"]
-    b0e, b1e, m, n, k = _sizes(func)
-    check_shape(target_name, m, n, k)
-    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
-    trans_b = _is_trans_b(sch)
-    names = intrin_group(str(dtype), trans_b, SMEM)
-    reducible_max = _row_max_reducible(sch)
-
-    s_blk = sch.get_sblock("S")
-    # pad_einsum creates a padded copy only of the operands with an unaligned dim (A_pad when M or K,
-    # Bm_pad when N or K, S_pad when M or N is not a multiple of 16); which ones is a function of the
-    # shape, so the same instructions replay on the runtime form of that shape.
-    # M and N are padded to multiples of 32 / 64 (not just 16) when larger: the tile counts then have
-    # the factors 2 and 4 that warps / rows-per-block need (197 -> 13 tiles of 16 is prime; 256 -> 16).
-    m_fac, n_fac = _pad_factors(m, n)
-    pad_a, pad_b = bool(m % m_fac or k % 16), bool(n % n_fac or k % 16)
-    pad_s = bool(m % m_fac or n % n_fac)
-    if pad_a or pad_b or pad_s:
-        sch.pad_einsum(s_blk, [1, 1, m_fac, n_fac, 16])
-    if pad_s:  # S_pad -> S copy: inline into the softmax blocks, which then read the padded buffer
-        sch.compute_inline(sch.get_sblock("S_pad"))
-    # NOTE (TVM 0.27): cache_read (and reindex, set_scope) give the new buffer the *source* buffer's
-    # elem_offset. An operand read straight from a function parameter declared with offset_factor=1
-    # (symbolic elem_offset) therefore yields shared/warp caches with a symbolic offset, and the build
-    # fails the ldmatrix/mma offset_factor=16 check ("does not satisfy the offset_factor 16"). Padded
-    # operands are read via the fresh A_pad/Bm_pad buffers and are fine; unpadded ones need A/Bm declared
-    # without offset_factor (elem_offset 0) in tir_kernels (see the report).
-    sch.compute_inline(sch.get_sblock("exp"))
-
-    # ---- GEMM tiling
-    b0, b1, i, j, kk = sch.get_loops(s_blk)
-    i, i_tc = sch.split(i, factors=[None, 16])
-    j, j_tc = sch.split(j, factors=[None, 16])
-    kk, k_tc = sch.split(kk, factors=[None, 16])
-    sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
-    s_inner = sch.blockize(i_tc)  # 16x16x16 block: what the mma intrinsic matches
-    s_outer, s_inner = s_inner, s_blk
-
-    i_f = sch.sample_perfect_tile(i, n=2, max_innermost_factor=4)       # [row tiles, BM/16]
-    j_f = sch.sample_perfect_tile(j, n=3, max_innermost_factor=4)       # [n chunks, warps, frags/warp]
-    k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)      # [k tiles, BK/16]
-    ib, iw = sch.split(i, factors=i_f)
-    jo, jy, ji = sch.split(j, factors=j_f)
-    ko, ki = sch.split(kk, factors=k_f)
-    sch.reorder(b0, b1, ib, jo, jy, ko, ki, iw, ji)
-    bx = sch.fuse(b0, b1, ib)
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(jy, "threadIdx.y")
-    sch.annotate(s_outer, "warp_execution", 1)
-    for name in ("row_max", "row_sum", "P"):  # the softmax of the block's rows, after its GEMM
-        sch.reverse_compute_at(sch.get_sblock(name), bx)
-
+def _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names) -> None:
+    """The block's GEMM on tensor cores, shared by the space's variants: A/B k-tiles to shared memory
+    (cooperative cp.async fetch, padded rows), ldmatrix fragments under `ki`, mma.sync m16n8k16, and
+    the fp32 accumulators stored to the S tile in shared memory under the warp loop `jy`."""
     def fetch(idx, producer):
         blk = sch.cache_read(s_outer, idx, SMEM)
         sch.compute_at(blk, ko)
@@ -219,6 +172,62 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     # (On the tensorized block: tensorize drops the annotations of the block it replaces.)
     sch.storage_align(sch.get_child_blocks(jo2)[0], 0, axis=-2, factor=32, offset=8)
 
+
+def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES):
+    func = sch.mod["main"]
+    b0e, b1e, m, n, k = _sizes(func)
+    check_shape(target_name, m, n, k)
+    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
+    trans_b = _is_trans_b(sch)
+    names = intrin_group(str(dtype), trans_b, SMEM)
+    reducible_max = _row_max_reducible(sch)
+
+    s_blk = sch.get_sblock("S")
+    # pad_einsum creates a padded copy only of the operands with an unaligned dim (A_pad when M or K,
+    # Bm_pad when N or K, S_pad when M or N is not a multiple of 16); which ones is a function of the
+    # shape, so the same instructions replay on the runtime form of that shape.
+    # M and N are padded to multiples of 32 / 64 (not just 16) when larger: the tile counts then have
+    # the factors 2 and 4 that warps / rows-per-block need (197 -> 13 tiles of 16 is prime; 256 -> 16).
+    m_fac, n_fac = _pad_factors(m, n)
+    pad_a, pad_b = bool(m % m_fac or k % 16), bool(n % n_fac or k % 16)
+    pad_s = bool(m % m_fac or n % n_fac)
+    if pad_a or pad_b or pad_s:
+        sch.pad_einsum(s_blk, [1, 1, m_fac, n_fac, 16])
+    if pad_s:  # S_pad -> S copy: inline into the softmax blocks, which then read the padded buffer
+        sch.compute_inline(sch.get_sblock("S_pad"))
+    # NOTE (TVM 0.27): cache_read (and reindex, set_scope) give the new buffer the *source* buffer's
+    # elem_offset. An operand read straight from a function parameter declared with offset_factor=1
+    # (symbolic elem_offset) therefore yields shared/warp caches with a symbolic offset, and the build
+    # fails the ldmatrix/mma offset_factor=16 check ("does not satisfy the offset_factor 16"). Padded
+    # operands are read via the fresh A_pad/Bm_pad buffers and are fine; unpadded ones need A/Bm declared
+    # without offset_factor (elem_offset 0) in tir_kernels (see the report).
+    sch.compute_inline(sch.get_sblock("exp"))
+
+    # ---- GEMM tiling
+    b0, b1, i, j, kk = sch.get_loops(s_blk)
+    i, i_tc = sch.split(i, factors=[None, 16])
+    j, j_tc = sch.split(j, factors=[None, 16])
+    kk, k_tc = sch.split(kk, factors=[None, 16])
+    sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
+    s_inner = sch.blockize(i_tc)  # 16x16x16 block: what the mma intrinsic matches
+    s_outer, s_inner = s_inner, s_blk
+
+    i_f = sch.sample_perfect_tile(i, n=2, max_innermost_factor=4)       # [row tiles, BM/16]
+    j_f = sch.sample_perfect_tile(j, n=3, max_innermost_factor=4)       # [n chunks, warps, frags/warp]
+    k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)      # [k tiles, BK/16]
+    ib, iw = sch.split(i, factors=i_f)
+    jo, jy, ji = sch.split(j, factors=j_f)
+    ko, ki = sch.split(kk, factors=k_f)
+    sch.reorder(b0, b1, ib, jo, jy, ko, ki, iw, ji)
+    bx = sch.fuse(b0, b1, ib)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(jy, "threadIdx.y")
+    sch.annotate(s_outer, "warp_execution", 1)
+    for name in ("row_max", "row_sum", "P"):  # the softmax of the block's rows, after its GEMM
+        sch.reverse_compute_at(sch.get_sblock(name), bx)
+
+    _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names)
+
     # ---- softmax from shared memory, under the same block
     # row statistics of the block's rows in shared memory
     sch.set_scope(sch.get_sblock("row_max"), 0, SMEM)
@@ -271,6 +280,12 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     # k-tile t+stages-1 (cp.async, async stage 0) overlap the ldmatrix+mma of k-tile t. The inner loop is
     # not pipelined (MultiLevelTilingTensorCore pipelines it too, but that changes the outer body's
     # statement count with the inner extent, and an extent-1 inner loop breaks the annotation).
+    return pipeline_sketches(sch, ko, stage_options)
+
+
+def pipeline_sketches(sch, ko, stage_options=PIPELINE_STAGES) -> list:
+    """One sketch per pipeline depth: the k-tile loop `ko` software-pipelined over [A->shared,
+    B->shared, ldmatrix+mma], the copies async (cp.async)."""
     out = []
     for stages in stage_options:
         s2 = sch.copy() if len(stage_options) > 1 else sch
@@ -329,6 +344,9 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
         raise ValueError(f"cuda_space: no tensor-core space for target {target_name!r}")
 
     def space(sch: tvm.s_tir.Schedule):
+        from . import cuda_split_n  # noqa: PLC0415  (it builds on this module)
+        if cuda_split_n.is_split_n(sch):
+            return cuda_split_n.schedule(sch, target_name)
         return _schedule(sch, target_name)
 
     return ms.space_generator.ScheduleFn(

@@ -32,6 +32,8 @@ BUILDS = 1            # valid candidates built with nvcc per (arch, dtype)
 VALID_FLOOR = 0.5     # measured: 12/12 valid on W2 (the postprocs reject nothing for these shapes)
 # W2-like problem kept small for the test (batch 2x3); 197 = not a multiple of 16 on M and N
 WORKLOAD = "a=2x3x197x64,b=2x3x197x64,transB=1,scale=0.125"
+# rows too long for shared memory on every arch: the split-N form (M = 100 and K = 40 padded)
+SPLIT_N_WORKLOAD = "a=2x100x40,b=2x40x8192,bias=8192,scale=0.125"
 
 
 WORKER = textwrap.dedent(r'''
@@ -69,10 +71,10 @@ WORKER = textwrap.dedent(r'''
 
     req = json.loads(sys.argv[1])
     res = {"space": [], "generic": []}
-    for arch, dtype in req["space"]:
-        wl = parse(req["workload"], dtype)
-        func = tuning_func(wl.variant, wl.canonical, wl.scale).with_attr("global_symbol", "main")
-        mod = tvm.IRModule({"main": func})
+    from tuning_db.tuner import tuning_module
+    for arch, dtype, spec in req["space"]:
+        wl = parse(spec, dtype)
+        mod = tuning_module(wl, arch)  # the one-pass form, or the split-N form for long rows
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=7,
                              space_generator=cuda_space.design_space(arch))
         sketches = ctx.generate_design_space()
@@ -89,7 +91,7 @@ WORKER = textwrap.dedent(r'''
                     builds.append({"ok": True, "src": src, "fatbin_archs": archs})
                 except Exception as err:  # noqa: BLE001
                     builds.append({"ok": False, "error": str(err)[-2000:]})
-        res["space"].append({"arch": arch, "dtype": dtype, "sketches": len(sketches), "seeds": req["seeds"],
+        res["space"].append({"arch": arch, "dtype": dtype, "spec": spec, "sketches": len(sketches), "seeds": req["seeds"],
                              "valid": valid, "builds": builds})
     for arch, variant in req["generic"]:
         v = Variant(**variant)
@@ -144,7 +146,8 @@ def _run_worker(env, req: dict) -> dict:
 @pytest.fixture(scope="module")
 def results(build_env):
     req = {"workload": WORKLOAD, "seeds": SEEDS, "builds": BUILDS,
-           "space": [[a, d] for a in ARCHES for d in DTYPES],
+           "space": [[a, d, WORKLOAD] for a in ARCHES for d in DTYPES]
+           + [[a, d, SPLIT_N_WORKLOAD] for a, d in zip(ARCHES, DTYPES + DTYPES[:1])],
            "generic": [[a, {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add", "causal": True}]
                        for a in ARCHES]
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
@@ -155,7 +158,7 @@ def results(build_env):
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_space_valid_rate_and_codegen(results, arch, dtype):
-    (r,) = [x for x in results["space"] if x["arch"] == arch and x["dtype"] == dtype]
+    (r,) = [x for x in results["space"] if x["arch"] == arch and x["dtype"] == dtype and x["spec"] == WORKLOAD]
     rate = r["valid"] / r["seeds"]
     print(f"{arch} {dtype}: {r['sketches']} sketches, valid {r['valid']}/{r['seeds']} = {rate:.0%}")
     assert rate >= VALID_FLOOR, f"valid-candidate rate {rate:.0%} below the floor {VALID_FLOOR:.0%}"
@@ -177,6 +180,26 @@ def test_space_valid_rate_and_codegen(results, arch, dtype):
         assert b["fatbin_archs"] and all(a == sm for a in b["fatbin_archs"]), b["fatbin_archs"]
 
 
+@pytest.mark.parametrize("arch, dtype", list(zip(ARCHES, DTYPES + DTYPES[:1])))
+def test_split_n_space_valid_rate_and_codegen(results, arch, dtype):
+    """The long-row (split-N) form: two kernels (tensor-core pass with chunk statistics, rescale pass)."""
+    (r,) = [x for x in results["space"] if x["arch"] == arch and x["dtype"] == dtype and x["spec"] == SPLIT_N_WORKLOAD]
+    rate = r["valid"] / r["seeds"]
+    print(f"split-N {arch} {dtype}: {r['sketches']} sketches, valid {r['valid']}/{r['seeds']} = {rate:.0%}")
+    assert rate >= VALID_FLOOR, f"valid-candidate rate {rate:.0%} below the floor {VALID_FLOOR:.0%}"
+    assert r["builds"], "no valid candidate to build"
+    ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    for b in r["builds"]:
+        assert b["ok"], b.get("error")
+        src = b["src"]
+        for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async",
+                       "extern __shared__"):
+            assert needle in src
+        kernels = re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', src)
+        assert len(set(kernels)) == 2, kernels  # pass 1 (GEMM + chunk statistics) and pass 2 (rescale)
+        assert b["fatbin_archs"] and all(a == int(arch[3:]) for a in b["fatbin_archs"]), b["fatbin_archs"]
+
+
 @pytest.mark.parametrize("arch", ARCHES)
 def test_generic_builds(results, arch):
     rs = [x for x in results["generic"] if x["arch"] == arch]
@@ -192,6 +215,7 @@ DEFAULT_CASES = [
     ("sm_80", "a=2x3x1500x64,b=2x3x1500x64,transB=1,scale=0.125"),  # Whisper rows
     ("sm_89", "a=2x3x197x64,b=2x3x197x64,transB=1,bias=2x1x197x197,dtype=bfloat16"),  # the ViT site, bf16
     ("sm_90", "a=2x3x17x3,b=2x3x3x40,causal=1,mask=2x1x17x40:add"),  # K = 3, B not transposed, causal
+    ("sm_80", "a=4096x4096,b=4096x32000,dtype=bfloat16"),  # the LM head: split-N form
 ]
 
 
@@ -230,16 +254,17 @@ def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
     from schedules import cuda_default, cuda_space  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
     from tuning_db.tuner import tuning_module  # noqa: PLC0415
-    for spec, needle in (("a=2x1x64,b=2x64x300", "M=1"), ("a=64x512,b=512x32000,dtype=bfloat16", "long-row")):
+    for spec, needle in (("a=2x1x64,b=2x64x300", "M=1"), ("a=2x1x64,b=2x64x32000", "M=1"),
+                         ("a=64x512,b=512x32001,dtype=bfloat16", "multiple of 16")):
         with pytest.raises(cuda_space.UnsupportedShapeError, match=needle):
-            cuda_default.default_trace(tuning_module(parse(spec)), arch)
+            cuda_default.default_trace(tuning_module(parse(spec), arch), arch)
     trace, cand = cuda_default.default_trace(tuning_module(parse("vit-b16")), arch)
     assert isinstance(trace, tvm.s_tir.schedule.Trace) and cand["i"] == [14, 1]
 
 
 def test_long_rows_rejected_clearly():
     from schedules import cuda_space  # noqa: PLC0415
-    with pytest.raises(cuda_space.LongRowError, match="long-row variant not implemented yet"):
+    with pytest.raises(cuda_space.LongRowError, match="split-N form"):
         cuda_space.check_shape("sm_90", 4096, 32000, 4096)
     cuda_space.check_shape("sm_90", 1500, 1500, 64)   # W3 fits on H100 (96 KB of S at BM=16)
     with pytest.raises(cuda_space.LongRowError):

@@ -164,12 +164,14 @@ def _space_candidates(variant, shape, scale, count, seeds=40):
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from schedules import cuda_space  # noqa: PLC0415
-    func = tuning_func(variant, shape, scale).with_attr("global_symbol", "main")
+    from schedules import cuda_split_n  # noqa: PLC0415
+    chunk = cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)  # long rows: the split-N form
+    func = tuning_func(variant, shape, scale, chunk=chunk).with_attr("global_symbol", "main")
     mod = tvm.IRModule({"main": func})
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(ARCH), task_name="main", rand_state=3,
                          space_generator=cuda_space.design_space(ARCH))
     sketches = ctx.generate_design_space()
-    rt_mod = tvm.IRModule({"main": runtime_func(variant, shape, align=TENSOR_CORE_ALIGN)})
+    rt_mod = tvm.IRModule({"main": runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, chunk=chunk)})
     out = []
     for seed in range(1, seeds + 1):
         sch = tvm.s_tir.Schedule(mod, seed=seed)
@@ -194,6 +196,11 @@ SPACE_CASES = {
     "rows1500": ((1, 2, 1500, 1500, 64), dict()),
     "m2": ((4, 2, 2, 256, 64), dict()),  # M = 1 is refused by the space (test_cuda_codegen); generic serves it
     "k1-odd": ((2, 3, 17, 33, 1), dict(trans_b=False)),
+    # long rows (beyond shared memory on every arch): the split-N form
+    "split-n-bias": ((1, 2, 64, 8192, 64), dict(bias=True)),
+    "split-n-addmask": ((2, 1, 48, 4096, 40), dict(mask="add")),   # M, K padded; a fully masked row
+    "split-n-causal": ((1, 1, 100, 4096, 64), dict(causal=True, trans_b=False)),
+    "split-n-boolmask": ((1, 2, 32, 16384, 16), dict(mask="bool")),
 }
 
 
@@ -209,11 +216,13 @@ def test_space_candidates(dtype, case):
         _check(_run(ex, dtype, c, shape), c, dtype)
 
 
-def test_space_rejects_long_rows():
+def test_space_rejects_ragged_long_rows():
+    """A long row whose N is not a multiple of 16 has no split-N form: the one-pass space refuses it clearly
+    (the generic kernel serves it)."""
     from schedules import cuda_space  # noqa: PLC0415
-    wl = Workload("lm", (64, 512), (512, 32000), dtype="bfloat16")
+    wl = Workload("lm", (64, 512), (512, 32001), dtype="bfloat16")
     func = tuning_func(wl.variant, wl.canonical, 1.0).with_attr("global_symbol", "main")
-    with pytest.raises(Exception, match="long-row variant not implemented yet"):
+    with pytest.raises(Exception, match="multiple of 16"):
         from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
         ms.TuneContext(mod=tvm.IRModule({"main": func}), target=targets.tvm_target(ARCH), task_name="main",
                        space_generator=cuda_space.design_space(ARCH)).generate_design_space()
@@ -228,6 +237,8 @@ DEFAULT_CASES = {  # (b, h, m, n, k), features: what build.py --workload / --fro
     "k3-not-transposed": ((2, 3, 17, 40, 3), dict(trans_b=False)),
     "k72-n300": ((2, 2, 100, 300, 72), dict(trans_b=False, bias=True)),
     "m2": ((4, 2, 2, 256, 64), dict()),
+    "lm-head-rows": ((1, 1, 256, 32000, 512), dict(trans_b=False)),  # split-N: the LM head's N and layout
+    "n65536-causal": ((1, 2, 64, 65536, 64), dict(causal=True)),
 }
 
 

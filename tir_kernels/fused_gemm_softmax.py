@@ -12,6 +12,9 @@ Meta-Schedule trace found on one replays on the other):
 
 Blocks: "S" (fp32 GEMM), "row_max", "exp", "row_sum", "P". The masked logit is an expression
 inlined into "row_max" and "exp" rather than a block of its own, so schedules can keep S on chip.
+The long-row (split-N, `chunk=CW`) form computes the same P in two passes over chunks of CW columns
+("chunk_max", "chunk_sum", "P_chunk", "chunk_stats", then "row_max", "row_sum", "P"); see
+schedules/cuda_split_n.py for why and how it is scheduled.
 
 Masking semantics (the contract, mirrored by `reference.py`):
 * an additive mask entry <= -65504 (fp16's lowest finite; -inf, -1e9 and dtype-min masks
@@ -34,7 +37,8 @@ def _strides(name: str, n: int):
     return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
 
 
-def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2):
+def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2,
+              chunk: int = 0):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
     bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'."""
     dt = variant.dtype
@@ -126,7 +130,90 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
                 P[v0, v1, vi, vj] = T.cast(T.if_then_else(
                     row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi], T.float32(0)), dt)
 
-    return _drop_unused_params(fused_gemm_softmax, variant)
+    if not chunk:
+        return _drop_unused_params(fused_gemm_softmax, variant)
+    if not isinstance(N, int):
+        raise ValueError("the long-row (split-N) form needs a static N")
+    CW = int(chunk)
+    if N % CW:  # a partial last chunk would need predicated reductions, which TVM 0.27's schedule rejects
+        raise ValueError(f"the split-N form needs N % chunk == 0 (N={N}, chunk={CW})")
+    C = N // CW
+
+    # Long-row (split-N) form: pass 1 ("S" .. "P_chunk", one kernel per (rows, chunk) tile) writes
+    # exp(logit - chunk max) and the chunk's max/sum; pass 2 ("row_max" .. "P") combines the chunk
+    # statistics and rescales in place. P_unnorm aliases P's memory (decl_buffer on P.data): the
+    # schedule sees two buffers, each with one writer, while the kernels use no N-sized workspace.
+    @T.prim_func(s_tir=True)
+    def fused_gemm_softmax_split_n(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                   p_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main"})  # no tirx.noalias: P_unnorm and P share memory
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+        Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
+        Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        P_unnorm = T.decl_buffer((B0, B1, M, N), dt, data=P.data)
+        S = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
+        chunk_max = T.sblock_alloc_buffer((B0, B1, M, C), "float32")
+        chunk_sum = T.sblock_alloc_buffer((B0, B1, M, C), "float32")
+        stat_max = T.sblock_alloc_buffer((B0, B1, M, C), "float32")  # global: read by pass 2
+        stat_sum = T.sblock_alloc_buffer((B0, B1, M, C), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        for b0, b1, i, j, k in T.grid(B0, B1, M, N, K):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A[at("a", v0, v1, vi, vk)], "float32") * T.cast(
+                    b_elem(Bm, v0, v1, vk, vj), "float32")
+        for b0, b1, i, c, jj in T.grid(B0, B1, M, C, CW):
+            with T.sblock("chunk_max"):
+                v0, v1, vi, vc, vjj = T.axis.remap("SSSSR", [b0, b1, i, c, jj])
+                with T.init():
+                    chunk_max[v0, v1, vi, vc] = T.min_value("float32")
+                chunk_max[v0, v1, vi, vc] = T.max(chunk_max[v0, v1, vi, vc],
+                                                  logit(S, Bias, Mask, scale, v0, v1, vi, vc * CW + vjj))
+        for b0, b1, i, c, jj in T.grid(B0, B1, M, C, CW):
+            with T.sblock("chunk_sum"):
+                v0, v1, vi, vc, vjj = T.axis.remap("SSSSR", [b0, b1, i, c, jj])
+                with T.init():
+                    chunk_sum[v0, v1, vi, vc] = T.float32(0)
+                chunk_sum[v0, v1, vi, vc] = chunk_sum[v0, v1, vi, vc] + T.exp(
+                    logit(S, Bias, Mask, scale, v0, v1, vi, vc * CW + vjj) - chunk_max[v0, v1, vi, vc])
+        for b0, b1, i, c, jj in T.grid(B0, B1, M, C, CW):
+            with T.sblock("P_chunk"):
+                v0, v1, vi, vc, vjj = T.axis.remap("SSSSS", [b0, b1, i, c, jj])
+                P_unnorm[v0, v1, vi, vc * CW + vjj] = T.cast(T.exp(
+                    logit(S, Bias, Mask, scale, v0, v1, vi, vc * CW + vjj) - chunk_max[v0, v1, vi, vc]), dt)
+        for b0, b1, i, c in T.grid(B0, B1, M, C):
+            with T.sblock("chunk_stats"):
+                v0, v1, vi, vc = T.axis.remap("SSSS", [b0, b1, i, c])
+                stat_max[v0, v1, vi, vc] = chunk_max[v0, v1, vi, vc]
+                stat_sum[v0, v1, vi, vc] = chunk_sum[v0, v1, vi, vc]
+        for b0, b1, i, c in T.grid(B0, B1, M, C):
+            with T.sblock("row_max"):
+                v0, v1, vi, vc = T.axis.remap("SSSR", [b0, b1, i, c])
+                with T.init():
+                    row_max[v0, v1, vi] = T.min_value("float32")
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], stat_max[v0, v1, vi, vc])
+        for b0, b1, i, c in T.grid(B0, B1, M, C):
+            with T.sblock("row_sum"):
+                v0, v1, vi, vc = T.axis.remap("SSSR", [b0, b1, i, c])
+                with T.init():
+                    row_sum[v0, v1, vi] = T.float32(0)
+                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + stat_sum[v0, v1, vi, vc] * T.exp(
+                    stat_max[v0, v1, vi, vc] - row_max[v0, v1, vi])
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("P"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                    row_sum[v0, v1, vi] > T.float32(0),
+                    T.cast(P_unnorm[v0, v1, vi, vj], "float32")
+                    * (T.exp(stat_max[v0, v1, vi, vj // CW] - row_max[v0, v1, vi]) / row_sum[v0, v1, vi]),
+                    T.float32(0)), dt)
+
+    return _drop_unused_params(fused_gemm_softmax_split_n, variant)
 
 
 def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.PrimFunc:
@@ -137,7 +224,7 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 
 
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
-                 align: int = 2, any_batch: bool = False) -> tvm.tirx.PrimFunc:
+                 align: int = 2, any_batch: bool = False, chunk: int = 0) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
@@ -147,6 +234,8 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     generic kernels; tuned tensor-core kernels need 64, as measured (their cp.async/ldmatrix tiles are
     matched against TVM's intrinsics, which require it): the op serves a call with a less aligned pointer
     by the generic kernel (ort_integration/src/bundle.cc, Bundle::Find).
+    chunk: 0 for the one-pass form; CW > 0 for the long-row (split-N) form with chunks of CW columns
+    (schedules/cuda_split_n; N must be static).
     """
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
@@ -154,16 +243,16 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
         sizes = (tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32"), *shape.sizes[2:])
     else:
         sizes = shape.sizes
-    return _template(variant, sizes, strided=True, align=align).with_attr("global_symbol", name)
+    return _template(variant, sizes, strided=True, align=align, chunk=chunk).with_attr("global_symbol", name)
 
 
-def tuning_func(variant: Variant, shape: CanonicalShape, scale: float) -> tvm.tirx.PrimFunc:
-    """The kernel as Meta-Schedule measures it (see the module docstring)."""
+def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: int = 0) -> tvm.tirx.PrimFunc:
+    """The kernel as Meta-Schedule measures it (see the module docstring); chunk as in runtime_func."""
     bcast = {"a": tuple(s == 0 for s in shape.a_strides[:2]) + (False, False),
              "b": tuple(s == 0 for s in shape.b_strides[:2]) + (False, False)}
     if shape.bias_strides is not None:
         bcast["bias"] = tuple(s == 0 for s in shape.bias_strides)
     if shape.mask_strides is not None:
         bcast["mask"] = tuple(s == 0 for s in shape.mask_strides)
-    func = _template(variant, shape.sizes, strided=False, bcast=bcast)
+    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk)
     return func.specialize({func.params[-1]: tvm.tirx.FloatImm("float32", float(scale))})

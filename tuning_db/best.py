@@ -15,7 +15,7 @@ from tir_kernels import CanonicalShape, Variant, runtime_func
 from tir_kernels.workloads import parse
 
 from . import database as dbm
-from .tuner import tuning_module
+from .tuner import split_n_chunk, tuning_module
 
 
 TENSOR_CORE_ALIGN = 64  # bytes; see tir_kernels.runtime_func
@@ -39,7 +39,8 @@ def _replay(trace, wl, target: str) -> tuple[tvm.s_tir.Schedule, bool]:
     Returns (schedule, any_batch)."""
     align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
     for any_batch in (True, False):
-        sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch))
+        sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
+                                              chunk=split_n_chunk(wl, target)))
         try:
             trace.apply_to_schedule(sch, remove_postproc=False)
         except Exception:  # noqa: BLE001
@@ -61,7 +62,7 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, target)
     wl = _workload_of(wl_dir, prov)
-    mod = tuning_module(wl)
+    mod = tuning_module(wl, target)
     targets.register_intrinsics(target)
     top = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1)
     if not top:
@@ -88,7 +89,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, source)
     wl = _workload_of(wl_dir, prov)
-    mod = tuning_module(wl)
+    mod = tuning_module(wl, source)  # the records' key; a target whose form differs (split-N) replays none
     targets.register_intrinsics(target)
     verify = cuda_space.VerifyGPUCodeArch(cuda_space.SMEM_LIMIT[target])
     verify._initialize_with_tune_context(ms.TuneContext(mod=mod, target=targets.tvm_target(target),
@@ -120,7 +121,7 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
         raise ValueError(f"default schedules exist for CUDA targets only, not {target!r} "
                          f"(the llvm generic kernel serves untuned shapes)")
     try:
-        trace, _ = cuda_default.default_trace(tuning_module(wl), target)
+        trace, _ = cuda_default.default_trace(tuning_module(wl, target), target)
     except cuda_space.UnsupportedShapeError as err:
         log(f"[build] {name or wl.name}: no default schedule ({err})")
         return None

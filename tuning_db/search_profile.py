@@ -26,7 +26,7 @@ def profile(workload, target_name: str, candidates: int = 40, seed: int = 1) -> 
     """{'candidates', 'valid', 'ms_per_candidate': {stage: ms}} over `candidates` random points of the space."""
     target_name = targets.resolve(target_name)
     targets.register_intrinsics(target_name)
-    mod = tuning_module(workload)
+    mod = tuning_module(workload, target_name)
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=design_space(target_name),
                          task_name="profile", num_threads=1, rand_state=seed)
     sketches = ctx.generate_design_space()

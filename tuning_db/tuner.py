@@ -38,9 +38,21 @@ from . import rpc_runner
 STRATEGIES = ("evolutionary", "random")
 
 
-def tuning_module(workload: Workload) -> tvm.IRModule:
-    """The IRModule Meta-Schedule tunes (and the database is keyed by) for a workload."""
-    func = tuning_func(workload.variant, workload.canonical, workload.scale)
+def split_n_chunk(workload: Workload, target_name: Optional[str]) -> int:
+    """The template form a workload is tuned and shipped in on a target: 0 (one pass, rows resident) or
+    the chunk width of the long-row split-N form (schedules/cuda_split_n.chunk_for)."""
+    if target_name is None or not targets.is_cuda(target_name):
+        return 0
+    from schedules import cuda_split_n  # noqa: PLC0415
+    _, _, m, n, k = workload.canonical.sizes
+    return cuda_split_n.chunk_for(target_name, m, n, k)
+
+
+def tuning_module(workload: Workload, target_name: Optional[str] = None) -> tvm.IRModule:
+    """The IRModule Meta-Schedule tunes (and the database is keyed by) for a workload on a target (the
+    form depends on the target only for long rows: split_n_chunk)."""
+    func = tuning_func(workload.variant, workload.canonical, workload.scale,
+                       chunk=split_n_chunk(workload, target_name))
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
@@ -195,7 +207,7 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int,
             stop: Optional[_Stop] = None) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`."""
-    mod = tuning_module(workload)
+    mod = tuning_module(workload, target_name)
     work_db = dbm.open_json_db(work, create=True)
     bar = None
     if progress:
@@ -344,7 +356,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             raise rpc_runner.TrackerError(f"no RPC server is registered under key {tracker.key!r} at "
                                           f"{tracker.host}:{tracker.port}; start them with scripts/rpc_cluster.py "
                                           f"start (or check --key)")
-    mod = tuning_module(workload)
+    mod = tuning_module(workload, target_name)
     _export_repo_path()
     targets.register_intrinsics(target_name)
     work = wl_dir / "work"
