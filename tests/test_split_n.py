@@ -29,6 +29,17 @@ def test_split_n_is_chosen_for_long_rows_only(target, spec, chunk):
     assert split_n_chunk(parse(spec), target) == chunk
 
 
+@pytest.mark.parametrize("target", ["sm_90", "llvm"])
+def test_tuning_module_is_what_meta_schedule_records(target):
+    """Meta-Schedule stores the workload after its normalize_mod (which sets tirx.noalias); the database
+    lookups (top records, provenance) use tuning_module: both must be the same module, or a finished tuning
+    run finds none of its records ("no valid candidate")."""
+    import tvm_ffi  # noqa: PLC0415
+    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod  # noqa: PLC0415
+    mod = tuning_module(parse("lm-head"), target)
+    assert tvm_ffi.structural_equal(_normalize_mod(mod["main"]), mod)
+
+
 def test_split_n_module_differs_from_the_one_pass_module():
     wl = parse("lm-head")
     assert cuda_split_n.is_split_n(tvm.s_tir.Schedule(tuning_module(wl, "sm_90")))
