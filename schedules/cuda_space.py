@@ -113,6 +113,17 @@ def _row_max_reducible(sch: tvm.s_tir.Schedule) -> bool:
     return isinstance(v, tvm.tirx.FloatImm) and v.value < -1e38 and v.value != float("-inf")
 
 
+def mma_tiles(sch, s_blk):
+    """Split the S block's M, N, K loops into 16-element tiles and blockize the 16x16x16 inner block (what
+    the mma intrinsic matches). Returns the outer loops (b0, b1, i, j, k), the outer block and the inner one."""
+    b0, b1, i, j, kk = sch.get_loops(s_blk)
+    i, i_tc = sch.split(i, factors=[None, 16])
+    j, j_tc = sch.split(j, factors=[None, 16])
+    kk, k_tc = sch.split(kk, factors=[None, 16])
+    sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
+    return b0, b1, i, j, kk, sch.blockize(i_tc), s_blk
+
+
 def _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names) -> None:
     """The block's GEMM on tensor cores, shared by the space's variants: A/B k-tiles to shared memory
     (cooperative cp.async fetch, padded rows), ldmatrix fragments under `ki`, mma.sync m16n8k16, and
@@ -204,13 +215,7 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     sch.compute_inline(sch.get_sblock("exp"))
 
     # ---- GEMM tiling
-    b0, b1, i, j, kk = sch.get_loops(s_blk)
-    i, i_tc = sch.split(i, factors=[None, 16])
-    j, j_tc = sch.split(j, factors=[None, 16])
-    kk, k_tc = sch.split(kk, factors=[None, 16])
-    sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
-    s_inner = sch.blockize(i_tc)  # 16x16x16 block: what the mma intrinsic matches
-    s_outer, s_inner = s_inner, s_blk
+    b0, b1, i, j, kk, s_outer, s_inner = mma_tiles(sch, s_blk)
 
     i_f = sch.sample_perfect_tile(i, n=2, max_innermost_factor=4)       # [row tiles, BM/16]
     j_f = sch.sample_perfect_tile(j, n=3, max_innermost_factor=4)       # [n chunks, warps, frags/warp]

@@ -94,12 +94,7 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
     if pad_s:
         sch.compute_inline(sch.get_sblock("S_pad"))
 
-    b0, b1, i, j, kk = sch.get_loops(s_blk)
-    i, i_tc = sch.split(i, factors=[None, 16])
-    j, j_tc = sch.split(j, factors=[None, 16])
-    kk, k_tc = sch.split(kk, factors=[None, 16])
-    sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
-    s_outer, s_inner = sch.blockize(i_tc), s_blk
+    b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, s_blk)
 
     jc, jt = sch.split(j, factors=[None, cw // 16])
     i_f = sch.sample_perfect_tile(i, n=3, max_innermost_factor=4)       # [row tiles, warps over rows, frags]
