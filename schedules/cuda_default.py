@@ -16,7 +16,9 @@ ViT sites (tuning_db/sm_90/*, top records):
   * 16-byte cooperative copies when the operand's rows allow it (smaller vectors otherwise: a vector
     must never straddle a row, rows of K = 1 or 3 are not 16-byte aligned), 4-wide P stores, unroll 16.
 Fallbacks follow (fewer rows per block, fewer warps, scalar copies) for a shape the first choice
-does not fit. Shapes the space cannot schedule at all (M = 1, rows too long for shared memory) raise
+does not fit. M = 1 takes the row-vector space (schedules/cuda_row_vector, rule in
+choose_row_vector_decisions), long rows the split-N form (choose_split_n_decisions). Shapes no space can
+schedule (rows too long for shared memory whose N is not a multiple of 16) raise
 cuda_space.UnsupportedShapeError: the generic kernel serves them.
 """
 from __future__ import annotations
@@ -24,12 +26,13 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from . import cuda_space, cuda_split_n, targets
+from . import cuda_row_vector, cuda_space, cuda_split_n, targets
 
 VEC_CHOICES = (1, 2, 4, 8)  # cuda_space.fetch's cooperative-fetch widths (categorical index = position)
 PV_CHOICES = (1, 2, 4)  # cuda_space's P store widths
 UNROLL_CHOICES = (0, 16, 64, 512)
 SPLIT_PV_CHOICES = (1, 2, 4)  # cuda_split_n's pass-2 vector widths
+ROW_VECTOR_STAGES = 2  # cuda_row_vector's k-tile pipeline depth (B [N, K])
 
 
 def _widest(row_len: int, limit: int = 8) -> int:
@@ -93,42 +96,79 @@ def choose_split_n_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, jt:
     return out
 
 
+def choose_row_vector_decisions(n: int, k: int, trans_b: bool, npad: int) -> list:
+    """Candidates of the M = 1 row-vector space (schedules/cuda_row_vector), best guess first. npad: N padded to
+    cuda_row_vector.N_PAD. A thread keeps V = 4 accumulators (2 or 1 for rows under 2048 columns, so that the block
+    still has 8-16 warps), as many warps as divide the row up to 16, k vectors of 8 (B's 16-byte loads on the
+    transB path) and k tiles of one vector, a 2-stage pipeline, unroll 64 (the V x kv products of a k tile in straight-line code). Unmeasured guess until an
+    H100 tuning of decode-m1 says otherwise."""
+    lanes = npad // 32
+    kv_choices = [c for c in (1, 2, 4, 8) if k % c == 0]  # cuda_row_vector's kv candidates
+    kv = kv_choices[-1]
+    pv = PV_CHOICES.index(_widest(n, limit=4))
+    out = []
+    first = min(4, max(1, lanes // 16))  # V such that 16 warps cover a row of up to 2048 columns in one chunk
+    for v in dict.fromkeys((first, 4, 2, 1, 8)):
+        if lanes % v:
+            continue
+        w = next(x for x in range(cuda_row_vector.MAX_WARPS, 0, -1) if (lanes // v) % x == 0)
+        out.append({"j": [npad // v, v], "w": [lanes // v // w, w], "kv": len(kv_choices) - 1, "kb": [k // kv, 1],
+                    "unroll": UNROLL_CHOICES.index(64), "pv": pv})
+    return out
+
+
+# the sampling instructions of each form's trace, in order (tile keys: SamplePerfectTile, others: SampleCategorical)
+_FORMS = {
+    "one_pass": ("i", "j", "k", "vec_a", "vec_b", "pv", "unroll"),
+    "split_n": ("i", "j", "k", "vec_a", "vec_b", "pv"),
+    "row_vector": ("j", "w", "kv", "kb", "unroll", "pv"),
+}
+_TILE_KEYS = {"i", "j", "k", "w", "kb"}
+
+
 def default_trace(mod: tvm.IRModule, target_name: str, log=None):
-    """The trace (postprocessors included, as in a tuning record) of the first candidate of
-    choose_decisions that passes the space's postprocessors for `target_name`. Raises
-    cuda_space.UnsupportedShapeError when the space cannot schedule the shape or no candidate fits."""
+    """The trace (postprocessors included, as in a tuning record) of the first candidate of the form's chooser
+    that passes the space's postprocessors for `target_name`. Raises cuda_space.UnsupportedShapeError when the
+    space cannot schedule the shape or no candidate fits."""
     target_name = targets.resolve(target_name)
     targets.register_intrinsics(target_name)
     b0, b1, m, n, k = cuda_space._sizes(mod["main"])
     probe = tvm.s_tir.Schedule(mod, seed=1)
     trans_b = cuda_space._is_trans_b(probe)
-    split_n = cuda_split_n.is_split_n(probe)
-    if split_n:
+    if cuda_split_n.is_split_n(probe):
+        form = "split_n"
         cuda_split_n.schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
+    elif cuda_row_vector.applies(m):
+        form = "row_vector"
+        cuda_row_vector.schedule(probe, target_name, stage_options=(ROW_VECTOR_STAGES,))  # raises UnsupportedShapeError
     else:
+        form = "one_pass"
         cuda_space._schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
+    order = _FORMS[form]
     trace = probe.trace
     insts = _sample_insts(trace)
     kinds = [i.kind.name for i in insts]
-    order = (("i", "j", "k", "vec_a", "vec_b", "pv") if split_n
-             else ("i", "j", "k", "vec_a", "vec_b", "pv", "unroll"))
-    expected = ["SamplePerfectTile"] * 3 + ["SampleCategorical"] * (len(order) - 3)
+    expected = ["SamplePerfectTile" if key in _TILE_KEYS else "SampleCategorical" for key in order]
     if kinds != expected:
-        raise AssertionError(f"cuda_default: the space's sampling instructions changed: {kinds} "
-                             f"(update choose_decisions)")
-    tiles = [1] * 3
-    for idx in range(3):
-        ext = 1
-        for d in trace.decisions[insts[idx]]:
-            ext *= int(d)
-        tiles[idx] = ext
+        raise AssertionError(f"cuda_default: the {form} space's sampling instructions changed: {kinds} "
+                             f"(update its chooser)")
+    tiles = []  # the extent each SamplePerfectTile splits
+    for inst, key in zip(insts, order):
+        if key in _TILE_KEYS:
+            ext = 1
+            for d in trace.decisions[inst]:
+                ext *= int(d)
+            tiles.append(ext)
+    if form == "split_n":
+        cands = choose_split_n_decisions(m, n, k, trans_b, *tiles)
+    elif form == "row_vector":
+        cands = choose_row_vector_decisions(n, k, trans_b, tiles[0])
+    else:
+        cands = choose_decisions(m, n, k, trans_b, *tiles)
     procs = _postprocs(mod, target_name)
     tried = 0
-    chooser = choose_split_n_decisions if split_n else choose_decisions
-    for cand in chooser(m, n, k, trans_b, *tiles):
+    for cand in cands:
         tried += 1
-        if cand["stages"] != 2:
-            raise AssertionError("cuda_default: only the 2-stage sketch is probed")
         t = trace
         for inst, key in zip(insts, order):
             t = t.with_decision(inst, cand[key], remove_postproc=True)

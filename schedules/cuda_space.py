@@ -91,12 +91,11 @@ def _pad_factors(m: int, n: int):
 
 def check_shape(target_name: str, m: int, n: int, k: int) -> None:
     """Raise LongRowError when even BM=16 and the smallest staging do not fit in shared memory, and
-    UnsupportedShapeError for M = 1: its candidates fail TVM 0.27's shared-memory merge
-    (MergeSharedMemoryAllocations, "buffer_byte_offsets") and every one would be measured invalid."""
+    UnsupportedShapeError for M = 1: a 16-row mma tile would be 15/16 padding (and TVM 0.27's shared-memory
+    merge fails on such candidates); design_space hands M = 1 to schedules/cuda_row_vector."""
     if m == 1:
         raise UnsupportedShapeError(
-            "M=1 (decoding) is not in the tensor-core space yet (TVM 0.27 fails to build its candidates); "
-            "the generic kernel serves it")
+            "M=1 (decoding) is not a tensor-core shape: the row-vector space (schedules/cuda_row_vector) serves it")
     limit = SMEM_LIMIT[target_name]
     n_fac = _pad_factors(m, n)[1]
     need = 16 * (-(-n // n_fac) * n_fac) * 4 + 2 * (16 * 16 + 16 * 16) * 2 + 1024
@@ -349,9 +348,11 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
         raise ValueError(f"cuda_space: no tensor-core space for target {target_name!r}")
 
     def space(sch: tvm.s_tir.Schedule):
-        from . import cuda_split_n  # noqa: PLC0415  (it builds on this module)
+        from . import cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
         if cuda_split_n.is_split_n(sch):
             return cuda_split_n.schedule(sch, target_name)
+        if cuda_row_vector.applies(_sizes(sch.mod["main"])[2]):
+            return cuda_row_vector.schedule(sch, target_name)
         return _schedule(sch, target_name)
 
     return ms.space_generator.ScheduleFn(

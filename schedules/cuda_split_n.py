@@ -73,8 +73,7 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     if m == 1:
         raise cuda_space.UnsupportedShapeError(
-            "M=1 (decoding) is not in the tensor-core space yet (TVM 0.27 fails to build its candidates); "
-            "the generic kernel serves it")
+            "M=1 (decoding) has no split-N form: the row-vector space (schedules/cuda_row_vector) serves it")
     cw = chunk_width(sch)
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)

@@ -34,6 +34,13 @@ VALID_FLOOR = 0.5     # measured: 12/12 valid on W2 (the postprocs reject nothin
 WORKLOAD = "a=2x3x197x64,b=2x3x197x64,transB=1,scale=0.125"
 # rows too long for shared memory on every arch: the split-N form (M = 100 and K = 40 padded)
 SPLIT_N_WORKLOAD = "a=2x100x40,b=2x40x8192,bias=8192,scale=0.125"
+# M = 1 (decoding): the row-vector space (schedules/cuda_row_vector), one shape per arch: N padded to 256
+# (transB, add mask), K = 3 with B [K, N] and a bias, the decode shape's N and K with causal
+ROW_VECTOR_WORKLOADS = {
+    "sm_80": ("float16", "a=2x3x1x64,b=2x3x300x64,transB=1,mask=2x1x1x300:add,scale=0.125"),
+    "sm_89": ("bfloat16", "a=2x3x1x3,b=2x3x3x40,bias=40"),
+    "sm_90": ("float16", "a=2x4x1x64,b=2x4x2048x64,transB=1,causal=1,scale=0.125"),
+}
 
 
 WORKER = textwrap.dedent(r'''
@@ -147,7 +154,8 @@ def _run_worker(env, req: dict) -> dict:
 def results(build_env):
     req = {"workload": WORKLOAD, "seeds": SEEDS, "builds": BUILDS,
            "space": [[a, d, WORKLOAD] for a in ARCHES for d in DTYPES]
-           + [[a, d, SPLIT_N_WORKLOAD] for a, d in zip(ARCHES, DTYPES + DTYPES[:1])],
+           + [[a, d, SPLIT_N_WORKLOAD] for a, d in zip(ARCHES, DTYPES + DTYPES[:1])]
+           + [[a, d, spec] for a, (d, spec) in ROW_VECTOR_WORKLOADS.items()],
            "generic": [[a, {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add", "causal": True}]
                        for a in ARCHES]
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
@@ -201,6 +209,26 @@ def test_split_n_space_valid_rate_and_codegen(results, arch, dtype):
 
 
 @pytest.mark.parametrize("arch", ARCHES)
+def test_row_vector_space_valid_rate_and_codegen(results, arch):
+    """M = 1: a GEMV per row with the softmax behind it, one kernel, S in shared memory, warp-shuffle reductions,
+    no tensor cores (a 16-row mma tile would be 15/16 padding)."""
+    dtype, spec = ROW_VECTOR_WORKLOADS[arch]
+    (r,) = [x for x in results["space"] if x["arch"] == arch and x["spec"] == spec]
+    rate = r["valid"] / r["seeds"]
+    print(f"row-vector {arch} {dtype}: {r['sketches']} sketches, valid {r['valid']}/{r['seeds']} = {rate:.0%}")
+    assert rate >= VALID_FLOOR, f"valid-candidate rate {rate:.0%} below the floor {VALID_FLOOR:.0%}"
+    assert r["builds"], "no valid candidate to build"
+    for b in r["builds"]:
+        assert b["ok"], b.get("error")
+        src = b["src"]
+        kernels = re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(', src)
+        assert len({name for _, name in kernels}) == 1, kernels  # fused: GEMV and softmax in one kernel
+        assert "mma.sync" not in src and "__shfl_down_sync" in src and "extern __shared__" in src
+        assert all(int(t) % 32 == 0 for t, _ in kernels), kernels  # whole warps
+        assert b["fatbin_archs"] and all(a == int(arch[3:]) for a in b["fatbin_archs"]), b["fatbin_archs"]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
 def test_generic_builds(results, arch):
     rs = [x for x in results["generic"] if x["arch"] == arch]
     assert rs
@@ -216,6 +244,8 @@ DEFAULT_CASES = [
     ("sm_89", "a=2x3x197x64,b=2x3x197x64,transB=1,bias=2x1x197x197,dtype=bfloat16"),  # the ViT site, bf16
     ("sm_90", "a=2x3x17x3,b=2x3x3x40,causal=1,mask=2x1x17x40:add"),  # K = 3, B not transposed, causal
     ("sm_80", "a=4096x4096,b=4096x32000,dtype=bfloat16"),  # the LM head: split-N form
+    ("sm_90", "a=2x4x1x64,b=2x4x2048x64,transB=1,scale=0.125"),  # M = 1 (decoding): the row-vector space
+    ("sm_89", "a=2x1x1,b=2x1x200,causal=1,dtype=bfloat16"),  # M = 1 and K = 1
 ]
 
 
@@ -225,6 +255,10 @@ def test_default_schedule_builds(results, arch, spec):
     assert r["ok"], r.get("error")
     assert r["any_batch"]
     ptx = "bf16" if "bfloat16" in spec else "f16"
+    if re.search(r"a=(\d+x)*1x\d+,", spec):  # M = 1: the row-vector kernel, no tensor cores
+        assert "mma.sync" not in r["src"] and "__shfl_down_sync" in r["src"]
+        assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
+        return
     for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
         assert needle in r["src"]
     sm = int(arch[3:])
@@ -254,12 +288,30 @@ def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
     from schedules import cuda_default, cuda_space  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
     from tuning_db.tuner import tuning_module  # noqa: PLC0415
-    for spec, needle in (("a=2x1x64,b=2x64x300", "M=1"), ("a=2x1x64,b=2x64x32000", "M=1"),
+    for spec, needle in (("a=2x1x64,b=2x64x65536", "M=1 with N=65536"),  # one row of S beyond shared memory
                          ("a=64x512,b=512x32001,dtype=bfloat16", "multiple of 16")):
         with pytest.raises(cuda_space.UnsupportedShapeError, match=needle):
             cuda_default.default_trace(tuning_module(parse(spec), arch), arch)
     trace, cand = cuda_default.default_trace(tuning_module(parse("vit-b16")), arch)
     assert isinstance(trace, tvm.s_tir.schedule.Trace) and cand["i"] == [14, 1]
+    if arch == "sm_89":  # 99 KB: a 32000-column row of S (128 KB) does not fit; it does on sm_80 and sm_90
+        with pytest.raises(cuda_space.UnsupportedShapeError, match="M=1 with N=32000"):
+            cuda_default.default_trace(tuning_module(parse("a=1x64,b=64x32000"), arch), arch)
+    else:
+        _, cand = cuda_default.default_trace(tuning_module(parse("a=1x64,b=64x32000"), arch), arch)
+        assert cand["j"][1] * cand["w"][1] * 32 * cand["w"][0] == 32000
+
+
+def test_row_vector_default_decisions():
+    """M = 1: 4 columns a thread and 16 warps over a 2048-column row (one chunk), fewer columns a thread on short
+    rows so the block keeps >= 8 warps, 16-byte B vectors when K allows."""
+    from schedules import cuda_default  # noqa: PLC0415
+    dec = cuda_default.choose_row_vector_decisions(2048, 64, True, 2048)[0]
+    assert (dec["j"], dec["w"], dec["kb"]) == ([512, 4], [1, 16], [8, 1]) and dec["kv"] == 3  # kv = 8
+    short = cuda_default.choose_row_vector_decisions(300, 64, True, 512)[0]
+    assert short["j"][1] == 1 and short["w"] == [1, 16]
+    odd = cuda_default.choose_row_vector_decisions(40, 3, False, 256)
+    assert all(c["kv"] == 0 and c["kb"] == [3, 1] for c in odd)  # K = 3: scalar k steps
 
 
 def test_long_rows_rejected_clearly():
@@ -299,15 +351,21 @@ def test_generic_recompute_rewrite_is_exact_on_cpu():
     np.testing.assert_allclose(p.numpy().astype(np.float64), ref, atol=2e-3)
 
 
-def test_m1_is_refused_clearly():
-    from schedules import cuda_space  # noqa: PLC0415
-    with pytest.raises(cuda_space.UnsupportedShapeError, match="M=1"):
+def test_m1_takes_the_row_vector_space():
+    """The tensor-core space refuses M = 1 and names the space that serves it; that one refuses only rows of S
+    beyond shared memory."""
+    from schedules import cuda_row_vector, cuda_space  # noqa: PLC0415
+    with pytest.raises(cuda_space.UnsupportedShapeError, match="cuda_row_vector"):
         cuda_space.check_shape("sm_90", 1, 256, 64)
+    assert cuda_row_vector.applies(1) and not cuda_row_vector.applies(2)
+    cuda_row_vector.check_shape("sm_90", 1, 50000, 128)
+    with pytest.raises(cuda_space.UnsupportedShapeError, match="M=1 with N=60000"):
+        cuda_row_vector.check_shape("sm_90", 1, 60000, 128)
 
 
-@pytest.mark.parametrize("m, n, k", [(2, 256, 64), (3, 40, 1), (512, 512, 64)])
+@pytest.mark.parametrize("m, n, k", [(2, 256, 64), (3, 40, 1), (512, 512, 64), (1, 300, 64), (1, 40, 1)])
 def test_space_generates_for_edge_shapes(m, n, k):
-    """Few rows, K = 1, and a shape needing no padding: the space yields sketches and a valid sample."""
+    """Few rows, K = 1, a shape needing no padding, M = 1: the space yields sketches and a valid sample."""
     import tvm  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
