@@ -98,21 +98,24 @@ def choose_split_n_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, jt:
 
 def choose_row_vector_decisions(n: int, k: int, trans_b: bool, npad: int) -> list:
     """Candidates of the M = 1 row-vector space (schedules/cuda_row_vector), best guess first. npad: N padded to
-    cuda_row_vector.N_PAD. A thread keeps V = 4 accumulators (2 or 1 for rows under 2048 columns, so that the block
-    still has 8-16 warps), as many warps as divide the row up to 16, k vectors of 8 (B's 16-byte loads on the
-    transB path) and k tiles of one vector, a 2-stage pipeline, unroll 64 (the V x kv products of a k tile in straight-line code). Unmeasured guess until an
-    H100 tuning of decode-m1 says otherwise."""
+    cuda_row_vector.N_PAD. The rule is the structure of the H100 tuning of decode-m1 (tuning_db/sm_90/decode-m1.f16:
+    all of its top 3 records, 10.7-10.9 us against 23.6 us for the first rule's V = 4): one column a thread (V = 1:
+    the product reads B's shared tile element by element, and a thread's rows V apart put V lanes on one bank), as
+    many warps as divide the row up to 16 and the rest in chunks, k vectors of 4 (8-byte cp.async copies) and k tiles
+    of up to 32 elements, a 2-stage pipeline (cuda_default.ROW_VECTOR_STAGES), unroll 64, 4-wide P stores. More
+    columns a thread follow as fallbacks."""
     lanes = npad // 32
     kv_choices = [c for c in (1, 2, 4, 8) if k % c == 0]  # cuda_row_vector's kv candidates
-    kv = kv_choices[-1]
+    kv = 4 if 4 in kv_choices else kv_choices[-1]
+    kvecs = k // kv
+    kb = max(d for d in range(1, 9) if kvecs % d == 0 and d * kv <= 32)
     pv = PV_CHOICES.index(_widest(n, limit=4))
     out = []
-    first = min(4, max(1, lanes // 16))  # V such that 16 warps cover a row of up to 2048 columns in one chunk
-    for v in dict.fromkeys((first, 4, 2, 1, 8)):
+    for v in (1, 2, 4, 8):
         if lanes % v:
             continue
         w = next(x for x in range(cuda_row_vector.MAX_WARPS, 0, -1) if (lanes // v) % x == 0)
-        out.append({"j": [npad // v, v], "w": [lanes // v // w, w], "kv": len(kv_choices) - 1, "kb": [k // kv, 1],
+        out.append({"j": [npad // v, v], "w": [lanes // v // w, w], "kv": kv_choices.index(kv), "kb": [kvecs // kb, kb],
                     "unroll": UNROLL_CHOICES.index(64), "pv": pv})
     return out
 
