@@ -68,6 +68,13 @@ def check_shape(target_name: str, m: int, n: int, k: int) -> None:
             f"the generic kernel serves it")
 
 
+def _fuse_below(sch, blk, loop):
+    """Fuse the loops of `blk` under `loop` (where it was computed at) into one."""
+    loops = sch.get_loops(blk)
+    at = next(x for x, lp in enumerate(loops) if sch.get(lp).same_as(sch.get(loop)))
+    return sch.fuse(*loops[at + 1:])
+
+
 def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES) -> list:
     """The space's sketches: one for B [K, N], one per pipeline depth for B [N, K]."""
     func = sch.mod["main"]
@@ -104,9 +111,8 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
 
     if trans_b:
         # B [.., N, K]: per k tile, A's k tile and the chunk's B rows [V x T, BK] go to shared memory by
-        # cooperative kv-wide cp.async copies, software-pipelined (the copies of tile t + stages - 1 in flight
-        # while tile t is multiplied); each thread then loads its V rows kv-wide from shared memory into
-        # registers. (Vector loads straight from global memory are not possible here: their alignment
+        # kv-wide cp.async copies, software-pipelined (the copies of tile t + stages - 1 in flight while tile t
+        # is multiplied). (Vector loads straight from global memory are not possible here: their alignment
         # depends on the symbolic batch strides, and TVM 0.27 then emits an element-wise gather that nvcc
         # rejects for fp16 x 8; cp.async takes the address as it is.)
         def fetch(idx, producer, scope):
@@ -114,9 +120,7 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
             sch.compute_at(blk, ko, preserve_unit_loops=True)
             if producer is not None:  # B's zero padding becomes the copy's predicate
                 sch.compute_inline(producer)
-            loops = sch.get_loops(blk)
-            at = next(x for x, lp in enumerate(loops) if sch.get(lp).same_as(sch.get(ko)))
-            return blk, sch.fuse(*loops[at + 1:])
+            return blk, _fuse_below(sch, blk, ko)
 
         # A's k tile (BK = kb x kv elements): kb threads, one kv vector each. (A cooperative fetch would
         # spread it over all T threads under a per-lane predicate, which the cp.async rewrite rejects.)
@@ -145,9 +149,7 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
             sch.compute_inline(sch.get_sblock("Bm_pad"))
         a_sh = sch.cache_read(s_blk, 0, "shared" if k <= A_STATIC_MAX_K else SMEM)
         sch.compute_at(a_sh, jo, preserve_unit_loops=True)
-        loops = sch.get_loops(a_sh)
-        at = next(x for x, lp in enumerate(loops) if sch.get(lp).same_as(sch.get(jo)))
-        sch.fuse(*loops[at + 1:])
+        _fuse_below(sch, a_sh, jo)
         sch.annotate(a_sh, "meta_schedule.cooperative_fetch", tvm.tirx.IntImm("int32", 1))
 
     # accumulators in registers, the finished row of S in shared memory
