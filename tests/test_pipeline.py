@@ -102,7 +102,10 @@ def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
     for k in kernels:
         assert k.run_secs > 0
         text = k.schedule.mod.script()
-        assert "mma" in text and "ldmatrix" in text, k.workload
+        if k.shape.m == 1:  # the row-vector space (schedules/cuda_row_vector): a GEMV, no tensor cores
+            assert "mma" not in text and "software_pipeline_stage" in text and "shared.dyn" in text, k.workload
+        else:
+            assert "mma" in text and "ldmatrix" in text, k.workload
     assert all(k.source_target is None for k in kernels)  # tuned on sm_90 itself
 
 

@@ -116,13 +116,17 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
                       f"(port taken? another cluster running?):\n{_tail(str(log_dir / 'tracker.log'))}",
                       proc=proc)
             log(f"[rpc] tracker at {host}:{port} (pid {proc.pid})")
+        # Each server of this call searches its own slice of SERVER_PORTS: TVM's servers set SO_REUSEADDR, so two
+        # starting at once could both bind the same port before either listens, and one then never registered
+        # (the "only 1 of 2 servers registered" failure of the RPC tests).
+        lo, width = SERVER_PORTS[0], max(1, (SERVER_PORTS[1] - SERVER_PORTS[0]) // max(1, len(devices)))
         for i, dev in enumerate(devices):
             server_env = dict(env)
             if dev != "cpu":
                 server_env["CUDA_VISIBLE_DEVICES"] = dev
             args = ["tvm.exec.rpc_server", "--tracker", f"{cluster.tracker_host}:{cluster.tracker_port}",
                     "--key", key, "--host", "0.0.0.0" if custom_addr else host,
-                    "--port", str(SERVER_PORTS[0]), "--port-end", str(SERVER_PORTS[1]),
+                    "--port", str(lo + i * width), "--port-end", str(lo + (i + 1) * width),
                     # Sessions in spawned, not forked, processes: the server process has touched CUDA by then,
                     # and a forked child's first CUDA call fails (cudaErrorInitializationError). A session is
                     # kept for a whole batch (rpc_runner), so the spawn's start-up is paid once a batch.
