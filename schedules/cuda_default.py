@@ -96,7 +96,7 @@ def choose_split_n_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, jt:
     return out
 
 
-def choose_row_vector_decisions(n: int, k: int, trans_b: bool, npad: int) -> list:
+def choose_row_vector_decisions(n: int, k: int, npad: int) -> list:
     """Candidates of the M = 1 row-vector space (schedules/cuda_row_vector), best guess first. npad: N padded to
     cuda_row_vector.N_PAD. The rule is the structure of the H100 tuning of decode-m1 (tuning_db/sm_90/decode-m1.f16:
     all of its top 3 records, 10.7-10.9 us against 23.6 us for the first rule's V = 4): one column a thread (V = 1:
@@ -105,7 +105,7 @@ def choose_row_vector_decisions(n: int, k: int, trans_b: bool, npad: int) -> lis
     of up to 32 elements, a 2-stage pipeline (cuda_default.ROW_VECTOR_STAGES), unroll 64, 4-wide P stores. More
     columns a thread follow as fallbacks."""
     lanes = npad // 32
-    kv_choices = [c for c in (1, 2, 4, 8) if k % c == 0]  # cuda_row_vector's kv candidates
+    kv_choices = cuda_row_vector.kv_choices(k)
     kv = 4 if 4 in kv_choices else kv_choices[-1]
     kvecs = k // kv
     kb = max(d for d in range(1, 9) if kvecs % d == 0 and d * kv <= 32)
@@ -165,13 +165,15 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None):
     if form == "split_n":
         cands = choose_split_n_decisions(m, n, k, trans_b, *tiles)
     elif form == "row_vector":
-        cands = choose_row_vector_decisions(n, k, trans_b, tiles[0])
+        cands = choose_row_vector_decisions(n, k, tiles[0])
     else:
         cands = choose_decisions(m, n, k, trans_b, *tiles)
     procs = _postprocs(mod, target_name)
     tried = 0
     for cand in cands:
         tried += 1
+        if cand.get("stages", 2) != 2:  # one-pass / split-N: the probe is their 2-stage sketch
+            raise AssertionError("cuda_default: only the 2-stage sketch is probed")
         t = trace
         for inst, key in zip(insts, order):
             t = t.with_decision(inst, cand[key], remove_postproc=True)

@@ -57,6 +57,11 @@ def applies(m: int) -> bool:
     return m == 1
 
 
+def kv_choices(k: int) -> list:
+    """The k vector widths the space samples: powers of two dividing K (half vectors have 2, 4 or 8 lanes)."""
+    return [c for c in (1, 2, 4, 8) if k % c == 0]
+
+
 def check_shape(target_name: str, m: int, n: int, k: int) -> None:
     """Raise UnsupportedShapeError when one row of S and the smallest staging do not fit in shared memory."""
     npad = -(-n // N_PAD) * N_PAD
@@ -95,9 +100,8 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
     jb, lane = sch.split(ja, factors=[None, 32])             # exact: N_PAD / 32 is a multiple of 8
     w_f = sch.sample_perfect_tile(jb, n=2, max_innermost_factor=MAX_WARPS)  # [chunks, warps W]
     jo, jw = sch.split(jb, factors=w_f)
-    # kv: a power of two dividing K (B's vector width on the transB path; half vectors have 2, 4 or 8 lanes)
-    kv_choices = [c for c in (1, 2, 4, 8) if k % c == 0]
-    kv_f = sch.sample_categorical(candidates=kv_choices, probs=[1.0 / len(kv_choices)] * len(kv_choices))
+    kvs = kv_choices(k)  # B's (and A's) copy vector width on the transB path
+    kv_f = sch.sample_categorical(candidates=kvs, probs=[1.0 / len(kvs)] * len(kvs))
     kk, kv = sch.split(kk, factors=[None, kv_f])
     kb_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=8)  # [k tiles, kv vectors a tile]
     ko, kb = sch.split(kk, factors=kb_f)

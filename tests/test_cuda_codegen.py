@@ -306,11 +306,11 @@ def test_row_vector_default_decisions():
     """M = 1: the structure the H100 tuning of decode-m1 chose (tuning_db/sm_90/decode-m1.f16): one column a thread,
     16 warps and the rest of the row in chunks, k vectors of 4 in k tiles of 32; K = 3: scalar k steps."""
     from schedules import cuda_default  # noqa: PLC0415
-    dec = cuda_default.choose_row_vector_decisions(2048, 64, True, 2048)[0]
+    dec = cuda_default.choose_row_vector_decisions(2048, 64, 2048)[0]
     assert (dec["j"], dec["w"], dec["kb"]) == ([2048, 1], [4, 16], [2, 8]) and dec["kv"] == 2  # kv = 4
-    short = cuda_default.choose_row_vector_decisions(300, 64, True, 512)[0]
+    short = cuda_default.choose_row_vector_decisions(300, 64, 512)[0]
     assert short["j"] == [512, 1] and short["w"] == [1, 16]
-    odd = cuda_default.choose_row_vector_decisions(40, 3, False, 256)
+    odd = cuda_default.choose_row_vector_decisions(40, 3, 256)
     assert all(c["kv"] == 0 and c["kb"] == [1, 3] for c in odd)  # K = 3: kv = 1, one k tile of 3
 
 
