@@ -75,13 +75,16 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         x = S[b0, b1, i, j] * scale
         if has_bias:
             x = x + T.cast(Bias[at("bias", b0, b1, i, j)], "float32")
+        # Select, not if_then_else: both arms are safe to evaluate, and TVM's buffer-region analysis narrows a read
+        # under an if_then_else by the condition (j > i + N - M ...), which with symbolic batch sizes left the
+        # register sketches' accumulator region uncompacted (schedules/cuda_registers.py)
         if mask_kind == "add":
             mv = T.cast(Mask[at("mask", b0, b1, i, j)], "float32")
-            x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
+            x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif mask_kind == "bool":
-            x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
+            x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
-            x = T.if_then_else(j > i + (N - M), T.float32(NEG_INF), x)
+            x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
         return x
 
     @T.prim_func(s_tir=True)
