@@ -348,12 +348,16 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
         raise ValueError(f"cuda_space: no tensor-core space for target {target_name!r}")
 
     def space(sch: tvm.s_tir.Schedule):
-        from . import cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
+        from . import cuda_registers, cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
         if cuda_split_n.is_split_n(sch):
             return cuda_split_n.schedule(sch, target_name)
-        if cuda_row_vector.applies(_sizes(sch.mod["main"])[2]):
+        _, _, m, n, k = _sizes(sch.mod["main"])
+        if cuda_row_vector.applies(m):
             return cuda_row_vector.schedule(sch, target_name)
-        return _schedule(sch, target_name)
+        # S in shared memory (this module) and, where the shape allows, S in registers (cuda_registers):
+        # Meta-Schedule's search draws from every sketch, so the faster form wins per shape
+        registers = cuda_registers.schedule(sch.copy(), target_name) if cuda_registers.serves(sch) else []
+        return _schedule(sch, target_name) + registers
 
     return ms.space_generator.ScheduleFn(
         space, sch_rules=[], postprocs=postprocs(target_name),

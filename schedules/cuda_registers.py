@@ -1,0 +1,238 @@
+"""Register-resident sketches of the fused op on tensor cores: S never leaves the mma accumulators.
+
+The row-resident sketches of cuda_space store every 16x16 accumulator into an fp32 S tile in shared
+memory and run the softmax from there (one write and three reads of S through shared memory). These
+sketches keep S where mma.sync leaves it, in registers, and run the softmax on the fragments:
+
+    blockIdx.x = (b0, b1, group of RT row tiles)       warps = WM (rows) x WN (columns), 32 lanes
+    [B resident: B [N, K] (all of it) -> shared memory once per block, reused by its RT row tiles]
+    for each of the RT row tiles of BM = WM*FM*16 rows:
+        A tile (and B k-tile when not resident) -> shared memory, cp.async multi-stage over K
+        S (fp32, FM x FN fragments per warp, "warp" scope = registers) = mma.sync m16n8k16
+        row max:  per lane over its fragments -> shared [BM, WN*4] -> one thread a row combines
+        row sum:  exp(logit - max) per lane ... the same two steps
+        P = exp(logit - max) / sum from the fragments, half2 stores straight to global memory
+
+Why it is written with rfactor. A fragment row is spread over the 4 lanes of a quad and over the WN
+warps of a row. TIR cannot bind one loop to both a row (spatial) and a quad lane (reduction), so each
+statistic is rfactor-ed over (warp column, quad lane): the partial block is spatial in those and
+reduces only over the lane's own fragment elements (registers), the combine block reduces the
+WN*4 partials of a row from shared memory. The accumulator layout (transform_layout with the ldmatrix
+32x8 map) makes the lane of every element the loop bound to threadIdx.x, so LowerWarpMemory turns S
+into plain registers (no shuffles).
+
+Each phase is placed under the row-tile loop and split by the same (warp, lane) ownership as the GEMM,
+in loops of its own bound to threadIdx.y/x; TVM's LiftThreadBinding merges them, so the accumulator
+allocation ends up inside threadIdx.y and compacts to one warp's fragments. Thread loops always have
+the block's full extents: TVM 0.27 puts no predicate on a thread loop shorter than its launch extent.
+
+Limits: M a multiple of 16 and N a multiple of 64 (no padded S: the statistics would need predicated
+partials whose placement TVM derives wrongly from an unpadded producer); N <= 2048 (registers); no bias or
+mask (`serves`: as shipped, with symbolic strides, their element-wise reads make these sketches slower than
+the shared-memory ones). Other shapes and variants use the shared-memory sketches only.
+
+Sampled knobs: row tiles [groups, RT, WM, FM <= 2] and column tiles [WN, FN <= 8] (sample_perfect_tile; at most
+128 fp32 accumulators a thread), K tiles,
+A/B fetch vector widths; sketches: B resident (RT row tiles a block) or B streamed with A over K (RT=1),
+each with 2 or 3 pipeline stages.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
+
+from . import cuda_space
+from .cuda_space import PIPELINE_STAGES, SMEM
+from .tensor_intrin import intrin_group
+
+MAX_N = 2048  # FM*FN*8 fp32 accumulators a thread: beyond this every tiling spills registers
+
+
+def applies(m: int, n: int, k: int) -> bool:
+    """Whether the register sketches serve this (M, N, K) (module doc: limits)."""
+    return m > 1 and m % 16 == 0 and n % 64 == 0 and n <= MAX_N
+
+
+def serves(sch: tvm.s_tir.Schedule) -> bool:
+    """Whether the register sketches serve this module: the shape (applies) and a variant that reads no bias or
+    mask. Each logit is computed three times (max, sum, P) from the fragments, and a bias/mask element is read
+    where its fragment lives: 2-byte loads spread over 8 rows a warp instruction. With the runtime form's symbolic
+    bias strides that cost BERT's padding-mask site 164.7 us on the H100 against 93.6 us in the (static-stride)
+    tuning form that Meta-Schedule measured, and 122 us with S in shared memory (results/h100/
+    bench-registers-2026-11-24.md): the tuner would pick a kernel that is slower as shipped."""
+    _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
+    reads = {r.source.name for r in sch.get(sch.get_sblock("row_max")).reads}
+    return applies(m, n, k) and not reads & {"Bias", "Mask"}
+
+
+def _imap(batch0, batch1, r, c):
+    """The mma accumulator layout: 16x16 tile -> (lane, 8 registers), the ldmatrix 32x8 map."""
+    return (batch0, batch1, r // 16, c // 16, *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES) -> list:
+    """The register sketches for this module: [B resident, B streamed] x stage_options."""
+    _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
+    if not serves(sch):
+        raise cuda_space.UnsupportedShapeError(f"no register-resident sketch for M={m}, N={n} or a variant with a "
+                                               f"bias or mask (module doc, serves)")
+    out = []
+    for resident_b in (True, False):
+        for stages in stage_options:
+            out.append(_schedule(sch.copy(), stages, resident_b))
+    return out
+
+
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool) -> tvm.s_tir.Schedule:
+    _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
+    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
+    names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
+    s_blk = sch.get_sblock("S")
+    pad_k = bool(k % 16)  # K padded to 16 (zero-filled A/B tiles); M and N are never padded here
+    if pad_k:
+        sch.pad_einsum(s_blk, [1, 1, 16, 16, 16])
+    sch.compute_inline(sch.get_sblock("exp"))  # exp(logit - max) recomputed by the sum and by P (no E buffer)
+
+    # ---- GEMM tiling: row tiles [groups, RT, WM, FM], column tiles [WN, FN], k tiles [KO, KI]
+    b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, s_blk)
+    # FM <= 2 and FN <= 8 fragments a warp: at most 128 fp32 accumulators a thread (more spills registers)
+    i_f = sch.sample_perfect_tile(i, n=4 if resident_b else 3, max_innermost_factor=2)
+    if resident_b:
+        grp, rt, wm, fm = sch.split(i, factors=i_f)
+    else:
+        (grp, wm, fm), rt = sch.split(i, factors=i_f), None
+    wm_rv, fm_rv = i_f[-2:]
+    j_f = sch.sample_perfect_tile(j, n=2, max_innermost_factor=8)      # [WN, FN]
+    k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)     # [KO, KI]
+    wn, fn = sch.split(j, factors=j_f)
+    ko, ki = sch.split(kk, factors=k_f)
+    if rt is not None:
+        sch.reorder(b0, b1, grp, rt, wm, wn, ko, ki, fm, fn)
+    else:
+        sch.reorder(b0, b1, grp, wm, wn, ko, ki, fm, fn)
+    bx = sch.fuse(b0, b1, grp)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(sch.fuse(wm, wn), "threadIdx.y")
+    sch.annotate(s_outer, "warp_execution", 1)
+    tile = rt if rt is not None else bx  # every softmax phase of one row tile sits under this loop
+    wn_rv, fn_rv = j_f
+
+    def fetch(idx, at, producer, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)):
+        blk = sch.cache_read(s_outer, idx, SMEM)
+        sch.compute_at(blk, at)
+        if producer is not None:  # zero-padding of K: a predicate of the global->shared copy
+            sch.compute_inline(producer)
+        sch.fuse(*sch.get_loops(blk)[-2:])
+        vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
+        sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
+        sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
+    fetch(0, ko, sch.get_sblock("A_pad") if pad_k else None)
+    if resident_b:
+        # B once a block, outside the pipelined k loop: plain loads, not cp.async. With the runtime form's symbolic
+        # batch strides TVM 0.27 cannot prove a vector load aligned and emits a gather nvcc rejects (make_uint4 of 8
+        # halves), so these copies are scalar; the block amortizes them over its RT row tiles.
+        fetch(1, bx, sch.get_sblock("Bm_pad") if pad_k else None, widths=(1,), probs=(1.0,))
+    else:
+        fetch(1, ko, sch.get_sblock("Bm_pad") if pad_k else None)
+    a_w = sch.cache_read(s_outer, 0, "warp")
+    b_w = sch.cache_read(s_outer, 1, "warp")
+    sch.compute_at(a_w, ki)
+    sch.compute_at(b_w, ki)
+    sch.set_scope(s_outer, 0, "warp")  # S itself is the accumulator: registers, never shared memory
+    sch.decompose_reduction(s_outer, ko)
+    init_inner = sch.get_sblock("S_init")
+
+    def tile_fragment(b):
+        a, c = sch.get_loops(b)[-2:]
+        a0, a1 = sch.split(a, factors=[None, 16])
+        c0, c1 = sch.split(c, factors=[None, 16])
+        sch.reorder(a0, c0, a1, c1)
+        return a1
+    loop_a, loop_b = tile_fragment(a_w), tile_fragment(b_w)
+
+    def iter_loops(block):
+        """The loops of a block moved with preserve_unit_loops: one a block iterator, in the iterators' order."""
+        return sch.get_loops(block)[-len(sch.get(block).iter_vars):]
+
+    def rows(loop):  # a row loop of the tile -> (wm, ti, ih, il): the accumulator's row structure
+        return sch.split(loop, factors=[wm_rv, fm_rv, 2, 8])
+
+    def cols(loop):  # a column loop -> (wn, fn, jh, jm, jl): jm is the lane within a quad
+        return sch.split(loop, factors=[wn_rv, fn_rv, 2, 4, 2])
+
+    def own(block):
+        """Split a (row, column) block like the accumulators it reads: (ty, tx, ti, ih, fn, jh, jl)."""
+        i_, j_ = iter_loops(block)[-2:]
+        wm_, ti_, ih_, il_ = rows(i_)
+        wn_, fn_, jh_, jm_, jl_ = cols(j_)
+        sch.reorder(wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+        sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
+        sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
+        return ih_, jl_
+
+    def all_threads(loop):
+        """A row loop over every thread of the block, full thread extents (module doc)."""
+        _, ry_m, ry_n, rx = sch.split(loop, factors=[None, wm_rv, wn_rv, 32])
+        sch.bind(sch.fuse(ry_m, ry_n), "threadIdx.y")
+        sch.bind(rx, "threadIdx.x")
+
+    def row_stat_local(consumer, name, at):
+        blk = sch.get(consumer)
+        idx = next(q for q, r in enumerate(blk.reads)  # the statistic (renamed by set_scope), not its partials
+                   if r.source.name.startswith(name) and "_rf" not in r.source.name)
+        sch.compute_at(sch.cache_read(consumer, idx, "local", consumer_blocks=[consumer]), at)
+
+    # ---- statistics: rfactor over (warp column, quad lane) at the root, then everything under the tile
+    partial = {}
+    for name in ("row_max", "row_sum"):
+        blk = sch.get_sblock(name)
+        wn_, fn_, jh_, jm_, jl_ = cols(sch.get_loops(blk)[-1])
+        sch.reorder(wn_, jm_, fn_, jh_, jl_)
+        partial[name] = sch.rfactor(sch.fuse(wn_, jm_), factor_axis=3)
+    for blk in (partial["row_max"], sch.get_sblock("row_max"), partial["row_sum"], sch.get_sblock("row_sum"),
+                sch.get_sblock("P")):
+        sch.reverse_compute_at(blk, tile, preserve_unit_loops=True)  # keep every split loop, unit ones too
+    for name in ("row_max", "row_sum"):
+        rf, blk = partial[name], sch.get_sblock(name)
+        wq, _, _, i_, fn_, jh_, jl_ = iter_loops(rf)  # (warp column x lane, b0, b1, row, fn, jh, jl)
+        wn_, jm_ = sch.split(wq, factors=[wn_rv, 4])
+        wm_, ti_, ih_, il_ = rows(i_)
+        sch.reorder(wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+        sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
+        sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
+        sch.set_scope(rf, 0, SMEM)
+        acc = sch.cache_write(rf, 0, "local")  # the lane's partial accumulates in a register
+        sch.reverse_compute_at(acc, ih_)
+        sch.storage_align(acc, 0, axis=-2, factor=32, offset=1)  # the combine reads a row a lane: no conflicts
+        if name == "row_sum":
+            row_stat_local(rf, "row_max", ih_)
+        red, _, _, i_ = iter_loops(blk)  # (partials, b0, b1, row)
+        sch.reorder(i_, red)
+        all_threads(i_)
+        sch.set_scope(blk, 0, SMEM)
+        # The combine accumulates in a register and stores once. Its store keeps loops of its own (cache_write
+        # puts them under the tile loop), split like the combine's: under the combine's thread loop TVM 0.27
+        # would bound the store by the buffer instead of the split's predicate and write past the block's rows.
+        all_threads(sch.get_loops(sch.cache_write(blk, 0, "local"))[-1])
+
+    p_blk = sch.get_sblock("P")
+    ih_, jl_ = own(p_blk)
+    row_stat_local(p_blk, "row_max", ih_)
+    row_stat_local(p_blk, "row_sum", ih_)
+    sch.vectorize(jl_)  # half2 stores (N is even)
+
+    # ---- fragments: layouts, then tensor cores
+    sch.transform_layout(a_w, ("write", 0), _imap)
+    sch.transform_layout(b_w, ("write", 0), _imap)
+    sch.transform_layout(s_outer, ("write", 0), _imap)
+    sch.tensorize(loop_a, names["load_a"])
+    sch.tensorize(loop_b, names["load_b"])
+    sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
+    sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])
+    # software pipeline over the k tiles: [A->shared, (B->shared,) ldmatrix+mma], the copies cp.async
+    n_stmt = 2 if resident_b else 3
+    sch.annotate(ko, "software_pipeline_stage", [0] * (n_stmt - 1) + [stages - 1])
+    sch.annotate(ko, "software_pipeline_order", list(range(n_stmt)))
+    sch.annotate(ko, "software_pipeline_async_stages", [0])
+    return sch
+
