@@ -2,6 +2,7 @@
 interrupted runs, and bad arguments. Each tuning call costs tens of seconds on 2 cores."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,3 +247,20 @@ def test_a_ledger_line_torn_by_kill_9_does_not_swallow_the_next_run(tmp_path):
     (tmp_path / tuner.LEDGER).write_text('{"trials": 2}\n{"trials": 12')  # the second write cut by kill -9
     tuner._append_ledger(tmp_path, {"trials": 3})
     assert [r["trials"] for r in tuner._read_ledger(tmp_path)] == [2, 3]
+
+@pytest.mark.slow
+def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path):
+    """A clone has the committed top-k and provenance but not work/ (git-ignored): tuning there counts the committed
+    trials toward the budget, keeps the committed records in the top-k, and continues the provenance and the curve."""
+    wl = parse(SPEC)
+    wl_dir = tmp_path / "llvm" / wl.dir_name
+    first = tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
+    shutil.rmtree(wl_dir / "work")  # what a clone has
+    again = tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
+    assert again["trials"] == 3 and len(again["runs"]) == 1  # the budget is met: nothing measured
+    more = tuner.tune(wl, "llvm", 5, db_root=tmp_path, workers=2, progress=False)
+    assert more["trials"] == 5 and [r["trials"] for r in more["runs"]] == [3, 2]
+    assert more["best_secs"] <= first["best_secs"]  # the committed records stay in the top-k
+    curve = [line.split(",") for line in (wl_dir / "curve.csv").read_text().splitlines()[1:]]
+    assert [int(t) for t, _ in curve] == [1, 2, 3, 4, 5]
+    assert float(curve[-1][1]) <= float(curve[2][1])

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import platform
+import shutil
 import signal
 import threading
 import time
@@ -363,11 +364,18 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     work_dirs = [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())] if work.is_dir() else [work]
     work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
     done = sum(len(db.get_all_tuning_records()) for db in work_dbs)
+    # Trials the committed provenance counts but this work directory never saw (a fresh clone, another machine's
+    # slices): their top-k records are in the committed database, the rest are gone. They count toward the budget
+    # (it is a total) and toward the provenance's trials; the search goes on from the committed top records.
+    carried = _carried_trials(prov_old, _read_ledger(work))
     prior = dbm.top_records(mod, work_dbs, 1)
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
-    remaining = trials - done
+    remaining = trials - done - carried
     cores = workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH * shards)
-    log(f"[tune] {workload.dir_name} on {target_name}: {done} trials done, budget {trials}, "
+    if carried:
+        log(f"[tune] {workload.dir_name}: {carried} trials of earlier searches are in the committed database (their "
+            f"top records only: their work directory is not here); counted toward the budget")
+    log(f"[tune] {workload.dir_name} on {target_name}: {done + carried} trials done, budget {trials}, "
         f"{max(remaining, 0)} to go ({strategy}"
         + (f"; measured on {servers} RPC server(s) at {tracker}" if tracker else "")
         + (f"; {shards} independent searches of {max(1, cores // shards)} cores each)" if shards > 1 else ")"))
@@ -402,15 +410,15 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
 
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
     top = dbm.top_records(mod, [*work_dbs, *committed], top_k)
-    total = sum(len(db.get_all_tuning_records()) for db in work_dbs)
+    total = sum(len(db.get_all_tuning_records()) for db in work_dbs) + carried
     # The work directory keeps its own ledger of finished runs and its own curve: the committed provenance and
     # curve.csv are tracked files that a checkout or pull between two slices can put back to an older state,
     # while work/ (ignored) keeps every record. Runs the ledger knows and the provenance lost are restored.
     ledger = _read_ledger(work)
     runs = list(prov_old.get("runs", []))
     runs += [r for r in ledger if r not in runs]
-    accounted = sum(int(r.get("trials", 0)) for r in ledger) if ledger else \
-        (int(prov_old.get("trials", 0)) if prov_old else 0)
+    accounted = sum(int(r.get("trials", 0)) for r in ledger) if ledger or carried else \
+        (int(prov_old.get("trials", 0)) if prov_old else 0)  # (carried: the provenance's trials are not in work/)
     unrecorded = done - accounted
     if unrecorded > 0:  # records of runs that never finished (kill -9, a timeout's SIGKILL): count them
         lost = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -430,7 +438,13 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      **({"stopped": outcome.stopped} if outcome.stopped else {})}
         _append_ledger(work, this_run)
         runs.append(this_run)
-        _append_curve(work / "curve.csv", outcome.curve(done))
+        points = outcome.curve(done)
+        if carried:  # the curve goes on from the committed one: trial numbers and best so far include the carried
+            if not (work / "curve.csv").exists() and (wl_dir / "curve.csv").exists():
+                shutil.copyfile(wl_dir / "curve.csv", work / "curve.csv")
+            best_before = float(prov_old.get("best_secs") or math.inf)
+            points = [(t + carried, min(b, best_before)) for t, b in points]
+        _append_curve(work / "curve.csv", points)
         _publish_curve(work / "curve.csv", wl_dir / "curve.csv")
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
@@ -464,6 +478,14 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         + (f"; stopped early ({outcome.stopped}): run the same command again to go on to {trials}"
            if outcome.stopped and total < trials else ""))
     return provenance
+
+
+def _carried_trials(prov_old: dict, ledger: list) -> int:
+    """Trials the committed provenance counts beyond the runs this work directory's ledger knows (0 when the work
+    directory made the provenance, or when the provenance was put back to an older state than the ledger's)."""
+    if not prov_old:
+        return 0
+    return max(0, int(prov_old.get("trials", 0)) - sum(int(r.get("trials", 0)) for r in ledger))
 
 
 @contextlib.contextmanager
