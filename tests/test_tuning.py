@@ -258,9 +258,15 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path):
     shutil.rmtree(wl_dir / "work")  # what a clone has
     again = tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
     assert again["trials"] == 3 and len(again["runs"]) == 1  # the budget is met: nothing measured
+    committed_provenance = (wl_dir / "provenance.json").read_text()
     more = tuner.tune(wl, "llvm", 5, db_root=tmp_path, workers=2, progress=False)
     assert more["trials"] == 5 and [r["trials"] for r in more["runs"]] == [3, 2]
     assert more["best_secs"] <= first["best_secs"]  # the committed records stay in the top-k
     curve = [line.split(",") for line in (wl_dir / "curve.csv").read_text().splitlines()[1:]]
     assert [int(t) for t, _ in curve] == [1, 2, 3, 4, 5]
     assert float(curve[-1][1]) <= float(curve[2][1])
+    # a checkout between two slices puts the committed provenance back (3 trials) while work/ keeps the slice's 2:
+    # the next slice still counts 3 + 2
+    (wl_dir / "provenance.json").write_text(committed_provenance)
+    last = tuner.tune(wl, "llvm", 6, db_root=tmp_path, workers=2, progress=False)
+    assert last["trials"] == 6 and sum(r["trials"] for r in last["runs"]) == 6

@@ -367,7 +367,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     # Trials the committed provenance counts but this work directory never saw (a fresh clone, another machine's
     # slices): their top-k records are in the committed database, the rest are gone. They count toward the budget
     # (it is a total) and toward the provenance's trials; the search goes on from the committed top records.
-    carried = _carried_trials(prov_old, _read_ledger(work))
+    carried = _carried_trials(prov_old, _read_ledger(work), work)
     prior = dbm.top_records(mod, work_dbs, 1)
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
     remaining = trials - done - carried
@@ -480,12 +480,28 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     return provenance
 
 
-def _carried_trials(prov_old: dict, ledger: list) -> int:
-    """Trials the committed provenance counts beyond the runs this work directory's ledger knows (0 when the work
-    directory made the provenance, or when the provenance was put back to an older state than the ledger's)."""
-    if not prov_old:
-        return 0
-    return max(0, int(prov_old.get("trials", 0)) - sum(int(r.get("trials", 0)) for r in ledger))
+CARRIED = "carried.json"  # in work/: trials counted in the provenance that this work directory never held
+
+
+def _carried_trials(prov_old: dict, ledger: list, work: Path) -> int:
+    """Trials of the provenance that are not in this work directory, kept in work/carried.json once seen: the
+    provenance's trials beyond the runs the ledger knows, or the number kept before when that is more (a checkout
+    between two slices puts the provenance back to its committed state, which knows fewer trials than the ledger
+    plus the carried ones; without the kept number the second slice would drop the carried trials)."""
+    path = work / CARRIED
+    try:
+        kept = int(json.loads(path.read_text())["trials"]) if path.exists() else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = 0  # torn by kill -9 while written: recomputed from the provenance below
+    in_work = sum(int(r.get("trials", 0)) for r in ledger)
+    carried = max(kept, int(prov_old.get("trials", 0)) - in_work if prov_old else 0)
+    if carried > kept:
+        work.mkdir(parents=True, exist_ok=True)
+        tmp = work / f".tmp-{CARRIED}"
+        tmp.write_text(json.dumps({"trials": carried, "note": "trials of the committed provenance whose records "
+                                   "(beyond the committed top-k) are not in this work directory"}))
+        os.replace(tmp, path)
+    return carried
 
 
 @contextlib.contextmanager
