@@ -142,13 +142,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool) -> tvm.s_t
     sch.decompose_reduction(s_outer, ko)
     init_inner = sch.get_sblock("S_init")
 
-    def tile_fragment(b):
-        a, c = sch.get_loops(b)[-2:]
-        a0, a1 = sch.split(a, factors=[None, 16])
-        c0, c1 = sch.split(c, factors=[None, 16])
-        sch.reorder(a0, c0, a1, c1)
-        return a1
-    loop_a, loop_b = tile_fragment(a_w), tile_fragment(b_w)
+    loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
 
     def iter_loops(block):
         """The loops of a block moved with preserve_unit_loops: one a block iterator, in the iterators' order."""

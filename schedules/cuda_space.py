@@ -123,6 +123,16 @@ def mma_tiles(sch, s_blk):
     return b0, b1, i, j, kk, sch.blockize(i_tc), s_blk
 
 
+def tile_fragment(sch, block):
+    """Split a fragment copy's two loops into 16x16 tiles (tile loops outside): the inner row loop returned is
+    where the ldmatrix intrinsic is tensorized."""
+    a, c = sch.get_loops(block)[-2:]
+    a0, a1 = sch.split(a, factors=[None, 16])
+    c0, c1 = sch.split(c, factors=[None, 16])
+    sch.reorder(a0, c0, a1, c1)
+    return a1
+
+
 def _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names) -> None:
     """The block's GEMM on tensor cores, shared by the space's variants: A/B k-tiles to shared memory
     (cooperative cp.async fetch, padded rows), ldmatrix fragments under `ki`, mma.sync m16n8k16, and
@@ -155,14 +165,7 @@ def _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names) ->
     sch.decompose_reduction(s_outer, ko)
     init_inner = sch.get_sblock("S_init")
 
-    def tile_fragment(b):
-        a, c = sch.get_loops(b)[-2:]
-        a0, a1 = sch.split(a, factors=[None, 16])
-        c0, c1 = sch.split(c, factors=[None, 16])
-        sch.reorder(a0, c0, a1, c1)
-        return a1
-
-    loop_a, loop_b = tile_fragment(a_w), tile_fragment(b_w)
+    loop_a, loop_b = tile_fragment(sch, a_w), tile_fragment(sch, b_w)
     # buffers are 4-D [b0, b1, rows, cols]; the batch dims of a block's fragments have extent 1
     # Index-map parameter names are stored in the trace; names like b0, l3, v7 collide with its random-variable
     # names and the record cannot be loaded back ("Cannot treat type SBlockRV as type Var").

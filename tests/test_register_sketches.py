@@ -169,36 +169,14 @@ def test_register_sketch_numerics(dtype, case):
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.schedule import Trace
-
-    from schedules import cuda_registers, cuda_space, targets
-    from tir_kernels import runtime_func, tuning_func
-    from tuning_db.best import TENSOR_CORE_ALIGN
+    from schedules import cuda_registers, cuda_space
     (b, h, m, n, k), feat = CASES[case]
     c = g._case(dtype, b, h, m, n, k, **feat)
     variant, shape = g._variant(dtype, c), g._canon(c)
-    mod = tvm.IRModule({"main": tuning_func(variant, shape, c["scale"]).with_attr("global_symbol", "main")})
-    gen = ms.space_generator.ScheduleFn(lambda s: cuda_registers.schedule(s, g.ARCH), sch_rules=[],
-                                        postprocs=cuda_space.postprocs(g.ARCH), mutator_probs={})
-    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=3,
-                         space_generator=gen)
-    sketches = ctx.generate_design_space()
-    rt_mod = tvm.IRModule({"main": runtime_func(variant, shape, align=TENSOR_CORE_ALIGN)})
-    checked = 0
-    for seed in range(1, 40):
-        sch = tvm.s_tir.Schedule(mod, seed=seed)
-        Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-        if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
-            continue
-        rt = tvm.s_tir.Schedule(rt_mod)
-        sch.trace.apply_to_schedule(rt, remove_postproc=False)
+    # four valid candidates (one a sketch, on average), each replayed on the runtime form as it ships
+    for rt in g._space_candidates(variant, shape, c["scale"], count=4,
+                                  space=lambda s: cuda_registers.schedule(s, g.ARCH)):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)
         if feat.get("causal") and m > n:
             assert np.all(p[..., : m - n, :] == 0)  # fully masked rows are exact zeros
-        checked += 1
-        if checked == 4:  # one a sketch, on average
-            break
-    assert checked, "no valid candidate"
