@@ -33,8 +33,12 @@ the shared-memory ones). Other shapes and variants use the shared-memory sketche
 
 Sampled knobs: row tiles [groups, RT, WM, FM <= 2] and column tiles [WN, FN <= 8] (sample_perfect_tile; at most
 128 fp32 accumulators a thread), K tiles,
-A/B fetch vector widths; sketches: B resident (RT row tiles a block) or B streamed with A over K (RT=1),
-each with 2 or 3 pipeline stages.
+A/B fetch vector widths; sketches (FORMS): B resident (RT row tiles a block) or B streamed with A over K (RT=1),
+each with 2 or 3 pipeline stages over K; and "row-pipelined": B resident, A fetched a whole row tile (all of K) at a
+time and the row-tile loop software-pipelined instead of the K loop, so the next row tile's cp.async overlaps this
+one's GEMM and softmax. Why: at K = 64 there is one K tile, so the K pipeline hides nothing; the shipped W1 kernel
+waited on A at the start of each of its 8 row tiles with 2 blocks an SM (ncu: long-scoreboard stalls, 14 % of the
+stall cycles; results/h100/ncu-2026-11-24-bert-large-ours-stalls.txt).
 """
 from __future__ import annotations
 
@@ -70,20 +74,36 @@ def _imap(batch0, batch1, r, c):
     return (batch0, batch1, r // 16, c // 16, *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
 
 
-def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES) -> list:
-    """The register sketches for this module: [B resident, B streamed] x stage_options."""
+FORMS = ("b-resident", "b-streamed", "row-pipelined")
+
+
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES, forms=FORMS) -> list:
+    """The register sketches for this module: B resident and B streamed, each pipelined over K with every depth of
+    stage_options, and B resident with the row tiles pipelined (module doc)."""
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     if not serves(sch):
         raise cuda_space.UnsupportedShapeError(f"no register-resident sketch for M={m}, N={n} or a variant with a "
                                                f"bias or mask (module doc, serves)")
     out = []
-    for resident_b in (True, False):
-        for stages in stage_options:
-            out.append(_schedule(sch.copy(), stages, resident_b))
+    for form in forms:
+        if form == "row-pipelined":
+            out.append(_schedule(sch.copy(), 2, True, row_pipeline=True))
+        else:
+            out += [_schedule(sch.copy(), stages, form == "b-resident") for stages in stage_options]
     return out
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool) -> tvm.s_tir.Schedule:
+def _pipeline_statements(stmt) -> int:
+    """How many statements one statement of a loop body is when InjectSoftwarePipeline sees it: LiftThreadBinding
+    has removed the thread-bound loops by then, so the statements of a thread loop's body count one by one."""
+    while isinstance(stmt, tvm.tirx.For) and stmt.thread_binding is not None:
+        if isinstance(stmt.body, tvm.tirx.SeqStmt):
+            return sum(_pipeline_statements(st) for st in stmt.body.seq)
+        stmt = stmt.body
+    return 1
+
+
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeline: bool = False) -> tvm.s_tir.Schedule:
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
@@ -126,7 +146,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool) -> tvm.s_t
         vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
         sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
         sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
-    fetch(0, ko, sch.get_sblock("A_pad") if pad_k else None)
+    fetch(0, rt if row_pipeline else ko, sch.get_sblock("A_pad") if pad_k else None)
     if resident_b:
         # B once a block, outside the pipelined k loop: plain loads, not cp.async. With the runtime form's symbolic
         # batch strides TVM 0.27 cannot prove a vector load aligned and emits a gather nvcc rejects (make_uint4 of 8
@@ -223,6 +243,13 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool) -> tvm.s_t
     sch.tensorize(loop_b, names["load_b"])
     sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
     sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])
+    if row_pipeline:
+        # the next row tile's A (cp.async, stage 0) is fetched while this one's GEMM and softmax run (stage 1)
+        n_stmt = sum(_pipeline_statements(st) for st in sch.get(rt).body.seq)
+        sch.annotate(rt, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))
+        sch.annotate(rt, "software_pipeline_order", list(range(n_stmt)))
+        sch.annotate(rt, "software_pipeline_async_stages", [0])
+        return sch
     # software pipeline over the k tiles: [A->shared, (B->shared,) ldmatrix+mma], the copies cp.async
     n_stmt = 2 if resident_b else 3
     sch.annotate(ko, "software_pipeline_stage", [0] * (n_stmt - 1) + [stages - 1])
