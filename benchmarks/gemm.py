@@ -1,0 +1,135 @@
+"""The plain GEMM path of the space against cuBLAS (scripts/bench_gemm.py is the front end).
+
+tune: Meta-Schedule over schedules/cuda_gemm's space (XGBoost cost model, evolutionary search, our builder and
+      runner), into a JSON database in a work directory; running it again continues toward the trial budget.
+bench: the best record built as the export builds kernels, against torch.matmul (cuBLAS) in the same process on
+      the same GPU, both checked against an FP32 product; CUDA events around back-to-back calls (peers.time_cuda).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from tuning_db import database as dbm
+
+from . import peers
+
+RECORDS = "database_tuning_record.json"
+
+
+def gemm_module(size: tuple, dtype: str):
+    import tvm  # noqa: PLC0415
+
+    from tir_kernels.gemm import gemm_func  # noqa: PLC0415
+    m, n, k = size
+    return tvm.IRModule({"main": gemm_func(m, n, k, dtype, trans_b=True)})
+
+
+def measured_trials(work: Path) -> int:
+    path = work / RECORDS
+    return sum(1 for _ in path.open()) if path.exists() else 0
+
+
+def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, workers: int, log: Callable = print,
+         batch_size: int = 64, seed: int = 0) -> int:
+    """Measure candidates until the work database holds `trials` of them; returns how many this call measured."""
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+
+    from schedules import cuda_gemm, cuda_space, targets  # noqa: PLC0415
+    work.mkdir(parents=True, exist_ok=True)
+    dbm.repair_jsonl(work / RECORDS)  # a slice killed mid-write leaves at most a torn last line
+    done = measured_trials(work)
+    budget = trials - done
+    if budget <= 0:
+        log(f"[gemm] {work}: {done} trials measured already (budget {trials})")
+        return 0
+    log(f"[gemm] tuning {size} {dtype} on {target_name}: {done} done, {budget} to go")
+    targets.register_intrinsics(target_name)
+    ms.tune_tir(mod=gemm_module(size, dtype), target=targets.tvm_target(target_name), work_dir=str(work),
+                max_trials_global=budget, num_trials_per_iter=min(batch_size, budget),
+                builder=cuda_space.builder(target_name, workers), runner=cuda_space.runner(),
+                database=dbm.open_json_db(work, create=True), cost_model="xgb",
+                strategy=ms.search_strategy.EvolutionarySearch(population_size=512, init_min_unmeasured=50),
+                space=cuda_gemm.design_space(target_name), num_tuning_cores=workers, seed=seed)
+    return measured_trials(work) - done
+
+
+def best_module(size: tuple, dtype: str, target_name: str, work: Path):
+    """(scheduled module, its measured seconds) of the work database's best record."""
+    import tvm  # noqa: PLC0415
+
+    from schedules import targets  # noqa: PLC0415
+    targets.register_intrinsics(target_name)
+    mod = gemm_module(size, dtype)
+    top = dbm.top_records(mod, [dbm.open_json_db(work)], 1)
+    if not top:
+        raise dbm.DatabaseError(f"{work} has no valid GEMM record for {size} {dtype}: run the tuning first")
+    sch = tvm.s_tir.Schedule(mod)
+    top[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod, dbm.mean_secs(top[0])
+
+
+def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log: Callable = print) -> dict:
+    import torch  # noqa: PLC0415
+    import tvm_ffi  # noqa: PLC0415
+
+    from schedules import cuda_space  # noqa: PLC0415
+    m, n, k = size
+    mod, tuned_secs = best_module(size, dtype, target_name, work)
+    fn = cuda_space.build(mod, target_name)["main"]
+    tdt = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
+    b = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen)  # [N, K]: C = A @ B^T, as the kernel is built
+    c = torch.empty(m, n, device="cuda", dtype=tdt)
+    args = [tvm_ffi.from_dlpack(t.view(1, 1, *t.shape)) for t in (a, b, c)]
+    ref = a.float() @ b.float().t()
+    fn(*args)
+    torch.cuda.synchronize()
+    scale = ref.abs().max().item()
+    err = {"ours": (c.float() - ref).abs().max().item() / scale,
+           "cublas": ((a @ b.t()).float() - ref).abs().max().item() / scale}
+    flop = 2.0 * m * n * k
+    rows = {}
+    for name, call in (("ours", lambda: fn(*args)), ("cublas", lambda: torch.matmul(a, b.t()))):
+        t = peers.time_cuda(call, reps)
+        t["tflops"] = flop / (t["median_us"] * 1e-6) / 1e12
+        t["max_rel_err_vs_fp32"] = err[name]
+        rows[name] = t
+        log(f"[gemm] {name}: {t['median_us']:.1f} us, {t['tflops']:.1f} TFLOP/s, max |err| / max |C| "
+            f"{err[name]:.2e}")
+    ratio = rows["cublas"]["median_us"] / rows["ours"]["median_us"]
+    log(f"[gemm] ours / cuBLAS throughput: {ratio:.1%}")
+    return {"size": list(size), "dtype": dtype, "target": target_name, "trials": measured_trials(work),
+            "tuned_us": None if tuned_secs is None else tuned_secs * 1e6, "ours": rows["ours"],
+            "cublas": rows["cublas"], "ours_over_cublas": ratio}
+
+
+def save(result: dict, out: Path) -> None:
+    env = {**peers.gpu_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "commit": os.environ.get("FLASHGEMM_COMMIT") or _commit()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"environment": env, "protocol": "CUDA events around 10 back-to-back calls, median of "
+                               "the groups (benchmarks/peers.time_cuda); L2 not flushed; inputs N(0, 1), B as [N, K] "
+                               "for both (C = A @ B^T)", "result": result}, indent=1))
+    r = result
+    md = [f"# Plain GEMM path of the space vs cuBLAS: {env['gpu']}, driver {env.get('driver')}, {env['date']} "
+          f"(commit {env['commit']})", "",
+          "| M x N x K | dtype | trials | ours µs | ours TFLOP/s | cuBLAS µs | cuBLAS TFLOP/s | ours / cuBLAS |",
+          "|---|---|---|---|---|---|---|---|",
+          f"| {'x'.join(map(str, r['size']))} | {r['dtype']} | {r['trials']} | {r['ours']['median_us']:.1f} | "
+          f"{r['ours']['tflops']:.1f} | {r['cublas']['median_us']:.1f} | {r['cublas']['tflops']:.1f} | "
+          f"{r['ours_over_cublas']:.1%} |", ""]
+    out.with_suffix(".md").write_text("\n".join(md))
+
+
+def _commit() -> str:
+    import subprocess  # noqa: PLC0415
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1], timeout=10).stdout.strip() or "unknown"
+    except Exception:  # noqa: BLE001
+        return "unknown"

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""The plain GEMM path of the tensor-core space against cuBLAS (issue 3: 4096^3 fp16, >= 60 % of cuBLAS).
+
+    scripts/bench_gemm.py --target sm_90 --trials 256 --out results/h100/gemm-4096.json
+
+Tunes schedules/cuda_gemm's space with Meta-Schedule into --work (resumable: a second run continues toward
+--trials; --trials 0 only benchmarks what is there), then times the best kernel against torch.matmul (cuBLAS) in
+the same process. Needs a CUDA GPU, torch and xgboost.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="auto", help="auto | sm_80 | sm_89 | sm_90 (default: auto)")
+    ap.add_argument("--size", type=int, nargs=3, default=[4096, 4096, 4096], metavar=("M", "N", "K"))
+    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    ap.add_argument("--trials", type=int, default=256, help="trial budget of the work database (default 256)")
+    ap.add_argument("--work", default=None, help="tuning work directory (default build/gemm/<target>-<M>x<N>x<K>-<dtype>)")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--out", required=True, help="results JSON (a .md table is written beside it)")
+    args = ap.parse_args(argv)
+    if any(s % 16 for s in args.size):
+        ap.error(f"--size: M, N, K must be multiples of 16 (got {args.size})")
+    from schedules import targets  # noqa: PLC0415
+    target = targets.resolve(args.target)
+    if not targets.is_cuda(target):
+        ap.error(f"--target {target}: the plain GEMM path is the CUDA tensor-core space (sm_80, sm_89, sm_90)")
+    size = tuple(args.size)
+    work = Path(args.work or f"build/gemm/{target}-{'x'.join(map(str, size))}-{args.dtype}")
+    from benchmarks import gemm  # noqa: PLC0415
+    if args.trials > 0:
+        gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2)
+    result = gemm.bench(size, args.dtype, target, work, args.reps)
+    out = Path(args.out)
+    gemm.save(result, out)
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The plain GEMM path of the space (tir_kernels/gemm.py, schedules/cuda_gemm.py, benchmarks/gemm.py).
+
+CPU (compile-only, stub driver): sampled candidates build for sm_80 / sm_89 / sm_90 with mma.sync, ldmatrix and
+cp.async, accumulators in registers; bad sizes and dtypes are refused with the reason.
+GPU (marked gpu): sampled candidates against an FP64 product, fp16 and bf16.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from schedules import cuda_stub
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = [("sm_80", "float16", (128, 256, 64)), ("sm_89", "bfloat16", (64, 128, 96)), ("sm_90", "float16", (256, 256, 128))]
+
+WORKER = textwrap.dedent(r'''
+    import json, sys
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+    from tir_kernels.gemm import gemm_func
+    from schedules import cuda_gemm, cuda_space, targets
+
+    out = []
+    for arch, dtype, (m, n, k), seeds in json.loads(sys.argv[1]):
+        targets.register_intrinsics(arch)
+        mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
+        ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
+                             space_generator=cuda_gemm.design_space(arch))
+        sketches = ctx.generate_design_space()
+        valid, srcs = 0, []
+        for seed in range(1, seeds + 1):
+            sch = tvm.s_tir.Schedule(mod, seed=seed)
+            Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                continue
+            valid += 1
+            if len(srcs) < 2:
+                srcs.append(cuda_space.build(sch.mod, arch).mod.imports[0].inspect_source("cuda"))
+        out.append({"arch": arch, "sketches": len(sketches), "valid": valid, "seeds": seeds, "srcs": srcs})
+    print("RESULT" + json.dumps(out))
+''')
+
+
+def test_gemm_func_refuses_what_it_cannot_define():
+    from tir_kernels.gemm import gemm_func
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        gemm_func(16, 16, 16, "float32")
+    with pytest.raises(ValueError, match="positive"):
+        gemm_func(0, 16, 16)
+
+
+def test_gemm_space_refuses_sizes_off_the_16_grid():
+    import tvm
+
+    from schedules import cuda_gemm, cuda_space
+    from tir_kernels.gemm import gemm_func
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(100, 64, 64)}))
+    with pytest.raises(cuda_space.UnsupportedShapeError, match="multiples of 16"):
+        cuda_gemm.schedule(sch, "sm_90")
+
+
+def test_bench_gemm_refuses_bad_arguments():
+    script = str(ROOT / "scripts" / "bench_gemm.py")
+    for args, needle in ((["--target", "llvm"], "CUDA tensor-core space"),
+                         (["--target", "sm_90", "--size", "100", "64", "64"], "multiples of 16")):
+        proc = subprocess.run([sys.executable, script, *args, "--out", "x.json"], capture_output=True, text=True,
+                              cwd=ROOT, timeout=120)
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def codegen(tmp_path_factory):
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        pytest.skip("nvcc not found (CUDA toolkit needed for compile-only CUDA tests)")
+    env = dict(os.environ, TVM_CUDA_COMPILE_MODE="nvcc",
+               PATH=os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if not cuda_stub.real_driver_present():
+        env = cuda_stub.env_with_stub(cuda_stub.build_stub(tmp_path_factory.mktemp("stubcuda")), env)
+    req = [[a, d, list(s), 12] for a, d, s in CASES]
+    proc = subprocess.run([sys.executable, "-c", WORKER, json.dumps(req)], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=1200)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert proc.returncode == 0 and lines, f"build worker failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}"
+    return {r["arch"]: r for r in json.loads(lines[-1][len("RESULT"):])}
+
+
+@pytest.mark.parametrize("arch, dtype, size", CASES)
+def test_gemm_candidates_build_with_tensor_cores(codegen, arch, dtype, size):
+    r = codegen[arch]
+    print(f"{arch} {dtype} {size}: {r['sketches']} sketches, valid {r['valid']}/{r['seeds']}")
+    assert r["sketches"] == 3 and r["valid"] >= 2 and r["srcs"]
+    ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    for src in r["srcs"]:
+        for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
+            assert needle in src
+        assert "float S_warp_ptr[" in src  # the accumulators: a register array, C stored from it
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("arch_dtype_size", CASES[1:], ids=lambda c: f"{c[1]}-{'x'.join(map(str, c[2]))}")
+def test_gemm_candidate_numerics(arch_dtype_size):
+    import tests.test_gpu_kernels as g
+    if g.ARCH is None:
+        pytest.skip("no CUDA GPU visible to TVM")
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+
+    from schedules import cuda_gemm, cuda_space, targets
+    from tir_kernels.gemm import gemm_func
+    _, dtype, (m, n, k) = arch_dtype_size
+    mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=3,
+                         space_generator=cuda_gemm.design_space(g.ARCH))
+    sketches = ctx.generate_design_space()
+    rng = np.random.default_rng(0)
+    nd = g._np_dtype(dtype)
+    a, b = rng.standard_normal((m, k)).astype(nd), rng.standard_normal((n, k)).astype(nd)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    dev = tvm.cuda(0)
+    checked = 0
+    for seed in range(1, 30):
+        sch = tvm.s_tir.Schedule(mod, seed=seed)
+        Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+            continue
+        fn = cuda_space.build(sch.mod, g.ARCH)["main"]
+        args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, np.zeros((m, n), nd))]
+        fn(*args)
+        c = args[2].numpy().reshape(m, n).astype(np.float64)
+        # fp32 accumulation, one rounding to the output dtype: relative to the output's magnitude
+        tol = {"float16": 2e-3, "bfloat16": 1.6e-2}[dtype] * np.abs(ref).max()
+        assert np.abs(c - ref).max() <= tol, f"seed {seed}: max abs error {np.abs(c - ref).max():.3g} > {tol:.3g}"
+        checked += 1
+        if checked == 3:
+            break
+    assert checked, "no valid candidate"
