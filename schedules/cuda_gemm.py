@@ -4,7 +4,7 @@ Issue 3 asks how good the space's GEMM is on its own (4096^3 fp16 against cuBLAS
 write S to memory, so the plain path is the register sketches' GEMM (cuda_registers) with block "C" (the cast)
 where the softmax was: the same 16x16x16 blockize (cuda_space.mma_tiles), cooperative cp.async fetches with
 padded rows, ldmatrix fragments (cuda_space.tile_fragment), mma.sync m16n8k16 into "warp"-scope accumulators that
-LowerWarpMemory turns into registers (cuda_registers._imap), and C stored straight from the fragments as
+LowerWarpMemory turns into registers (cuda_space.tensorize_fragments), and C stored straight from the fragments as
 half2 / bfloat162 (cuda_registers' P store).
 
     blockIdx.x = (block row, block column)      warps = WM x WN, each FM x FN 16x16 fragments
@@ -22,7 +22,6 @@ from __future__ import annotations
 import tvm
 
 from . import cuda_space
-from .cuda_registers import _imap
 from .cuda_space import SMEM, UnsupportedShapeError
 from .tensor_intrin import intrin_group
 
@@ -82,13 +81,8 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
     sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
     # sch.vectorize(jl_)
 
-    sch.transform_layout(a_w, ("write", 0), _imap)
-    sch.transform_layout(b_w, ("write", 0), _imap)
-    sch.transform_layout(s_outer, ("write", 0), _imap)
-    sch.tensorize(loop_a, names["load_a"])
-    sch.tensorize(loop_b, names["load_b"])
-    sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
-    sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])
+    cuda_space.tensorize_fragments(sch, a_w, b_w, (s_outer, ("write", 0)), loop_a, loop_b, s_inner, init_inner,
+                                   names)
     # [A->shared, B->shared, ldmatrix+mma]: the copies of k-tile t+stages-1 overlap the mma of k-tile t
     sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
     sch.annotate(ko, "software_pipeline_order", [0, 1, 2])

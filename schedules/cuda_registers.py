@@ -43,7 +43,6 @@ stall cycles; results/h100/ncu-2026-11-24-bert-large-ours-stalls.txt).
 from __future__ import annotations
 
 import tvm
-from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
 
 from . import cuda_space
 from .cuda_space import PIPELINE_STAGES, SMEM
@@ -67,11 +66,6 @@ def serves(sch: tvm.s_tir.Schedule) -> bool:
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     reads = {r.source.name for r in sch.get(sch.get_sblock("row_max")).reads}
     return applies(m, n, k) and not reads & {"Bias", "Mask"}
-
-
-def _imap(batch0, batch1, r, c):
-    """The mma accumulator layout: 16x16 tile -> (lane, 8 registers), the ldmatrix 32x8 map."""
-    return (batch0, batch1, r // 16, c // 16, *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
 
 
 FORMS = ("b-resident", "b-streamed", "row-pipelined")
@@ -236,13 +230,8 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
     sch.vectorize(jl_)  # half2 stores (N is even)
 
     # ---- fragments: layouts, then tensor cores
-    sch.transform_layout(a_w, ("write", 0), _imap)
-    sch.transform_layout(b_w, ("write", 0), _imap)
-    sch.transform_layout(s_outer, ("write", 0), _imap)
-    sch.tensorize(loop_a, names["load_a"])
-    sch.tensorize(loop_b, names["load_b"])
-    sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
-    sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])
+    cuda_space.tensorize_fragments(sch, a_w, b_w, (s_outer, ("write", 0)), loop_a, loop_b, s_inner, init_inner,
+                                   names)
     if row_pipeline:
         # the next row tile's A (cp.async, stage 0) is fetched while this one's GEMM and softmax run (stage 1)
         n_stmt = sum(_pipeline_statements(st) for st in sch.get(rt).body.seq)

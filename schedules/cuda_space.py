@@ -133,6 +133,26 @@ def tile_fragment(sch, block):
     return a1
 
 
+def mma_layout(batch0, batch1, r, c):
+    """The layout of every mma fragment buffer (4-D [b0, b1, rows, cols]; a block's batch dims have extent 1):
+    16x16 tile -> (lane, 8 elements), the ldmatrix 32x8 map. Index-map parameter names are stored in the trace:
+    names like b0, l3, v7 collide with its random-variable names and the record cannot be loaded back ("Cannot
+    treat type SBlockRV as type Var")."""
+    return (batch0, batch1, r // 16, c // 16, *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
+
+
+def tensorize_fragments(sch, a_w, b_w, acc, loop_a, loop_b, s_inner, init_inner, names) -> None:
+    """Every tensor-core form's last step: the A/B fragments and the accumulator `acc` = (block, buffer access)
+    get the mma layout, then ldmatrix, mma.sync and the accumulator fill replace their loops."""
+    sch.transform_layout(a_w, ("write", 0), mma_layout)
+    sch.transform_layout(b_w, ("write", 0), mma_layout)
+    sch.transform_layout(*acc, mma_layout)
+    sch.tensorize(loop_a, names["load_a"])
+    sch.tensorize(loop_b, names["load_b"])
+    sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
+    sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])
+
+
 def _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names) -> None:
     """The block's GEMM on tensor cores, shared by the space's variants: A/B k-tiles to shared memory
     (cooperative cp.async fetch, padded rows), ldmatrix fragments under `ki`, mma.sync m16n8k16, and
@@ -166,18 +186,7 @@ def _tensor_core_tile(sch, s_outer, s_inner, ko, ki, jy, pad_a, pad_b, names) ->
     init_inner = sch.get_sblock("S_init")
 
     loop_a, loop_b = tile_fragment(sch, a_w), tile_fragment(sch, b_w)
-    # buffers are 4-D [b0, b1, rows, cols]; the batch dims of a block's fragments have extent 1
-    # Index-map parameter names are stored in the trace; names like b0, l3, v7 collide with its random-variable
-    # names and the record cannot be loaded back ("Cannot treat type SBlockRV as type Var").
-    imap = lambda batch0, batch1, r, c: (batch0, batch1, r // 16, c // 16,  # noqa: E731
-                                 *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
-    sch.transform_layout(a_w, ("write", 0), imap)
-    sch.transform_layout(b_w, ("write", 0), imap)
-    sch.transform_layout(c_w, ("read", 0), imap)
-    sch.tensorize(loop_a, names["load_a"])
-    sch.tensorize(loop_b, names["load_b"])
-    sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
-    sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])
+    tensorize_fragments(sch, a_w, b_w, (c_w, ("read", 0)), loop_a, loop_b, s_inner, init_inner, names)
     sch.tensorize(sch.get_loops(c_w)[-2], names["store"])
     # Row stride of S = 8 (mod 32) floats: the accumulator store writes 8 rows x 4 column pairs per warp
     # instruction; with a stride that is a multiple of 32 floats (Npad = 256, 512 ...) all 8 rows hit

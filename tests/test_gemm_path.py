@@ -6,9 +6,6 @@ GPU (marked gpu): sampled candidates against an FP64 product, fp16 and bf16.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from schedules import cuda_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("sm_80", "float16", (128, 256, 64)), ("sm_89", "bfloat16", (64, 128, 96)), ("sm_90", "float16", (256, 256, 128))]
@@ -80,20 +76,9 @@ def test_bench_gemm_refuses_bad_arguments():
 
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if nvcc is None:
-        pytest.skip("nvcc not found (CUDA toolkit needed for compile-only CUDA tests)")
-    env = dict(os.environ, TVM_CUDA_COMPILE_MODE="nvcc",
-               PATH=os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", ""),
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if not cuda_stub.real_driver_present():
-        env = cuda_stub.env_with_stub(cuda_stub.build_stub(tmp_path_factory.mktemp("stubcuda")), env)
-    req = [[a, d, list(s), 12] for a, d, s in CASES]
-    proc = subprocess.run([sys.executable, "-c", WORKER, json.dumps(req)], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
-    assert proc.returncode == 0 and lines, f"build worker failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}"
-    return {r["arch"]: r for r in json.loads(lines[-1][len("RESULT"):])}
+    from tests.compile_worker import run_compile_worker
+    return {r["arch"]: r for r in run_compile_worker(WORKER, [[a, d, list(s), 12] for a, d, s in CASES],
+                                                        tmp_path_factory)}
 
 
 @pytest.mark.parametrize("arch, dtype, size", CASES)

@@ -7,21 +7,12 @@ GPU (marked gpu): numerics of sampled candidates against the FP64 reference for 
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from schedules import cuda_stub
-
-ROOT = Path(__file__).resolve().parents[1]
 SEEDS = 12
 VALID_FLOOR = 0.5  # measured: 9/12 .. 12/12 (invalid: more than 1024 threads a block)
 CODEGEN = [("sm_80", "float16", "a=2x3x128x64,b=2x3x256x64,transB=1,scale=0.125"),
@@ -112,22 +103,8 @@ def test_space_offers_register_sketches_where_they_apply(spec, expected):
 
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if nvcc is None:
-        pytest.skip("nvcc not found (CUDA toolkit needed for compile-only CUDA tests)")
-    env = dict(os.environ, TVM_CUDA_COMPILE_MODE="nvcc",
-               PATH=os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", ""),
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if not cuda_stub.real_driver_present():
-        if shutil.which("cc") is None and shutil.which("gcc") is None:
-            pytest.skip("no C compiler to build the stub libcuda.so.1")
-        env = cuda_stub.env_with_stub(cuda_stub.build_stub(tmp_path_factory.mktemp("stubcuda")), env)
-    req = [[a, d, s, SEEDS] for a, d, s in CODEGEN]
-    proc = subprocess.run([sys.executable, "-c", WORKER, json.dumps(req)], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
-    assert proc.returncode == 0 and lines, f"build worker failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}"
-    return json.loads(lines[-1][len("RESULT"):])
+    from tests.compile_worker import run_compile_worker
+    return run_compile_worker(WORKER, [[a, d, s, SEEDS] for a, d, s in CODEGEN], tmp_path_factory)
 
 
 @pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
