@@ -26,9 +26,11 @@ in loops of its own bound to threadIdx.y/x; TVM's LiftThreadBinding merges them,
 allocation ends up inside threadIdx.y and compacts to one warp's fragments. Thread loops always have
 the block's full extents: TVM 0.27 puts no predicate on a thread loop shorter than its launch extent.
 
-Limits: M a multiple of 16 and N a multiple of 64 (no padded S: the statistics would need predicated
-partials whose placement TVM derives wrongly from an unpadded producer); N <= 2048 (registers); no bias or
-mask (`serves`: as shipped, with symbolic strides, their element-wise reads make these sketches slower than
+Limits: M a multiple of 16 and N a multiple of 64 as the module's S block iterates. Other M, N take the
+template's padded form (padded_sizes; tuning_db.tuner.forms): padding inside the schedule does not work, the
+statistics would need predicated partials whose placement TVM derives wrongly from an unpadded producer, while
+the padded form's blocks all iterate over the padded extents, so only P's stores carry a guard. N <= 2048
+(registers; rows wider than WIDE_N take one warp row a block); no bias or mask (`serves`: as shipped, with symbolic strides, their element-wise reads make these sketches slower than
 the shared-memory ones). Other shapes and variants use the shared-memory sketches only.
 
 Sampled knobs: row tiles [groups, RT, WM, FM <= 2] and column tiles [WN, FN <= 8] (sample_perfect_tile; at most
@@ -49,11 +51,36 @@ from .cuda_space import PIPELINE_STAGES, SMEM
 from .tensor_intrin import intrin_group
 
 MAX_N = 2048  # FM*FN*8 fp32 accumulators a thread: beyond this every tiling spills registers
+WIDE_N = 1024  # rows wider than this: one warp row a block (see _schedule)
 
 
 def applies(m: int, n: int, k: int) -> bool:
     """Whether the register sketches serve this (M, N, K) (module doc: limits)."""
     return m > 1 and m % 16 == 0 and n % 64 == 0 and n <= MAX_N
+
+
+def padded_sizes(target_name: str, variant, m: int, n: int, k: int):
+    """(Mp, Np, Kp) of the template's padded form (tir_kernels: pad=) for a shape these sketches do not serve as it
+    is, or None. The padded form iterates over Mp x Np x Kp with zero-filled A/B, -inf logits in the padded
+    columns and guarded P stores, so every split here is perfect (the W2/W3 shapes: 197, 1500). Np is a multiple
+    of 64; Mp of 64, else 32, when that pads at most 15 % of the rows (more factors for the row tiles: 1500 -> 1536,
+    197 -> 224), else of 16; Kp of 16. None for: shapes already served, M < 16 (decoding: the row-vector space), a bias or mask
+    (their reads would need the same guards), Np > MAX_N, or an Np whose smallest B-streamed stage does not fit
+    the arch's shared memory (sm_89 at N = 1500)."""
+    if m < 16 or applies(m, n, k) or variant.has_bias or variant.mask != "none":
+        return None
+    def up(x, q):
+        return -(-x // q) * q
+    mp = next((up(m, q) for q in (64, 32) if up(m, q) - m <= 0.15 * m), up(m, 16))
+    np_, kp = up(n, 64), up(k, 16)
+    if np_ > MAX_N or np_ * (16 + 8) * 2 * 2 + 16 * 1024 > cuda_space.SMEM_LIMIT[target_name]:
+        return None
+    return mp, np_, kp
+
+
+def is_padded_form(sch: tvm.s_tir.Schedule) -> bool:
+    """Whether this module is the template's padded form (it alone has a zero-filled A copy before scheduling)."""
+    return _has_block(sch, "A_pad")
 
 
 def serves(sch: tvm.s_tir.Schedule) -> bool:
@@ -87,6 +114,12 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
     return out
 
 
+def _has_block(sch: tvm.s_tir.Schedule, name: str) -> bool:
+    """Whether the module has the zero-filled copy `name` (its buffer, at the root, has the block's name): a query
+    of the IR, so no instruction enters the trace."""
+    return any(buf.name == name for buf in sch.mod["main"].body.block.alloc_buffers)
+
+
 def _pipeline_statements(stmt) -> int:
     """How many statements one statement of a loop body is when InjectSoftwarePipeline sees it: LiftThreadBinding
     has removed the thread-bound loops by then, so the statements of a thread loop's body count one by one."""
@@ -99,24 +132,32 @@ def _pipeline_statements(stmt) -> int:
 
 def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeline: bool = False) -> tvm.s_tir.Schedule:
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
-    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
+    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name in ("A", "A_pad"))
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
     s_blk = sch.get_sblock("S")
-    pad_k = bool(k % 16)  # K padded to 16 (zero-filled A/B tiles); M and N are never padded here
-    if pad_k:
+    # K padded to 16 (zero-filled A/B tiles) here; the padded form of the template (padded_sizes) comes with
+    # zero-filled A_pad / Bm_pad blocks of its own, and either way the global->shared copies inline them
+    if k % 16:
         sch.pad_einsum(s_blk, [1, 1, 16, 16, 16])
+    zero_filled = _has_block(sch, "A_pad")
     sch.compute_inline(sch.get_sblock("exp"))  # exp(logit - max) recomputed by the sum and by P (no E buffer)
 
     # ---- GEMM tiling: row tiles [groups, RT, WM, FM], column tiles [WN, FN], k tiles [KO, KI]
     b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, s_blk)
     # FM <= 2 and FN <= 8 fragments a warp: at most 128 fp32 accumulators a thread (more spills registers)
-    i_f = sch.sample_perfect_tile(i, n=4 if resident_b else 3, max_innermost_factor=2)
+    if n > WIDE_N:
+        # wide rows: one warp row (WM = 1; the N fragments need WN >= Np/256 warps, so a second warp row would pass
+        # 1024 threads or starve the accumulators of registers), up to 16 fragments a warp
+        i_f = sch.sample_perfect_tile(i, n=3 if resident_b else 2, max_innermost_factor=2)
+        i_f = [*i_f[:-1], 1, i_f[-1]]
+    else:
+        i_f = sch.sample_perfect_tile(i, n=4 if resident_b else 3, max_innermost_factor=2)
     if resident_b:
         grp, rt, wm, fm = sch.split(i, factors=i_f)
     else:
         (grp, wm, fm), rt = sch.split(i, factors=i_f), None
     wm_rv, fm_rv = i_f[-2:]
-    j_f = sch.sample_perfect_tile(j, n=2, max_innermost_factor=8)      # [WN, FN]
+    j_f = sch.sample_perfect_tile(j, n=2, max_innermost_factor=16 if n > WIDE_N else 8)      # [WN, FN]
     k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)     # [KO, KI]
     wn, fn = sch.split(j, factors=j_f)
     ko, ki = sch.split(kk, factors=k_f)
@@ -140,14 +181,14 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
         vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
         sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
         sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
-    fetch(0, rt if row_pipeline else ko, sch.get_sblock("A_pad") if pad_k else None)
+    fetch(0, rt if row_pipeline else ko, sch.get_sblock("A_pad") if zero_filled else None)
     if resident_b:
         # B once a block, outside the pipelined k loop: plain loads, not cp.async. With the runtime form's symbolic
         # batch strides TVM 0.27 cannot prove a vector load aligned and emits a gather nvcc rejects (make_uint4 of 8
         # halves), so these copies are scalar; the block amortizes them over its RT row tiles.
-        fetch(1, bx, sch.get_sblock("Bm_pad") if pad_k else None, widths=(1,), probs=(1.0,))
+        fetch(1, bx, sch.get_sblock("Bm_pad") if zero_filled else None, widths=(1,), probs=(1.0,))
     else:
-        fetch(1, ko, sch.get_sblock("Bm_pad") if pad_k else None)
+        fetch(1, ko, sch.get_sblock("Bm_pad") if zero_filled else None)
     a_w = sch.cache_read(s_outer, 0, "warp")
     b_w = sch.cache_read(s_outer, 1, "warp")
     sch.compute_at(a_w, ki)

@@ -317,7 +317,7 @@ def _is_trans_b(sch: tvm.s_tir.Schedule) -> bool:
     blk = sch.get(sch.get_sblock("S"))
     iv = [v.var for v in blk.iter_vars]  # v0, v1, vi, vj, vk
     for region in blk.reads:
-        if region.source.name == "Bm":
+        if region.source.name in ("Bm", "Bm_pad"):  # Bm_pad: the template's padded form
             last = region.region[-1].min
             return last.same_as(iv[4])
     raise ValueError("cuda_space: S reads no buffer named Bm")
@@ -363,6 +363,8 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
         from . import cuda_registers, cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
         if cuda_split_n.is_split_n(sch):
             return cuda_split_n.schedule(sch, target_name)
+        if cuda_registers.is_padded_form(sch):  # made for the register sketches (cuda_registers.padded_sizes)
+            return cuda_registers.schedule(sch, target_name)
         _, _, m, n, k = _sizes(sch.mod["main"])
         if cuda_row_vector.applies(m):
             return cuda_row_vector.schedule(sch, target_name)

@@ -67,6 +67,10 @@ def main(argv=None) -> int:
     ap.add_argument("--searches", type=int, default=1,
                     help="independent searches per workload, run at once, each with its share of the trials, cores "
                          "and RPC servers (needs --runner rpc): how one workload uses several GPUs (default 1)")
+    ap.add_argument("--padded-form", action="store_true",
+                    help="also tune the kernel's padded form (register-resident S) for shapes that need padding "
+                         "(M or N not a multiple of 16/64, e.g. 197, 1500), sharing the trials round robin; off by "
+                         "default: on the H100 it has not beaten the default form there")
     args = ap.parse_args(argv)
     if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
            args.searches) < 1:
@@ -102,7 +106,8 @@ def main(argv=None) -> int:
     options = dict(strategy=args.strategy, top_k=args.top_k, db_root=args.db, seed=args.seed,
                    workers=args.workers, batch_size=args.batch_size, population=args.population, tracker=tracker,
                    rpc_timeout=args.rpc_timeout, shards=args.searches,
-                   max_seconds=None if args.max_minutes is None else args.max_minutes * 60)
+                   max_seconds=None if args.max_minutes is None else args.max_minutes * 60,
+                   padded_form=args.padded_form)
     errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     for err in errors:
         print(f"tune.py: error: {err}", file=sys.stderr)

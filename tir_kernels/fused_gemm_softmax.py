@@ -38,9 +38,10 @@ def _strides(name: str, n: int):
 
 
 def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2,
-              chunk: int = 0):
+              chunk: int = 0, pad: Optional[tuple] = None):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
-    bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'."""
+    bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'.
+    pad: (Mp, Np, Kp) for the padded form (_padded), else None."""
     dt = variant.dtype
     B0, B1, M, N, K = sizes
     bc = bcast or {}
@@ -133,6 +134,9 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
                 P[v0, v1, vi, vj] = T.cast(T.if_then_else(
                     row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi], T.float32(0)), dt)
 
+    if pad:
+        return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
+                                           logit), variant)
     if not chunk:
         return _drop_unused_params(fused_gemm_softmax, variant)
     if not isinstance(N, int):
@@ -223,6 +227,88 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     return _drop_unused_params(fused_gemm_softmax_split_n, variant)
 
 
+def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit):
+    """The padded form: every block iterates over (Mp, Np, Kp), multiples of the register sketches' tiles, so their
+    splits are perfect and no predicate reaches a reduction (schedules/cuda_registers: why that matters).
+    A/B are read through zero-filled "A_pad"/"Bm_pad" blocks (the names and meaning pad_einsum gives them, so a
+    schedule inlines them into its global->shared copies), a padded column's logit is -inf (probability 0, not in
+    the row's max or sum), and "P" stores only the real rows and columns. Only variants without bias or mask:
+    their element reads would need the same guards, and the register sketches do not serve them anyway."""
+    if variant.has_bias or variant.mask != "none":
+        raise ValueError("the padded form takes no bias or mask")
+    dt = variant.dtype
+    B0, B1, M, N, K = sizes
+    Mp, Np, Kp = (int(x) for x in pad)
+    if not (Mp >= M and Np >= N and Kp >= K):
+        raise ValueError(f"padded sizes {pad} smaller than (M, N, K) = {(M, N, K)}")
+    trans_b = variant.trans_b
+    bp_shape = (B0, B1, Np, Kp) if trans_b else (B0, B1, Kp, Np)
+
+    def b_inside(r, c):  # B's (row, column) inside the real [N, K] (transB) or [K, N]
+        return tvm.tirx.And(r < N, c < K) if trans_b else tvm.tirx.And(r < K, c < N)
+
+    def bp_elem(Bm_pad, b0, b1, k, j):  # the padded copy keeps every batch index (an on-chip tile once scheduled)
+        return Bm_pad[b0, b1, j, k] if trans_b else Bm_pad[b0, b1, k, j]
+
+    @T.prim_func(s_tir=True)
+    def fused_gemm_softmax_padded(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                  p_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
+        Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
+        S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+        E = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+        for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
+            with T.sblock("A_pad"):
+                v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
+                A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
+        for b0, b1, r, c in T.grid(*bp_shape):
+            with T.sblock("Bm_pad"):
+                v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
+                Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
+        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("row_max"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_max[v0, v1, vi] = T.min_value("float32")
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], T.Select(
+                    vj < N, logit(S, None, None, scale, v0, v1, vi, vj), T.float32(NEG_INF)))
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("exp"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                E[v0, v1, vi, vj] = T.exp(T.Select(vj < N, logit(S, None, None, scale, v0, v1, vi, vj),
+                                                   T.float32(NEG_INF)) - row_max[v0, v1, vi])
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("row_sum"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_sum[v0, v1, vi] = T.float32(0)
+                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("P"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                T.reads(row_sum[v0, v1, vi], E[v0, v1, vi, vj])
+                T.writes(P[v0, v1, vi, vj])
+                if vi < M and vj < N:
+                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                        row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi],
+                        T.float32(0)), dt)
+
+    return fused_gemm_softmax_padded
+
+
 def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.PrimFunc:
     """The template always declares bias and mask; remove the ones this variant does not read."""
     a, b, bias, mask, p, scale = func.params
@@ -231,7 +317,8 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 
 
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
-                 align: int = 2, any_batch: bool = False, chunk: int = 0) -> tvm.tirx.PrimFunc:
+                 align: int = 2, any_batch: bool = False, chunk: int = 0,
+                 pad: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
@@ -243,6 +330,7 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     by the generic kernel (ort_integration/src/bundle.cc, Bundle::Find).
     chunk: 0 for the one-pass form; CW > 0 for the long-row (split-N) form with chunks of CW columns
     (schedules/cuda_split_n; N must be static).
+    pad: (Mp, Np, Kp) for the padded form (_padded: static M, N, K, no bias or mask), else None.
     """
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
@@ -250,16 +338,17 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
         sizes = (tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32"), *shape.sizes[2:])
     else:
         sizes = shape.sizes
-    return _template(variant, sizes, strided=True, align=align, chunk=chunk).with_attr("global_symbol", name)
+    return _template(variant, sizes, strided=True, align=align, chunk=chunk, pad=pad).with_attr("global_symbol", name)
 
 
-def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: int = 0) -> tvm.tirx.PrimFunc:
-    """The kernel as Meta-Schedule measures it (see the module docstring); chunk as in runtime_func."""
+def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: int = 0,
+                pad: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
+    """The kernel as Meta-Schedule measures it (see the module docstring); chunk and pad as in runtime_func."""
     bcast = {"a": tuple(s == 0 for s in shape.a_strides[:2]) + (False, False),
              "b": tuple(s == 0 for s in shape.b_strides[:2]) + (False, False)}
     if shape.bias_strides is not None:
         bcast["bias"] = tuple(s == 0 for s in shape.bias_strides)
     if shape.mask_strides is not None:
         bcast["mask"] = tuple(s == 0 for s in shape.mask_strides)
-    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk)
+    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk, pad=pad)
     return func.specialize({func.params[-1]: tvm.tirx.FloatImm("float32", float(scale))})

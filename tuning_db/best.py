@@ -15,7 +15,7 @@ from tir_kernels import CanonicalShape, Variant, runtime_func
 from tir_kernels.workloads import parse
 
 from . import database as dbm
-from .tuner import split_n_chunk, tuning_module
+from .tuner import Form, form_of, forms, tuning_module, tuning_modules
 
 
 TENSOR_CORE_ALIGN = 64  # bytes; see tir_kernels.runtime_func
@@ -31,16 +31,18 @@ class TunedKernel:
     source_target: Optional[str] = None  # set when the record was tuned on another arch (transfer)
     any_batch: bool = False  # the schedule's batch dims are symbolic: it serves every batch of its M, N, K
     kind: str = "tuned"  # "tuned" (a measured record) or "default" (schedules/cuda_default: chosen by rule, untuned)
+    form: str = "one-pass"  # the template form the schedule is on (tuning_db.tuner.forms)
 
 
-def _replay(trace, wl, target: str) -> tuple[tvm.s_tir.Schedule, bool]:
+def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_tir.Schedule, bool]:
     """A tuning trace (postprocessors included) on the runtime kernel, with symbolic batch dims when the trace allows (our CUDA space
     never splits the batch loops; Meta-Schedule's llvm space may tile them, and then the batch stays static).
     Returns (schedule, any_batch)."""
     align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
+    form = form or forms(wl, target)[0]
     for any_batch in (True, False):
         sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
-                                              chunk=split_n_chunk(wl, target)))
+                                              chunk=form.chunk, pad=form.pad))
         try:
             trace.apply_to_schedule(sch, remove_postproc=False)
         except Exception:  # noqa: BLE001
@@ -62,18 +64,20 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, target)
     wl = _workload_of(wl_dir, prov)
-    mod = tuning_module(wl, target)
+    modules = tuning_modules(wl, target)
     targets.register_intrinsics(target)
-    top = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1)
+    top = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir)], 1)
     if not top:
         raise dbm.DatabaseError(f"{wl_dir} has no valid record for its workload {wl.spec()} "
                                 f"(was the kernel definition changed since tuning? then tune again)")
     try:
-        sch, any_batch = _replay(top[0].trace, wl, target)
+        form = form_of(top[0], modules)
+        sch, any_batch = _replay(top[0].trace, wl, target, form)
     except Exception as err:  # noqa: BLE001
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
-    return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch)
+    return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
+                       form=form.name)
 
 
 def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
@@ -89,16 +93,22 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, source)
     wl = _workload_of(wl_dir, prov)
-    mod = tuning_module(wl, source)  # the records' key; a target whose form differs (split-N) replays none
+    # the records' keys are the source's forms; a record of a form the target does not take (split-N where the
+    # target keeps rows resident, or the reverse) replays on none of the target's kernels and is skipped
+    modules = tuning_modules(wl, source)
+    target_forms = forms(wl, target)
     targets.register_intrinsics(target)
     verify = cuda_space.VerifyGPUCodeArch(cuda_space.SMEM_LIMIT[target])
-    verify._initialize_with_tune_context(ms.TuneContext(mod=mod, target=targets.tvm_target(target),
+    verify._initialize_with_tune_context(ms.TuneContext(mod=modules[0][1], target=targets.tvm_target(target),
                                                         task_name="verify"))
-    records = dbm.top_records(mod, [dbm.open_json_db(wl_dir)], 1 << 20)
+    records = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir)], 1 << 20)
     for rank, rec in enumerate(records):
         try:
-            sch, any_batch = _replay(rec.trace, wl, target)
-            tuning_sch = tvm.s_tir.Schedule(mod)
+            form = form_of(rec, modules)
+            if form not in target_forms:
+                continue
+            sch, any_batch = _replay(rec.trace, wl, target, form)
+            tuning_sch = tvm.s_tir.Schedule(rec.workload.mod)
             rec.trace.apply_to_schedule(tuning_sch, remove_postproc=False)
             if not verify.apply(tuning_sch):
                 continue
@@ -106,7 +116,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
             continue
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
-                           any_batch=any_batch)
+                           any_batch=any_batch, form=form.name)
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
         + ("the default schedule (untuned) serves it" if tk is not None else "generic kernel"))

@@ -99,33 +99,37 @@ def check_target(wl_dir: Path, prov: dict, target: str) -> None:
                             f"Tune for {target} (scripts/tune.py --target {target}) or point --db elsewhere.")
 
 
-def top_records(mod: tvm.IRModule, dbs, k: int) -> list:
-    """The k fastest valid records for `mod` across databases, one per distinct trace."""
+def top_records(mods, dbs, k: int) -> list:
+    """The k fastest valid records for a module (or any of a list of modules: a workload's forms) across
+    databases, one per distinct trace."""
+    mods = [mods] if isinstance(mods, tvm.IRModule) else list(mods)
     seen, out = set(), []
     for db in dbs:
-        if not db.has_workload(mod):
-            continue
-        for rec in db.get_top_k(db.commit_workload(mod), max(k, 1) * 4):
-            secs = mean_secs(rec)
-            key = str(rec.trace)
-            if secs is None or key in seen:
+        for mod in mods:
+            if not db.has_workload(mod):
                 continue
-            seen.add(key)
-            out.append((secs, rec))
+            for rec in db.get_top_k(db.commit_workload(mod), max(k, 1) * 4):
+                secs = mean_secs(rec)
+                key = str(rec.trace)
+                if secs is None or key in seen:
+                    continue
+                seen.add(key)
+                out.append((secs, rec))
     out.sort(key=lambda t: t[0])
     return [rec for _, rec in out[:k]]
 
 
 def write_top_k(wl_dir: Path, mod: tvm.IRModule, records: list, provenance: dict) -> None:
-    """Atomically replace wl_dir's database files and provenance with `records` (already top-k)."""
+    """Atomically replace wl_dir's database files and provenance with `records` (already top-k); mod: the
+    workload's primary module."""
     wl_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=wl_dir))
     try:
         db = ms.database.JSONDatabase(work_dir=str(tmp), allow_missing=True)
-        workload = db.commit_workload(mod)
-        for rec in records:
+        db.commit_workload(mod)  # the primary form's, even when a record of another form is the fastest
+        for rec in records:  # each record under its own form's workload
             db.commit_tuning_record(ms.database.TuningRecord(
-                rec.trace, workload, rec.run_secs, rec.target, rec.args_info))
+                rec.trace, db.commit_workload(rec.workload.mod), rec.run_secs, rec.target, rec.args_info))
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=1) + "\n")
         for f in (*DB_FILES, PROVENANCE):  # each rename is atomic; provenance last marks completion
             os.replace(tmp / f, wl_dir / f)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import tvm
+import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
@@ -49,12 +50,54 @@ def split_n_chunk(workload: Workload, target_name: Optional[str]) -> int:
     return cuda_split_n.chunk_for(target_name, m, n, k)
 
 
-def tuning_module(workload: Workload, target_name: Optional[str] = None) -> tvm.IRModule:
-    """The IRModule Meta-Schedule tunes (and the database is keyed by) for a workload on a target (the
-    form depends on the target only for long rows: split_n_chunk)."""
-    func = tuning_func(workload.variant, workload.canonical, workload.scale,
-                       chunk=split_n_chunk(workload, target_name))
+@dataclasses.dataclass(frozen=True)
+class Form:
+    """One form of the template a workload is tuned in (tir_kernels.tuning_func's chunk / pad)."""
+    name: str  # "one-pass", "split-n" or "padded"
+    chunk: int = 0
+    pad: Optional[tuple] = None
+
+
+def forms(workload: Workload, target_name: Optional[str] = None) -> list:
+    """The template forms a workload can be tuned in on a target, the primary one first: one pass (rows resident)
+    or split-N (long rows); on CUDA, for shapes the register sketches take only when padded (W2/W3: 197, 1500), the
+    padded form too (schedules/cuda_registers.padded_sizes). tune(padded_form=True) tunes each form as a task of
+    one run (round robin); the database keeps the fastest records of any form, and each replays on its own.
+    The padded form is opt-in: on the H100 it has not beaten the primary form at W2 or W3 (results/h100/README.md,
+    2026-11-24), and a second task halves each form's share of the trials."""
+    chunk = split_n_chunk(workload, target_name)
+    out = [Form("split-n" if chunk else "one-pass", chunk)]
+    if not chunk and target_name is not None and targets.is_cuda(target_name):
+        from schedules import cuda_registers  # noqa: PLC0415
+        _, _, m, n, k = workload.canonical.sizes
+        pad = cuda_registers.padded_sizes(targets.resolve(target_name), workload.variant, m, n, k)
+        if pad is not None:
+            out.append(Form("padded", 0, pad))
+    return out
+
+
+def form_module(workload: Workload, form: Form) -> tvm.IRModule:
+    func = tuning_func(workload.variant, workload.canonical, workload.scale, chunk=form.chunk, pad=form.pad)
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+def tuning_module(workload: Workload, target_name: Optional[str] = None) -> tvm.IRModule:
+    """The IRModule of the primary form (forms()[0]): what Meta-Schedule tunes, and the database is keyed by, for
+    a workload on a target (the form depends on the target only for long rows: split_n_chunk)."""
+    return form_module(workload, forms(workload, target_name)[0])
+
+
+def tuning_modules(workload: Workload, target_name: Optional[str] = None) -> list:
+    """(Form, IRModule) of every form the workload is tuned in on the target."""
+    return [(f, form_module(workload, f)) for f in forms(workload, target_name)]
+
+
+def form_of(record, modules: list) -> Form:
+    """The form a tuning record was measured in (its workload's module), among tuning_modules()."""
+    for form, mod in modules:
+        if tvm_ffi.structural_equal(record.workload.mod, mod):
+            return form
+    raise ValueError("the record belongs to none of the workload's forms")
 
 
 def design_space(target_name: str):
@@ -205,10 +248,10 @@ class _SearchOutcome:
 
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
-            population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int,
+            population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
             stop: Optional[_Stop] = None) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`."""
-    mod = tuning_module(workload, target_name)
+    modules = tuning_modules(workload, target_name)[:None if padded_form else 1]
     work_db = dbm.open_json_db(work, create=True)
     bar = None
     if progress:
@@ -233,18 +276,27 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     builder, runner = _builder_runner(target_name, workers, tracker, servers, rpc_timeout)
     is_random = strategy == "random"
     try:
-        ms.tune_tir(
-            mod=mod, target=targets.tvm_target(target_name), work_dir=str(work), max_trials_global=budget,
-            num_trials_per_iter=max(1, min(batch_size, budget)), builder=builder, runner=runner,
-            database=work_db,
-            cost_model="random" if is_random else "xgb",
-            strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
+        # ms.tune_tir with one task per form (it would make one per function of one module, each keyed by a
+        # module whose function keeps its own name, so the records would not match tuning_modules())
+        target = targets.tvm_target(target_name)
+        names = ["main" if f is modules[0][0] else f"main_{f.name}" for f, _ in modules]
+        tasks = [ms.TuneContext(
+            mod=mod, target=target, space_generator=design_space(target_name), task_name=name, rand_state=rs,
+            search_strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
                 population_size=population, init_min_unmeasured=min(50, population)),
-            space=design_space(target_name),
+            num_threads=workers, logger=logger).clone()
+            for (_, mod), name, logger, rs in zip(modules, names, ms.logging.get_loggers_from_work_dir(str(work), names),
+                                                  ms.utils.fork_seed(seed, n=len(modules)))]
+        ms.tune.tune_tasks(
+            tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work), max_trials_global=budget,
+            num_trials_per_iter=max(1, min(batch_size, budget)), builder=builder, runner=runner,
+            database=work_db, cost_model="random" if is_random else "xgb",
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
             measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default"),
                                *([_StopAfterBatch(stop)] if stop is not None else [])],
-            num_tuning_cores=workers, seed=seed)
+            # round robin: the forms are one workload, so the fastest record of any counts (the gradient
+            # scheduler would weigh them as separate operators of a model)
+            task_scheduler="round-robin")
     except Exception as err:  # noqa: BLE001  (through TVM's FFI our NoServerError comes back a RuntimeError)
         if STOP_MARK in str(err):
             out.stopped = str(err).split(STOP_MARK + ": ", 1)[1].splitlines()[0]
@@ -303,7 +355,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
          workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
-         shards: int = 1, max_seconds: Optional[float] = None) -> dict:
+         shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
@@ -321,6 +373,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     Meta-Schedule runs one search in lock-step (search, build, measure, update), so it keeps a GPU busy only a
     fraction of the time however many servers there are; separate searches keep several busy. Needs a tracker.
     Search i works in work/shard-i/ (resumable like work/).
+    padded_form: tune the template's padded form too, where the shape has one (forms()); its records count toward
+    the budget and the top-k like the primary form's (they are kept whether or not a later run tunes it).
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
@@ -357,7 +411,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             raise rpc_runner.TrackerError(f"no RPC server is registered under key {tracker.key!r} at "
                                           f"{tracker.host}:{tracker.port}; start them with scripts/rpc_cluster.py "
                                           f"start (or check --key)")
-    mod = tuning_module(workload, target_name)
+    mods = [mod for _, mod in tuning_modules(workload, target_name)]
     _export_repo_path()
     targets.register_intrinsics(target_name)
     work = wl_dir / "work"
@@ -368,7 +422,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     # slices): their top-k records are in the committed database, the rest are gone. They count toward the budget
     # (it is a total) and toward the provenance's trials; the search goes on from the committed top records.
     carried = _carried_trials(prov_old, _read_ledger(work), work)
-    prior = dbm.top_records(mod, work_dbs, 1)
+    prior = dbm.top_records(mods, work_dbs, 1)
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
     remaining = trials - done - carried
     cores = workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH * shards)
@@ -381,7 +435,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         + (f"; {shards} independent searches of {max(1, cores // shards)} cores each)" if shards > 1 else ")"))
 
     search = dict(strategy=strategy, batch_size=batch_size, population=population, tracker=tracker,
-                  rpc_timeout=rpc_timeout)
+                  rpc_timeout=rpc_timeout, padded_form=padded_form)
     aborted = None
     t0 = time.time()
     stop = _Stop(None if max_seconds is None else t0 + max_seconds)
@@ -409,7 +463,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                 [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())]]
 
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
-    top = dbm.top_records(mod, [*work_dbs, *committed], top_k)
+    top = dbm.top_records(mods, [*work_dbs, *committed], top_k)
     total = sum(len(db.get_all_tuning_records()) for db in work_dbs) + carried
     # The work directory keeps its own ledger of finished runs and its own curve: the committed provenance and
     # curve.csv are tracked files that a checkout or pull between two slices can put back to an older state,
@@ -434,6 +488,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
                      "workers": cores, "searches": shards,
+                     "forms": [f.name for f in forms(workload, target_name)[:None if padded_form else 1]],
                      "runner": f"rpc:{servers}" if tracker else "local",
                      **({"stopped": outcome.stopped} if outcome.stopped else {})}
         _append_ledger(work, this_run)
@@ -467,7 +522,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     if not top:
         raise dbm.DatabaseError(f"no valid candidate among {total} trials for {workload.dir_name} on {target_name}; "
                                 f"see {work}/logs")
-    dbm.write_top_k(wl_dir, mod, top, _json_safe(provenance))
+    dbm.write_top_k(wl_dir, mods[0], top, _json_safe(provenance))
     if aborted is not None:
         raise rpc_runner.NoServerError(
             f"{workload.dir_name}: stopped after {total} of {trials} trials: {aborted}. The trials measured so far "
