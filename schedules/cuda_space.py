@@ -360,9 +360,11 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
         raise ValueError(f"cuda_space: no tensor-core space for target {target_name!r}")
 
     def space(sch: tvm.s_tir.Schedule):
-        from . import cuda_registers, cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
+        from . import cuda_recompute, cuda_registers, cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
         if cuda_split_n.is_split_n(sch):
             return cuda_split_n.schedule(sch, target_name)
+        if cuda_recompute.is_recompute_form(sch):  # (before the padded form's test: it is a padded form too)
+            return cuda_recompute.schedule(sch, target_name)
         if cuda_registers.is_padded_form(sch):  # made for the register sketches (cuda_registers.padded_sizes)
             return cuda_registers.schedule(sch, target_name)
         _, _, m, n, k = _sizes(sch.mod["main"])

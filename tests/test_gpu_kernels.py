@@ -159,22 +159,25 @@ def test_generic_causal_shapes(dtype, m, n):
 
 
 # ----------------------------------------------------------------------------- tensor-core space
-def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None):
+def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
-    postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels)."""
+    postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels), with
+    recompute: its recompute form."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from schedules import cuda_space  # noqa: PLC0415
     from schedules import cuda_split_n  # noqa: PLC0415
     chunk = cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)  # long rows: the split-N form
-    func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad).with_attr("global_symbol", "main")
+    func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute).with_attr("global_symbol",
+                                                                                                  "main")
     mod = tvm.IRModule({"main": func})
     generator = cuda_space.design_space(ARCH) if space is None else ms.space_generator.ScheduleFn(
         space, sch_rules=[], postprocs=cuda_space.postprocs(ARCH), mutator_probs={})
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(ARCH), task_name="main", rand_state=3,
                          space_generator=generator)
     sketches = ctx.generate_design_space()
-    rt_mod = tvm.IRModule({"main": runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, chunk=chunk, pad=pad)})
+    rt_mod = tvm.IRModule({"main": runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, chunk=chunk, pad=pad,
+                                                recompute=recompute)})
     out = []
     for seed in range(1, seeds + 1):
         sch = tvm.s_tir.Schedule(mod, seed=seed)

@@ -41,7 +41,8 @@ WORKER = textwrap.dedent(r'''
     out = []
     for arch, dtype, spec, seeds in json.loads(sys.argv[1]):
         wl = parse(spec, dtype)
-        form, mod = tuning_modules(wl, arch)[-1]  # the padded form where the shape has one
+        modules = tuning_modules(wl, arch)  # the padded form where the shape has one, else the primary form
+        form, mod = next((fm for fm in modules if fm[0].name == "padded"), modules[0])
         gen = ms.space_generator.ScheduleFn(lambda s: cuda_registers.schedule(s, arch), sch_rules=[],
                                             postprocs=cuda_space.postprocs(arch), mutator_probs={})
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
@@ -108,19 +109,20 @@ def test_padded_form_where_the_register_sketches_need_it():
     assert cuda_registers.padded_sizes("sm_90", plain, 1, 2048, 64) is None     # decoding: row-vector space
     assert cuda_registers.padded_sizes("sm_90", plain, 512, 512, 64) is None    # served as it is
     assert cuda_registers.padded_sizes("sm_90", plain, 64, 3000, 64) is None    # beyond the registers
-    assert [f.name for f in forms(parse("whisper-enc"), "sm_90")] == ["one-pass", "padded"]
+    assert [f.name for f in forms(parse("whisper-enc"), "sm_90")] == ["one-pass", "padded", "recompute"]
     assert [f.name for f in forms(parse("whisper-enc"), "llvm")] == ["one-pass"]
-    assert [f.name for f in forms(parse("bert-large"), "sm_90")] == ["one-pass"]
+    assert [f.name for f in forms(parse("bert-large"), "sm_90")] == ["one-pass", "recompute"]
     assert [f.name for f in forms(parse("lm-head"), "sm_90")] == ["split-n"]
-    (_, primary), (form, padded) = tuning_modules(parse("whisper-enc"), "sm_90")
+    (_, primary), (form, padded), _ = tuning_modules(parse("whisper-enc"), "sm_90")
     assert not tvm_ffi.structural_equal(primary, padded) and form.pad == (1536, 1536, 64)
     assert cuda_registers.is_padded_form(tvm.s_tir.Schedule(padded))
     assert not cuda_registers.is_padded_form(tvm.s_tir.Schedule(primary))
 
 
-# (sketches, of which register sketches) per form: the primary form, then the padded one where there is one
-@pytest.mark.parametrize("spec, expected", [("a=2x3x128x64,b=2x3x256x64,transB=1", [(7, 5)]),  # 2 shared-S + 5
-                                            ("a=2x3x197x64,b=2x3x197x64,transB=1", [(2, 0), (5, 5)]),  # + padded
+# (sketches, of which rfactor-ed ones) per form: the primary form, then the padded one where there is one, then
+# the recompute one (cuda_recompute: 2 sketches, rfactor-ed statistics too)
+@pytest.mark.parametrize("spec, expected", [("a=2x3x128x64,b=2x3x256x64,transB=1", [(7, 5), (2, 2)]),  # 2 shared-S + 5
+                                            ("a=2x3x197x64,b=2x3x197x64,transB=1", [(2, 0), (5, 5), (2, 2)]),
                                             ("a=2x3x128x64,b=2x3x256x64,transB=1,bias=2x1x128x256", [(2, 0)])])
 def test_space_offers_register_sketches_where_they_apply(spec, expected):
     import tvm
@@ -244,9 +246,9 @@ def test_padded_register_sketch_numerics(dtype, case):
             assert np.all(p[..., : m - n, :] == 0)
 
 
-def test_database_keeps_and_replays_records_of_both_forms(tmp_path):
-    """A database holding records of both forms (tune --padded-form): the top-k keeps each under its own form's
-    workload, and the build replays the fastest on the runtime kernel of its form (no GPU: traces only)."""
+def test_database_keeps_and_replays_records_of_every_form(tmp_path):
+    """A database holding records of every form (tune --padded-form --recompute-form): the top-k keeps each under its
+    own form's workload, and the build replays the fastest on the runtime kernel of its form (no GPU: traces only)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
@@ -259,7 +261,7 @@ def test_database_keeps_and_replays_records_of_both_forms(tmp_path):
     target, wl = "sm_90", parse("a=1x2x100x64,b=1x2x200x64,transB=1,name=odd")
     targets.register_intrinsics(target)
     modules = tuning_modules(wl, target)
-    assert [f.name for f, _ in modules] == ["one-pass", "padded"]
+    assert [f.name for f, _ in modules] == ["one-pass", "padded", "recompute"]
     traces = []
     for _, mod in modules:  # one valid sampled candidate of each form's space
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target), task_name="main", rand_state=1,
@@ -271,9 +273,9 @@ def test_database_keeps_and_replays_records_of_both_forms(tmp_path):
             if all(p.apply(sch) for p in ctx.space_generator.postprocs):
                 traces.append(sch.trace)
                 break
-    assert len(traces) == 2
-    for fast in (1, 0):  # the padded form's record faster, then the primary form's
-        secs = [2e-5, 2e-5]
+    assert len(traces) == len(modules)
+    for fast in range(len(modules)):  # each form's record the fastest in turn
+        secs = [2e-5] * len(modules)
         secs[fast] = 1e-5
         scratch = dbm.open_json_db(tmp_path / f"scratch{fast}", create=True)
         records = [ms.database.TuningRecord(tr, scratch.commit_workload(mod), [tvm.runtime.convert(float(s))],
@@ -281,11 +283,12 @@ def test_database_keeps_and_replays_records_of_both_forms(tmp_path):
                    for tr, (_, mod), s in zip(traces, modules, secs)]
         wl_dir = tmp_path / f"db{fast}" / wl.dir_name
         dbm.write_top_k(wl_dir, modules[0][1], records,
-                        {"target": target, "workload": wl.to_json(), "trials": 2})
+                        {"target": target, "workload": wl.to_json(), "trials": len(modules)})
         top = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir)], 10)
-        assert [dbm.mean_secs(r) for r in top] == [1e-5, 2e-5]  # both kept, each under its own workload
+        assert [dbm.mean_secs(r) for r in top] == [1e-5] + [2e-5] * (len(modules) - 1)  # all kept, each its own
         tk = load_tuned(wl_dir, target)
         assert tk.run_secs == 1e-5
-        assert tk.form == ("padded" if fast == 1 else "one-pass")  # replayed on the form it was tuned in
+        assert tk.form == modules[fast][0].name  # replayed on the form it was tuned in
         guarded = re.search(r"if v\w+ < 100 and v\w+ < 200:", tk.schedule.mod.script())
-        assert bool(guarded) == (fast == 1)  # the padded form's guarded P store (tir_kernels._padded)
+        assert bool(guarded) == (fast > 0)  # the padded forms' guarded P store (tir_kernels._padded)
+        assert ('"S_sum' in tk.schedule.mod.script()) == (fast == 2)  # the recompute form's second GEMM

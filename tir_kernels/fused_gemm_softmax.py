@@ -38,7 +38,7 @@ def _strides(name: str, n: int):
 
 
 def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2,
-              chunk: int = 0, pad: Optional[tuple] = None):
+              chunk: int = 0, pad: Optional[tuple] = None, recompute: bool = False):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
     bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'.
     pad: (Mp, Np, Kp) for the padded form (_padded), else None."""
@@ -136,7 +136,9 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
     if pad:
         return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
-                                           logit), variant)
+                                           logit, recompute), variant)
+    if recompute:
+        raise ValueError("the recompute form is a padded form: give pad=(Mp, Np, Kp)")
     if not chunk:
         return _drop_unused_params(fused_gemm_softmax, variant)
     if not isinstance(N, int):
@@ -227,13 +229,18 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     return _drop_unused_params(fused_gemm_softmax_split_n, variant)
 
 
-def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit):
+def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit,
+            recompute: bool = False):
     """The padded form: every block iterates over (Mp, Np, Kp), multiples of the register sketches' tiles, so their
     splits are perfect and no predicate reaches a reduction (schedules/cuda_registers: why that matters).
     A/B are read through zero-filled "A_pad"/"Bm_pad" blocks (the names and meaning pad_einsum gives them, so a
     schedule inlines them into its global->shared copies), a padded column's logit is -inf (probability 0, not in
     the row's max or sum), and "P" stores only the real rows and columns. Only variants without bias or mask:
-    their element reads would need the same guards, and the register sketches do not serve them anyway."""
+    their element reads would need the same guards, and the register sketches do not serve them anyway.
+
+    recompute: the recompute form (schedules/cuda_recompute). The GEMM is written three times, "S" (read by
+    "row_max"), "S_sum" (by "exp"/"row_sum") and "S_p" (by "P", which takes exp itself), so a schedule can compute
+    each where its consumer sweeps a chunk of columns and keep only a chunk of S on chip at a time."""
     if variant.has_bias or variant.mask != "none":
         raise ValueError("the padded form takes no bias or mask")
     dt = variant.dtype
@@ -306,7 +313,80 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                         row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi],
                         T.float32(0)), dt)
 
-    return fused_gemm_softmax_padded
+    @T.prim_func(s_tir=True)
+    def fused_gemm_softmax_recompute(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                     p_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
+        Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
+        S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        S_sum = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        S_p = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+        E = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+        for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
+            with T.sblock("A_pad"):
+                v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
+                A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
+        for b0, b1, r, c in T.grid(*bp_shape):
+            with T.sblock("Bm_pad"):
+                v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
+                Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
+        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("row_max"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_max[v0, v1, vi] = T.min_value("float32")
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], T.Select(
+                    vj < N, logit(S, None, None, scale, v0, v1, vi, vj), T.float32(NEG_INF)))
+        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+            with T.sblock("S_sum"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S_sum[v0, v1, vi, vj] = T.float32(0)
+                S_sum[v0, v1, vi, vj] = S_sum[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("exp"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                E[v0, v1, vi, vj] = T.exp(T.Select(vj < N, logit(S_sum, None, None, scale, v0, v1, vi, vj),
+                                                   T.float32(NEG_INF)) - row_max[v0, v1, vi])
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("row_sum"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_sum[v0, v1, vi] = T.float32(0)
+                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
+        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+            with T.sblock("S_p"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S_p[v0, v1, vi, vj] = T.float32(0)
+                S_p[v0, v1, vi, vj] = S_p[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("P"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
+                T.writes(P[v0, v1, vi, vj])
+                if vi < M and vj < N:
+                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                        row_sum[v0, v1, vi] > T.float32(0),
+                        T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                        / row_sum[v0, v1, vi], T.float32(0)), dt)
+
+    return fused_gemm_softmax_recompute if recompute else fused_gemm_softmax_padded
 
 
 def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.PrimFunc:
@@ -318,7 +398,7 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
                  align: int = 2, any_batch: bool = False, chunk: int = 0,
-                 pad: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
+                 pad: Optional[tuple] = None, recompute: bool = False) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
@@ -331,6 +411,7 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     chunk: 0 for the one-pass form; CW > 0 for the long-row (split-N) form with chunks of CW columns
     (schedules/cuda_split_n; N must be static).
     pad: (Mp, Np, Kp) for the padded form (_padded: static M, N, K, no bias or mask), else None.
+    recompute: with pad, the recompute form (_padded; schedules/cuda_recompute).
     """
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
@@ -338,17 +419,18 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
         sizes = (tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32"), *shape.sizes[2:])
     else:
         sizes = shape.sizes
-    return _template(variant, sizes, strided=True, align=align, chunk=chunk, pad=pad).with_attr("global_symbol", name)
+    return _template(variant, sizes, strided=True, align=align, chunk=chunk, pad=pad,
+                     recompute=recompute).with_attr("global_symbol", name)
 
 
 def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: int = 0,
-                pad: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
-    """The kernel as Meta-Schedule measures it (see the module docstring); chunk and pad as in runtime_func."""
+                pad: Optional[tuple] = None, recompute: bool = False) -> tvm.tirx.PrimFunc:
+    """The kernel as Meta-Schedule measures it (see the module docstring); chunk, pad, recompute as in runtime_func."""
     bcast = {"a": tuple(s == 0 for s in shape.a_strides[:2]) + (False, False),
              "b": tuple(s == 0 for s in shape.b_strides[:2]) + (False, False)}
     if shape.bias_strides is not None:
         bcast["bias"] = tuple(s == 0 for s in shape.bias_strides)
     if shape.mask_strides is not None:
         bcast["mask"] = tuple(s == 0 for s in shape.mask_strides)
-    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk, pad=pad)
+    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk, pad=pad, recompute=recompute)
     return func.specialize({func.params[-1]: tvm.tirx.FloatImm("float32", float(scale))})

@@ -42,7 +42,8 @@ def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_
     form = form or forms(wl, target)[0]
     for any_batch in (True, False):
         sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
-                                              chunk=form.chunk, pad=form.pad))
+                                              chunk=form.chunk, pad=form.pad,
+                                              recompute=form.recompute))
         try:
             trace.apply_to_schedule(sch, remove_postproc=False)
         except Exception:  # noqa: BLE001

@@ -53,9 +53,10 @@ def split_n_chunk(workload: Workload, target_name: Optional[str]) -> int:
 @dataclasses.dataclass(frozen=True)
 class Form:
     """One form of the template a workload is tuned in (tir_kernels.tuning_func's chunk / pad)."""
-    name: str  # "one-pass", "split-n" or "padded"
+    name: str  # "one-pass", "split-n", "padded" or "recompute"
     chunk: int = 0
     pad: Optional[tuple] = None
+    recompute: bool = False
 
 
 def forms(workload: Workload, target_name: Optional[str] = None) -> list:
@@ -64,7 +65,9 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     padded form too (schedules/cuda_registers.padded_sizes). tune(padded_form=True) tunes each form as a task of
     one run (round robin); the database keeps the fastest records of any form, and each replays on its own.
     The padded form is opt-in: on the H100 it has not beaten the primary form at W2 or W3 (results/h100/README.md,
-    2026-11-24), and a second task halves each form's share of the trials."""
+    2026-11-24), and a second task halves each form's share of the trials. Last, for shapes with M >= 16 and no bias
+    or mask (not long rows: they have split-N), the recompute form (schedules/cuda_recompute): opt-in too, not
+    faster than the one-pass form at W3 yet (L2-bound)."""
     chunk = split_n_chunk(workload, target_name)
     out = [Form("split-n" if chunk else "one-pass", chunk)]
     if not chunk and target_name is not None and targets.is_cuda(target_name):
@@ -73,11 +76,24 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
         pad = cuda_registers.padded_sizes(targets.resolve(target_name), workload.variant, m, n, k)
         if pad is not None:
             out.append(Form("padded", 0, pad))
+        from schedules import cuda_recompute  # noqa: PLC0415
+        pad = cuda_recompute.padded_sizes(workload.variant, m, n, k)
+        if pad is not None:
+            out.append(Form("recompute", 0, pad, recompute=True))
     return out
 
 
+def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: bool = False,
+                recompute_form: bool = False) -> list:
+    """The forms one tune() run searches: the primary form, plus the opt-in ones asked for that the shape has."""
+    extra = {name for name, asked in (("padded", padded_form), ("recompute", recompute_form)) if asked}
+    all_forms = forms(workload, target_name)
+    return [all_forms[0]] + [f for f in all_forms[1:] if f.name in extra]
+
+
 def form_module(workload: Workload, form: Form) -> tvm.IRModule:
-    func = tuning_func(workload.variant, workload.canonical, workload.scale, chunk=form.chunk, pad=form.pad)
+    func = tuning_func(workload.variant, workload.canonical, workload.scale, chunk=form.chunk, pad=form.pad,
+                       recompute=form.recompute)
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
@@ -249,9 +265,10 @@ class _SearchOutcome:
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
-            stop: Optional[_Stop] = None) -> _SearchOutcome:
+            recompute_form: bool = False, stop: Optional[_Stop] = None) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`."""
-    modules = tuning_modules(workload, target_name)[:None if padded_form else 1]
+    tuned = tuned_forms(workload, target_name, padded_form, recompute_form)
+    modules = [(f, m) for f, m in tuning_modules(workload, target_name) if f in tuned]
     work_db = dbm.open_json_db(work, create=True)
     bar = None
     if progress:
@@ -355,7 +372,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
          workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
-         shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False) -> dict:
+         shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False,
+         recompute_form: bool = False) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
@@ -375,6 +393,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     Search i works in work/shard-i/ (resumable like work/).
     padded_form: tune the template's padded form too, where the shape has one (forms()); its records count toward
     the budget and the top-k like the primary form's (they are kept whether or not a later run tunes it).
+    recompute_form: the same for the recompute form (schedules/cuda_recompute: S recomputed in three sweeps over
+    column chunks instead of kept on chip).
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
@@ -435,7 +455,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         + (f"; {shards} independent searches of {max(1, cores // shards)} cores each)" if shards > 1 else ")"))
 
     search = dict(strategy=strategy, batch_size=batch_size, population=population, tracker=tracker,
-                  rpc_timeout=rpc_timeout, padded_form=padded_form)
+                  rpc_timeout=rpc_timeout, padded_form=padded_form, recompute_form=recompute_form)
     aborted = None
     t0 = time.time()
     stop = _Stop(None if max_seconds is None else t0 + max_seconds)
@@ -488,7 +508,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
                      "workers": cores, "searches": shards,
-                     "forms": [f.name for f in forms(workload, target_name)[:None if padded_form else 1]],
+                     "forms": [f.name for f in tuned_forms(workload, target_name, padded_form, recompute_form)],
                      "runner": f"rpc:{servers}" if tracker else "local",
                      **({"stopped": outcome.stopped} if outcome.stopped else {})}
         _append_ledger(work, this_run)

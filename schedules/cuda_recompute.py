@@ -1,0 +1,235 @@
+"""The recompute sketches of the fused op: S is recomputed instead of kept, so a block holds one chunk of it.
+
+The row-resident sketches keep a whole row block of S on chip: in shared memory (cuda_space: 16 x 1504 fp32 =
+96 KB at W3's N = 1500, two blocks an SM) or in the mma accumulators with B resident (cuda_registers: B alone is
+192 KB at W3, one block of 8-12 warps an SM). Either way a W3 SM runs one or two blocks, and the P stores of a
+block (its only HBM traffic worth counting) are not overlapped by anything: W3 ran at 4.6x its HBM floor.
+
+Here a block of BM rows sweeps N three times, in chunks of CW columns, each chunk recomputed on tensor cores:
+
+    blockIdx.x = (b0, b1, group of BM = WM*FM*16 rows)      warps = WM (rows) x WN (columns), 32 lanes
+    A [BM, K] -> shared memory once (read by all three sweeps)
+    sweep 1, for each chunk (software-pipelined: the next chunk's B [CW, K] cp.async overlaps this one):
+        S chunk (FM x FN 16x16 fp32 fragments a warp, registers) = mma.sync m16n8k16
+        the lane's running max over its fragment elements (a register per row it holds)
+    combine: lanes' maxima -> shared [BM, WN*4] -> one thread a row -> row_max
+    sweep 2: the same GEMM, the lane's running sum of exp(logit - max); combine -> row_sum
+    sweep 3: the same GEMM, P = exp(logit - max) / sum from the fragments, half2 stores to global memory
+
+Why recompute and not split-N with a combine pass (cuda_split_n): a combine rewrites P (one more write and a read
+of it: 3x the floor's P traffic), while recomputing costs tensor-core time only. At K = 64 a 16x16 fragment of S
+is 4 mma.sync, cheap against the 2 bytes of P it ends in: three sweeps are 3 x 46 GFLOP at W3, against the 720 MB
+of P written once. Shared memory is only A, the B chunks and the partial statistics (~30 KB), so several blocks
+share an SM and one block's stores overlap another's GEMM. Why three sweeps and not two (online softmax): the
+rescaling running sum is not a reduction TIR can rfactor, and the extra GEMM sweep is the cheaper one.
+
+The template's recompute form (tir_kernels: recompute=True, a padded form) writes the GEMM three times ("S",
+"S_sum", "S_p"), so each is computed at the chunk loop of its own consumer. It iterates over padded sizes
+(padded_sizes: M to 16/32/64, N to 64, K to 16), so every split here is perfect.
+
+Statistics as in cuda_registers (rfactor over (warp column, quad lane); the partial in a register of the lane
+that owns the fragment elements), except that the chunk loop is the partial's outermost reduction loop: its
+register accumulates across chunks, initialized before the sweep and written to shared memory after it.
+
+Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, CW/16 <= 16] then [WN, FN <= 4]
+(nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks.
+P is stored one half at a time (see the note at the P block).
+
+Measured (H100, 2026-11-24, results/h100/README.md): correct (14 numerics tests, memcheck clean) but not faster than
+the one-pass form at W3: 1712 us after 128 trials against 1640 us for the one-pass form in the same run. ncu: L2-bound
+(L2 86 %, DRAM 14 %): each block reads all of B from L2 once a sweep. Hence opt-in (tune.py --recompute-form).
+"""
+from __future__ import annotations
+
+import tvm
+
+from . import cuda_registers, cuda_space
+from .cuda_space import SMEM
+from .tensor_intrin import intrin_group
+
+CHUNK_STAGES = (2, 3)
+
+
+def is_recompute_form(sch: tvm.s_tir.Schedule) -> bool:
+    """Whether this module is the template's recompute form (it alone has an "S_p" block)."""
+    return any(buf.name == "S_p" for buf in sch.mod["main"].body.block.alloc_buffers)
+
+
+def padded_sizes(variant, m: int, n: int, k: int):
+    """(Mp, Np, Kp) of the recompute form for this shape, or None where it does not apply: M < 16 (decoding: the
+    row-vector space), a bias or mask (the padded template takes none). Mp a multiple of 64, else 32, when that
+    pads at most 15 % of the rows, else of 16; Np of 64; Kp of 16. No limit on N: only a chunk is on chip."""
+    if m < 16 or variant.has_bias or variant.mask != "none":
+        return None
+
+    def up(x, q):
+        return -(-x // q) * q
+    mp = next((up(m, q) for q in (64, 32) if up(m, q) - m <= 0.15 * m), up(m, 16))
+    return mp, up(n, 64), up(k, 16)
+
+
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAGES) -> list:
+    """One sketch per pipeline depth of the chunk loops."""
+    if not is_recompute_form(sch):
+        raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the template's recompute form")
+    return [_schedule(sch.copy(), stages) for stages in stage_options]
+
+
+def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
+    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A_pad")
+    names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
+    sch.compute_inline(sch.get_sblock("exp"))  # exp(logit - max) computed by the sum itself (no E buffer)
+
+    # ---- knobs, sampled once on P's loops: rows [groups, BM/16] then [WM, FM]; columns [chunks, CW/16] then [WN, FN]
+    # (nested perfect tiles: BM <= 256 and CW <= 256 rows/columns a block, at most 16 x 16 warps before VerifyGPUCode).
+    # Every block reads all of B from L2 once a sweep, 3K/BM bytes of L2 traffic per byte of P: at W3 with BM = 64 that
+    # was L2-bound (ncu: L2 throughput 86 %, DRAM 14 %), hence row groups up to 256 rows.
+    p_blk = sch.get_sblock("P")
+    b0, b1, i, j = sch.get_loops(p_blk)
+    i16, i_in = sch.split(i, factors=[None, 16])
+    j16, j_in = sch.split(j, factors=[None, 16])
+    grp_rv, bmt_rv = sch.sample_perfect_tile(i16, n=2, max_innermost_factor=16)
+    c_rv, cwt_rv = sch.sample_perfect_tile(j16, n=2, max_innermost_factor=16)
+    i_grp, i_bmt = sch.split(i16, factors=[grp_rv, bmt_rv])
+    j_c, j_cwt = sch.split(j16, factors=[c_rv, cwt_rv])
+    wm_rv, fm_rv = sch.sample_perfect_tile(i_bmt, n=2, max_innermost_factor=2)
+    wn_rv, fn_rv = sch.sample_perfect_tile(j_cwt, n=2, max_innermost_factor=4)
+    i = sch.fuse(i_grp, i_bmt, i_in)
+    j = sch.fuse(j_c, j_cwt, j_in)
+
+    def rows(loop, outer=False):  # -> ([grp,] wm, ti, ih, il): the accumulator's row structure
+        return sch.split(loop, factors=([None] if outer else []) + [wm_rv, fm_rv, 2, 8])
+
+    def cols(loop, outer=False):  # -> ([chunk,] wn, fn, jh, jm, jl): jm is the lane within a quad
+        return sch.split(loop, factors=([None] if outer else []) + [wn_rv, fn_rv, 2, 4, 2])
+
+    def bind_owner(wm_, wn_, il_, jm_):
+        sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
+        sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
+
+    def iter_loops(block):
+        """The loops of a block moved with preserve_unit_loops: one a block iterator, in the iterators' order."""
+        return sch.get_loops(block)[-len(sch.get(block).iter_vars):]
+
+    def all_threads(loop):
+        """A row loop over every thread of the block, full thread extents (cuda_registers module doc)."""
+        _, ry_m, ry_n, rx = sch.split(loop, factors=[None, wm_rv, wn_rv, 32])
+        sch.bind(sch.fuse(ry_m, ry_n), "threadIdx.y")
+        sch.bind(rx, "threadIdx.x")
+
+    def own_partial(wq, i_):
+        """A (warp column x quad lane, row) nest of a partial statistic -> bound like the fragments it reads;
+        returns the row loop ih (the lane's rows below it)."""
+        wn_, jm_ = sch.split(wq, factors=[wn_rv, 4])
+        wm_, ti_, ih_, il_ = rows(i_)
+        sch.reorder(wm_, wn_, il_, jm_, ti_, ih_)
+        bind_owner(wm_, wn_, il_, jm_)
+        return ih_
+
+    def stat_local(consumer, name, at):
+        blk = sch.get(consumer)
+        idx = next(q for q, r in enumerate(blk.reads)  # the statistic itself, not its partials
+                   if r.source.name.startswith(name) and "_rf" not in r.source.name)
+        sch.compute_at(sch.cache_read(consumer, idx, "local", consumer_blocks=[consumer]), at)
+
+    # ---- P: the anchor. blockIdx over (b0, b1, row group); the chunk loop; the lane's own fragment elements
+    grp, wm_, ti_, ih_, il_ = rows(i, outer=True)
+    c_p, wn_, fn_, jh_, jm_, jl_ = cols(j, outer=True)
+    sch.reorder(grp, c_p, wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+    bx = sch.fuse(b0, b1, grp)
+    sch.bind(bx, "blockIdx.x")
+    bind_owner(wm_, wn_, il_, jm_)
+    # (no vectorized half2 store: S_p is read only here, so a vector read would make TVM retype the accumulator as
+    # float2, which LowerWarpMemory cannot split into lanes)
+    stat_local(p_blk, "row_max", ih_)
+    stat_local(p_blk, "row_sum", ih_)
+
+    # ---- statistics: rfactor over (warp column, quad lane), the chunk loop a reduction loop of the partial
+    partial = {}
+    for name in ("row_max", "row_sum"):
+        blk = sch.get_sblock(name)
+        c_, wn_, fn_, jh_, jm_, jl_ = cols(sch.get_loops(blk)[-1], outer=True)
+        sch.reorder(wn_, jm_, c_, fn_, jh_, jl_)
+        partial[name] = sch.rfactor(sch.fuse(wn_, jm_), factor_axis=3)
+    for blk in (sch.get_sblock("row_sum"), partial["row_sum"], sch.get_sblock("row_max"), partial["row_max"]):
+        sch.compute_at(blk, bx, preserve_unit_loops=True)
+    sweeps = {}
+    for name in ("row_max", "row_sum"):
+        rf, blk = partial[name], sch.get_sblock(name)
+        sch.set_scope(rf, 0, SMEM)
+        acc = sch.cache_write(rf, 0, "local")  # the lane's partial: a register across the chunks of the sweep
+        wq, _, _, i_, c_, fn_, jh_, jl_ = iter_loops(rf)
+        sch.reorder(c_, wq, i_)
+        ih_ = own_partial(wq, i_)
+        if name == "row_sum":
+            stat_local(rf, "row_max", ih_)
+        sweeps[name] = c_
+        sch.decompose_reduction(rf, c_)  # its init keeps the thread binding: each lane sets its own register
+        _, _, i_, wq = sch.get_loops(acc)[-4:]  # the write-back to shared memory, by the owning lane
+        sch.reorder(wq, i_)
+        own_partial(wq, i_)
+        sch.storage_align(acc, 0, axis=-2, factor=32, offset=1)
+        # the combine: one thread a row over the WN*4 partials, accumulating in a register
+        red, _, _, i_ = iter_loops(blk)
+        sch.reorder(i_, red)
+        all_threads(i_)
+        sch.set_scope(blk, 0, SMEM)
+        all_threads(sch.get_loops(sch.cache_write(blk, 0, "local"))[-1])
+
+    # ---- the three GEMMs, each at the chunk loop of its consumer: [WM, FM] x [WN, FN] fragments, k tiles
+    k_f = None
+    gemms = []
+    for s_name, c_ in (("S", sweeps["row_max"]), ("S_sum", sweeps["row_sum"]), ("S_p", c_p)):
+        s_blk = sch.get_sblock(s_name)
+        sch.compute_at(s_blk, c_, preserve_unit_loops=True)
+        _, _, i_, j_, k_ = sch.get_loops(s_blk)[-5:]
+        i_, i_tc = sch.split(i_, factors=[None, 16])
+        j_, j_tc = sch.split(j_, factors=[None, 16])
+        k_, k_tc = sch.split(k_, factors=[None, 16])
+        sch.reorder(i_, j_, k_, i_tc, j_tc, k_tc)
+        s_outer, s_inner = sch.blockize(i_tc), s_blk  # the 16x16x16 inner block is what mma.sync matches
+        if k_f is None:
+            k_f = sch.sample_perfect_tile(k_, n=2, max_innermost_factor=4)  # [KO, KI]
+        wm_, fm_ = sch.split(i_, factors=[wm_rv, fm_rv])
+        wn_, fn_ = sch.split(j_, factors=[wn_rv, fn_rv])
+        ko, ki = sch.split(k_, factors=k_f)
+        sch.reorder(wm_, wn_, ko, ki, fm_, fn_)
+        sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
+        sch.annotate(s_outer, "warp_execution", 1)
+        gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
+
+    def fetch(blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)):
+        sch.compute_at(blk, at)
+        sch.fuse(*sch.get_loops(blk)[-2:])
+        vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
+        sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
+        sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
+
+    # A [BM, K] once a block, read by the three sweeps. Plain scalar loads, not cp.async (it is outside the pipelined
+    # loops): with the runtime form's symbolic batch strides TVM 0.27 cannot prove a vector load aligned and emits a
+    # gather nvcc rejects (make_uint4 of 8 halves); the block amortizes it over its three sweeps.
+    outers = [g[1] for g in gemms]
+    fetch(sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
+    for s_name, s_blk, s_inner, c_, ko, ki in gemms:
+        # (consumer_blocks: without it cache_read redirects every reader of the buffer, the other sweeps' too)
+        fetch(sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
+        a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
+        b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
+        sch.compute_at(a_w, ki)
+        sch.compute_at(b_w, ki)
+        sch.set_scope(s_blk, 0, "warp")  # the chunk of S is the accumulator: registers
+        sch.decompose_reduction(s_blk, ko)
+        loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
+        cuda_space.tensorize_fragments(sch, a_w, b_w, (s_blk, ("write", 0)), loop_a, loop_b, s_inner,
+                                       sch.get_sblock(s_name + "_init"), names)
+    for producer in ("A_pad", "Bm_pad"):  # zero-filling: predicates of the global->shared copies
+        sch.compute_inline(sch.get_sblock(producer))
+
+    # ---- software pipeline of each sweep's chunk loop: the next chunk's B (cp.async, stage 0) is fetched while
+    # this chunk's GEMM and statistics (or P stores) run
+    for _, _, _, c_, _, _ in gemms:
+        n_stmt = sum(cuda_registers._pipeline_statements(st) for st in sch.get(c_).body.seq)
+        sch.annotate(c_, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))
+        sch.annotate(c_, "software_pipeline_order", list(range(n_stmt)))
+        sch.annotate(c_, "software_pipeline_async_stages", [0])
+    return sch

@@ -1,0 +1,157 @@
+"""The recompute sketches (schedules/cuda_recompute.py): S recomputed over column chunks in three sweeps.
+
+CPU (compile-only, no GPU): where the form applies, that tune() offers it only when asked, and for sm_80 / sm_89 /
+sm_90 that sampled candidates are valid at a stated rate, build with nvcc with the accumulators in registers and the
+B chunks fetched by cp.async, and replay on the shipped runtime form.
+GPU (marked gpu): numerics of sampled candidates against the FP64 reference, aligned and padded shapes, causal,
+B [K, N], and rows longer than any row-resident sketch takes.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+SEEDS = 10
+VALID_FLOOR = 0.3  # measured 2026-11-24 (CPU, compile-only): 4/10 .. 10/10; invalid: more than 1024 threads a block
+CODEGEN = [("sm_90", "float16", "a=1x2x1500x64,b=1x2x1500x64,transB=1"),        # W3's rows, padded
+           ("sm_80", "bfloat16", "a=2x3x197x64,b=2x3x197x64,transB=1,causal=1"),
+           ("sm_89", "float16", "a=2x2x100x40,b=2x2x40x1000")]                  # K padded, B [K, N]
+
+WORKER = textwrap.dedent(r'''
+    import json, os, sys
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+    from tir_kernels import runtime_func
+    from tir_kernels.workloads import parse
+    from tuning_db.best import TENSOR_CORE_ALIGN
+    from tuning_db.tuner import tuning_modules
+    from schedules import cuda_space, targets
+
+    assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
+    out = []
+    for arch, dtype, spec, seeds in json.loads(sys.argv[1]):
+        targets.register_intrinsics(arch)
+        wl = parse(spec, dtype)
+        modules = tuning_modules(wl, arch)
+        assert any(f.name == "recompute" for f, _ in modules), [f for f, _ in modules]
+        form, mod = next(fm for fm in modules if fm[0].name == "recompute")
+        ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
+                             space_generator=cuda_space.design_space(arch))
+        sketches = ctx.generate_design_space()
+        valid, builds, built = 0, [], set()
+        for seed in range(1, seeds + 1):
+            k = seed % len(sketches)
+            sch = tvm.s_tir.Schedule(mod, seed=seed)
+            Trace(sketches[k].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                continue
+            valid += 1
+            if k in built:
+                continue
+            built.add(k)
+            try:
+                src = cuda_space.build(sch.mod, arch).mod.imports[0].inspect_source("cuda")
+                rt = tvm.s_tir.Schedule(tvm.IRModule({"main": runtime_func(wl.variant, wl.canonical,
+                    align=TENSOR_CORE_ALIGN, any_batch=True, pad=form.pad, recompute=True)}))
+                sch.trace.apply_to_schedule(rt, remove_postproc=False)  # what build.py ships: any batch
+                cuda_space.build(rt.mod, arch)
+                builds.append({"ok": True, "src": src})
+            except Exception as err:  # noqa: BLE001
+                builds.append({"ok": False, "error": str(err)[-2000:]})
+        out.append({"arch": arch, "spec": spec, "sketches": len(sketches), "valid": valid, "seeds": seeds,
+                    "builds": builds})
+    print("RESULT" + json.dumps(out))
+''')
+
+
+def test_where_the_recompute_form_applies():
+    from schedules import cuda_recompute
+    from tir_kernels import Variant
+    from tir_kernels.workloads import parse
+    from tuning_db.tuner import tuned_forms
+    plain = Variant("float16", True)
+    assert cuda_recompute.padded_sizes(plain, 1500, 1500, 64) == (1536, 1536, 64)   # W3
+    assert cuda_recompute.padded_sizes(plain, 197, 197, 64) == (224, 256, 64)       # W2
+    assert cuda_recompute.padded_sizes(plain, 512, 512, 64) == (512, 512, 64)       # aligned: no padding
+    assert cuda_recompute.padded_sizes(plain, 64, 65536, 64) == (64, 65536, 64)     # no limit on N
+    assert cuda_recompute.padded_sizes(plain, 1, 2048, 64) is None                  # decoding: row-vector space
+    assert cuda_recompute.padded_sizes(Variant("float16", True, has_bias=True), 197, 197, 64) is None
+    assert cuda_recompute.padded_sizes(Variant("float16", True, mask="add"), 197, 197, 64) is None
+    w3 = parse("whisper-enc")
+    assert [f.name for f in tuned_forms(w3, "sm_90")] == ["one-pass"]  # opt-in
+    assert [f.name for f in tuned_forms(w3, "sm_90", recompute_form=True)] == ["one-pass", "recompute"]
+    assert [f.name for f in tuned_forms(w3, "sm_90", True, True)] == ["one-pass", "padded", "recompute"]
+    assert [f.name for f in tuned_forms(w3, "llvm", True, True)] == ["one-pass"]
+    assert [f.name for f in tuned_forms(parse("lm-head"), "sm_90", True, True)] == ["split-n"]
+
+
+def test_recompute_template_form_needs_padded_sizes():
+    from tir_kernels import tuning_func
+    from tir_kernels.workloads import parse
+    wl = parse("whisper-enc")
+    with pytest.raises(ValueError, match="pad="):
+        tuning_func(wl.variant, wl.canonical, wl.scale, recompute=True)
+
+
+@pytest.fixture(scope="module")
+def codegen(tmp_path_factory):
+    from tests.compile_worker import run_compile_worker
+    return {r["spec"]: r for r in run_compile_worker(WORKER, [[*c, SEEDS] for c in CODEGEN], tmp_path_factory)}
+
+
+@pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
+def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, dtype, spec):
+    r = codegen[spec]
+    assert r["sketches"] == 2  # one per pipeline depth of the chunk loops
+    assert r["valid"] >= VALID_FLOOR * r["seeds"], f"{r['valid']}/{r['seeds']} valid"
+    assert r["builds"] and all(b["ok"] for b in r["builds"]), [b.get("error") for b in r["builds"]]
+    for b in r["builds"]:
+        src = b["src"]
+        ptx = "bf16" if dtype == "bfloat16" else "f16"
+        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32" in src
+        assert "ldmatrix" in src and "cp.async" in src
+        # three sweeps, three accumulators, each lowered to the lane's registers (never a 32x per-thread copy, and
+        # S never in shared memory: only A, the B chunks and the statistics are)
+        assert src.count("_warp_ptr[") >= 3
+        for name in ("S_warp_ptr", "S_sum_warp_ptr", "S_p_warp_ptr"):
+            decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
+            assert int(decl.split("[")[1].split("]")[0]) <= 64, decl  # FM*FN*8 floats a lane at most
+
+
+CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template takes none)
+    "w3-rows1500": ((1, 2, 1500, 1500, 64), dict()),
+    "w1-aligned": ((2, 4, 512, 512, 64), dict()),
+    "w2-197": ((2, 3, 197, 197, 64), dict()),
+    "causal-m-lt-n-k40": ((2, 2, 100, 200, 40), dict(causal=True)),
+    "causal-m-gt-n": ((2, 2, 150, 90, 64), dict(causal=True)),   # the first 60 rows fully masked: zeros
+    "b-not-transposed-odd": ((2, 2, 70, 130, 24), dict(trans_b=False)),
+    "long-row-8192": ((1, 2, 32, 8192, 64), dict()),               # longer than any row-resident sketch
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_recompute_sketch_numerics(dtype, case):
+    """Sampled candidates of both sketches against the FP64 reference (nothing read or written out of bounds:
+    compute-sanitizer memcheck's job, results/h100 has the run)."""
+    import tests.test_gpu_kernels as g
+    if g.ARCH is None:
+        pytest.skip("no CUDA GPU visible to TVM")
+    from schedules import cuda_recompute, cuda_space
+    (b, h, m, n, k), feat = CASES[case]
+    c = g._case(dtype, b, h, m, n, k, **feat)
+    variant, shape = g._variant(dtype, c), g._canon(c)
+    pad = cuda_recompute.padded_sizes(variant, m, n, k)
+    assert pad is not None
+    for rt in g._space_candidates(variant, shape, c["scale"], count=2, pad=pad, recompute=True,
+                                  space=lambda s: cuda_recompute.schedule(s, g.ARCH)):
+        p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
+        g._check(p, c, dtype)
+        if feat.get("causal") and m > n:
+            assert np.all(p[..., : m - n, :] == 0)
