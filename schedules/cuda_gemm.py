@@ -96,4 +96,4 @@ def design_space(target_name: str):
     target_name = cuda_space.targets.resolve(target_name)
     return ms.space_generator.ScheduleFn(
         lambda s: schedule(s, target_name), sch_rules=[], postprocs=cuda_space.postprocs(target_name),
-        mutator_probs={ms.mutator.MutateTileSize(): 1.0})
+        mutator_probs=cuda_space.mutator_probs())

@@ -16,12 +16,12 @@ padded A/B tiles are read from global memory under a bounds predicate (zero fill
 source-size predicate), padded S rows/columns are never read by the softmax, and the P stores are
 predicated, so nothing is ever read or written out of bounds (M=197, N=1500, K=1, M=1 ...).
 
-Sampled knobs (ExprRVs in the trace, mutated by MutateTileSize / MutateUnroll; no ints baked in):
+Sampled knobs (ExprRVs in the trace, mutated by MutateTileSize / MutateCategorical; no ints baked in):
   BM/16 rows tiles per block and the row-tile count (sample_perfect_tile over Mpad/16),
   N chunking: chunks x warps x fragments per warp (sample_perfect_tile n=3 over Npad/16),
   K tiling: k-tiles x fragments per k-tile (BK) (sample_perfect_tile n=2 over Kpad/16),
   cooperative-fetch vector width of A and B (1/2/4/8 elements; 8 = 16-byte cp.async),
-  vector width of the P store loop, unroll depth (meta_schedule.unroll_explicit).
+  vector width of the P store loop, unroll depth of the GEMM loops (pragma_auto_unroll_max_step).
 Structural choices are separate sketches: pipeline depth (2 or 3 shared-memory stages).
 
 Shared memory. S takes BM*Npad*4 bytes, so it quickly outgrows the 48 KB of static shared memory
@@ -53,6 +53,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
 
 from . import cuda_runner, targets
+from .mutate_categorical import MutateCategorical
 from .tensor_intrin import intrin_group
 
 
@@ -377,7 +378,13 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
 
     return ms.space_generator.ScheduleFn(
         space, sch_rules=[], postprocs=postprocs(target_name),
-        mutator_probs={ms.mutator.MutateTileSize(): 0.8, ms.mutator.MutateUnroll(): 0.2})
+        mutator_probs=mutator_probs())
+
+
+def mutator_probs() -> dict:
+    """The evolutionary search's moves: tile sizes and the categorical knobs (widths, unroll). MutateUnroll
+    would never apply: no space here annotates meta_schedule.unroll_* (mutate_categorical's doc)."""
+    return {ms.mutator.MutateTileSize(): 0.8, MutateCategorical(): 0.2}
 
 
 # ----------------------------------------------------------------------------- build / run

@@ -36,8 +36,11 @@ def profile(workload, target_name: str, candidates: int = 40, seed: int = 1) -> 
     valid = 0
     for i in range(candidates):
         t = time.perf_counter()
-        sch = tvm.s_tir.Schedule(mod, seed=seed + i)  # fresh random decisions for the sketch's samples
-        sketches[i % len(sketches)].trace.apply_to_schedule(sch, remove_postproc=True)
+        sch = tvm.s_tir.Schedule(mod, seed=seed + i)
+        # the sketch's instructions without its decisions: every sample draws afresh, as Meta-Schedule's
+        # initial population does (replaying the sketch's own trace would repeat one point per sketch)
+        sketch = sketches[i % len(sketches)].trace
+        tvm.s_tir.Trace(sketch.insts, {}).apply_to_schedule(sch, remove_postproc=True)
         spent["replay"] += time.perf_counter() - t
         ok = True
         for post in postprocs:
