@@ -5,7 +5,8 @@ parallel extents, and the categorical draw of an unroll depth only where it feed
 `meta_schedule.unroll_explicit/implicit` annotation (MutateUnroll). Our spaces' categorical knobs are the
 cooperative-fetch vector widths, the P store width, the unroll depth (annotated `pragma_auto_unroll_max_step`:
 the `meta_schedule.unroll_*` form would unroll the softmax's cross-thread reductions, which TVM 0.27 cannot
-build; cuda_space) and the register sketches' B fetch width. MutateUnroll never applies to any of them, so
+build; cuda_space), the register sketches' B fetch width and the row-vector kernel's k width (cuda_row_vector's
+`kv`). MutateUnroll never applies to any of them, so
 without this mutator the search changed them only by drawing fresh random candidates.
 
 This mutator picks one SampleCategorical decision of the trace, uniformly, and moves it to another of its

@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", action="append", required=True, help="preset or spec (repeatable)")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"], help="tune.py --dtype")
     ap.add_argument("--trials", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--jobs", type=int, default=1, help="tune.py --jobs (workloads tuned at once)")
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to measure, e.g. 1,2,4")
     ap.add_argument("--searches", default="1", help="searches per workload: a number, or 'gpus' (one per GPU)")

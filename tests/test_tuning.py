@@ -231,6 +231,30 @@ def test_stage_seconds_orders_marks_of_the_same_second_as_the_loop_runs(tmp_path
     assert tuner.stage_seconds(tmp_path, since) == {"search": 31 + 28, "build": 13 + 15, "run": 3 + 1, "update": 0}
 
 
+def test_a_short_last_batch_leaving_a_few_trials_ends_the_search():
+    """A batch of 256 that came back with 255 leaves 1 trial: not worth a whole search round. A full batch, a tail
+    over 1/32 of a batch, or small batches (CI's) never end a search early."""
+    assert "255 of 256" in tuner.short_tail(asked=256, got=255, left=1, batch_size=256)
+    assert tuner.short_tail(asked=256, got=248, left=8, batch_size=256) is not None
+    assert tuner.short_tail(asked=256, got=247, left=9, batch_size=256) is None
+    assert tuner.short_tail(asked=256, got=256, left=1, batch_size=256) is None
+    assert tuner.short_tail(asked=256, got=250, left=0, batch_size=256) is None
+    assert tuner.short_tail(asked=4, got=3, left=1, batch_size=4) is None
+
+
+def test_stage_seconds_counts_the_last_stage_until_the_run_ended(tmp_path):
+    """A run stopped after its batch (time budget, SIGTERM) logs no "[Updated]" for it: its measurement lasts until
+    the run's end, not 0 s."""
+    (tmp_path / "task_scheduler.log").write_text(
+        "2026-11-22 04:45:59 [INFO] Sending 32 sample(s) to builder\n"
+        "2026-11-22 04:46:12 [INFO] Sending 32 valid sample(s) to runner\n")
+    (tmp_path / "task_0_main.log").write_text("2026-11-22 04:45:28 [INFO] Generating candidates......\n")
+    since = time.mktime(time.strptime("2026-11-22 04:45:00", "%Y-%m-%d %H:%M:%S"))
+    end = time.mktime(time.strptime("2026-11-22 04:46:40", "%Y-%m-%d %H:%M:%S"))
+    assert tuner.stage_seconds(tmp_path, since)["run"] == 0
+    assert tuner.stage_seconds(tmp_path, since, end) == {"search": 31, "build": 13, "run": 28, "update": 0}
+
+
 @pytest.mark.parametrize("target", ["llvm", "sm_90"])
 def test_search_profile_gives_the_cost_of_each_stage_per_candidate(target):
     """tuning_db.search_profile (no GPU needed): replay, every postprocessor and the feature extraction, timed."""

@@ -221,17 +221,35 @@ class _Stop:
         return None
 
 
+def short_tail(asked: int, got: int, left: int, batch_size: int) -> Optional[str]:
+    """Why a search should end with `left` trials of its budget unspent, or None.
+
+    The evolutionary search returns fewer candidates than asked when its population holds too few new ones (a
+    batch of 256 often comes back 253-255). Meta-Schedule then runs one more round for the few left: a whole search,
+    build and measurement (76-90 s at the LM head and W3 on the H100) for 1-3 trials. A tail of at most 1/32 of a
+    batch left by such a short batch is not worth that round."""
+    if 0 < left <= batch_size // 32 and got < asked:
+        return (f"the last batch came back with {got} of {asked} candidates (the search found no more new ones) and "
+                f"{left} trial(s) of the budget are not worth another search round")
+    return None
+
+
 @derived_object
 class _StopAfterBatch(ms.measure_callback.PyMeasureCallback):
     """Ends the run after a measured batch has been stored (placed after Meta-Schedule's callbacks), so that a
     time-boxed slice (--max-minutes, or `timeout` sending SIGTERM) writes its database and provenance instead of
-    losing them."""
+    losing them; also when only a short tail of the budget is left (short_tail)."""
 
-    def __init__(self, stop: _Stop):
-        self.stop = stop
+    def __init__(self, stop: _Stop, progress: Optional[_Progress] = None, trials: int = 0, batch_size: int = 0):
+        self.stop, self.progress, self.trials, self.batch_size = stop, progress, trials, batch_size
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         why = self.stop.reason()
+        if not why and self.progress is not None:
+            got = len(measure_candidates)
+            before = self.progress.done - got
+            why = short_tail(min(self.batch_size, self.trials - before), got, self.trials - self.progress.done,
+                             self.batch_size)
         if why:
             raise RuntimeError(f"{STOP_MARK}: {why}")
 
@@ -310,7 +328,8 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
             database=work_db, cost_model="random" if is_random else "xgb",
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
             measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default"),
-                               *([_StopAfterBatch(stop)] if stop is not None else [])],
+                               *([_StopAfterBatch(stop, prog, done + budget, batch_size)]
+                                 if stop is not None else [])],
             # round robin: the forms are one workload, so the fastest record of any counts (the gradient
             # scheduler would weigh them as separate operators of a model)
             task_scheduler="round-robin")
@@ -370,7 +389,7 @@ def _shard_job(workload, target_name, work: Path, budget, seed, workers, servers
 
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
-         workers: Optional[int] = None, batch_size: int = 128, population: int = 512, log: Callable = print,
+         workers: Optional[int] = None, batch_size: int = 256, population: int = 512, log: Callable = print,
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
          shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False,
          recompute_form: bool = False) -> dict:
@@ -473,7 +492,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     stages = {}
     if remaining > 0:
         logs = [work / "logs"] if shards <= 1 else [work / f"{SHARD_PREFIX}{i}" / "logs" for i in range(shards)]
-        per_search = [stage_seconds(d, t0) for d in logs]
+        per_search = [stage_seconds(d, t0, t0 + elapsed) for d in logs]
         # sharded: the searches overlap in time; report each stage's mean over the searches
         stages = {k: sum(st[k] for st in per_search) / len(per_search) for k in per_search[0]}
         log("[tune] time by stage" + (" (mean of the searches)" if shards > 1 else "") + ": "
@@ -608,10 +627,12 @@ _STAGE_MARKS = (("search", "Generating candidates"), ("build", "sample(s) to bui
                 ("run", "valid sample(s) to runner"), ("update", "[Updated] Task"))
 
 
-def stage_seconds(log_dir: Path, since: float) -> dict:
+def stage_seconds(log_dir: Path, since: float, until: Optional[float] = None) -> dict:
     """Where a run's wall time went, from the timestamps of Meta-Schedule's own logs (1 s resolution):
     search (evolutionary search + cost model), build (builder workers, nvcc), run (GPU measurement) and
-    update (cost-model training, database). Only lines written at or after `since` (epoch seconds)."""
+    update (cost-model training, database). Only lines written at or after `since` (epoch seconds).
+    until: when the run ended; the last stage logged lasts until then. A run stopped after a batch (time budget,
+    SIGTERM) never logs that batch's "[Updated]", and without `until` its measurement counted 0 s."""
     events = []
     for path in sorted(Path(log_dir).glob("*.log")):
         for line in path.read_text(errors="replace").splitlines():
@@ -638,6 +659,8 @@ def stage_seconds(log_dir: Path, since: float) -> dict:
     totals = {stage: 0.0 for stage in cycle}
     for (t0, stage), (t1, _) in zip(ordered, ordered[1:]):
         totals[stage] += t1 - t0
+    if until is not None and ordered and until > ordered[-1][0]:
+        totals[ordered[-1][1]] += until - ordered[-1][0]
     return totals
 
 

@@ -1,0 +1,48 @@
+"""schedules/shallow_stack.py: TVM's and our tensor intrinsics parsed with the shallow stack are the ones parsed with
+Python's own inspect.stack(). (How much faster is printed, not asserted: timings are not tests.)"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Prints {intrinsic name: sha256 of its desc and impl TVMScript} for every intrinsic TVM's modules name and ours,
+# and the seconds the import took. argv[1] == "python-stack": the shallow stack is switched off.
+_DUMP = r"""
+import contextlib, hashlib, importlib, json, pkgutil, sys, time
+sys.path.insert(0, sys.argv[2])
+if sys.argv[1] == "python-stack":
+    import schedules.shallow_stack as ss
+    ss.shallow_stack = lambda *a, **k: contextlib.nullcontext()
+t = time.perf_counter()
+from schedules import tensor_intrin as ours
+seconds = time.perf_counter() - t
+import tvm.s_tir.tensor_intrin as pkg
+from tvm.s_tir import TensorIntrin
+names = {v for k, v in vars(ours).items() if k.isupper() and isinstance(v, str)}
+for m in pkgutil.iter_modules(pkg.__path__):
+    mod = importlib.import_module(f"{pkg.__name__}.{m.name}")
+    names |= {v for k, v in vars(mod).items() if k.endswith("_INTRIN") and isinstance(v, str)}
+out = {}
+for name in sorted(names):
+    ti = TensorIntrin.get(name, allow_missing=True)
+    if ti is not None:
+        out[name] = hashlib.sha256((ti.desc.script() + ti.impl.script()).encode()).hexdigest()
+print(json.dumps({"seconds": seconds, "intrinsics": out}))
+"""
+
+
+def _dump(mode: str) -> dict:
+    run = subprocess.run([sys.executable, "-c", _DUMP, mode, str(REPO)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_intrinsics_parsed_with_the_shallow_stack_are_the_same():
+    shallow, python = _dump("shallow"), _dump("python-stack")
+    assert len(shallow["intrinsics"]) > 100  # TVM's CUDA, x86, ARM, ... and our bf16 ones
+    assert "mma_bf16bf16f32" in shallow["intrinsics"] and "mma_ldmatrix_bf16_a_dyn" in shallow["intrinsics"]
+    assert shallow["intrinsics"] == python["intrinsics"]
+    print(f"import of the intrinsics: {shallow['seconds']:.1f} s with the shallow stack, "
+          f"{python['seconds']:.1f} s with Python's ({len(shallow['intrinsics'])} intrinsics compared)")
