@@ -50,11 +50,10 @@ import subprocess
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
 
 from . import cuda_runner, targets
 from .mutate_categorical import MutateCategorical
-from .tensor_intrin import intrin_group
+from .tensor_intrin import intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
 
 from .cuda_build import PASS_CONFIG, compile_cuda, f_build  # noqa: E402,F401  (re-exported)

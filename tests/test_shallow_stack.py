@@ -46,3 +46,50 @@ def test_intrinsics_parsed_with_the_shallow_stack_are_the_same():
     assert shallow["intrinsics"] == python["intrinsics"]
     print(f"import of the intrinsics: {shallow['seconds']:.1f} s with the shallow stack, "
           f"{python['seconds']:.1f} s with Python's ({len(shallow['intrinsics'])} intrinsics compared)")
+
+
+def _imports_of_tvm_intrinsics(path: Path) -> list:
+    import ast  # noqa: PLC0415
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        found += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names
+                  if n.startswith("tvm.s_tir.tensor_intrin")]
+    return found
+
+
+def test_only_schedules_tensor_intrin_imports_tvm_intrinsics():
+    """Whichever module imports TVM's intrinsic modules first pays for parsing all 546: cuda_space importing
+    tvm.s_tir.tensor_intrin.cuda ahead of schedules.tensor_intrin cost tune.py ~50 s of start-up on the H100
+    (2026-11-24). So the package's modules reach them through schedules.tensor_intrin only."""
+    files = [p for d in ("schedules", "tir_kernels", "tuning_db", "ort_integration", "scripts")
+             for p in sorted((REPO / d).rglob("*.py")) if p.name != "tensor_intrin.py"]
+    assert len(files) > 20
+    assert [hit for p in files for hit in _imports_of_tvm_intrinsics(p)] == []
+
+
+# Counts Python's own (deep) inspect.stack() walks while tune.py's CUDA modules are imported.
+_COUNT = r"""
+import inspect, sys
+sys.path.insert(0, sys.argv[1])
+calls = [0]
+real = inspect.getouterframes
+def counting(*a, **k):
+    calls[0] += 1
+    return real(*a, **k)
+inspect.getouterframes = counting  # what inspect.stack() calls
+import tuning_db.tuner, schedules.cuda_space, schedules.cuda_gemm, schedules.cuda_split_n  # noqa: E401
+import schedules.cuda_registers, schedules.cuda_recompute, schedules.cuda_row_vector, schedules.cuda_default  # noqa
+import tvm.s_tir.tensor_intrin.cuda
+assert "tvm.s_tir.tensor_intrin.cuda" in sys.modules
+print(calls[0])
+"""
+
+
+def test_cuda_modules_parse_the_intrinsics_with_the_shallow_stack():
+    run = subprocess.run([sys.executable, "-c", _COUNT, str(REPO)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    deep = int(run.stdout.strip().splitlines()[-1])
+    # each TVMScript prim_func parsed outside the shallow stack walks the whole stack once: TVM's 546 would show
+    assert deep < 50, f"{deep} prim_funcs were parsed with Python's full inspect.stack()"
