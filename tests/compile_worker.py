@@ -32,3 +32,39 @@ def run_compile_worker(worker: str, request: list, tmp_path_factory) -> list:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
     assert proc.returncode == 0 and lines, f"build worker failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}"
     return json.loads(lines[-1][len("RESULT"):])
+
+
+def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
+    """In a worker: sample `seeds` candidates from ctx's sketches (round robin), count those the postprocessors
+    accept, and build the first valid one of each sketch with nvcc, as tuned (its CUDA source kept) and replayed
+    on the runtime form build.py ships (any batch; runtime_kw: pad=, recompute=, ...)."""
+    import tvm  # noqa: PLC0415  (workers only: the test process need not import TVM's CUDA side)
+    from tvm.s_tir.schedule import Trace  # noqa: PLC0415
+
+    from schedules import cuda_space  # noqa: PLC0415
+    from tir_kernels import runtime_func  # noqa: PLC0415
+    from tuning_db.best import TENSOR_CORE_ALIGN  # noqa: PLC0415
+
+    sketches = ctx.generate_design_space()
+    valid, builds, built = 0, [], set()
+    for seed in range(1, seeds + 1):
+        k = seed % len(sketches)
+        sch = tvm.s_tir.Schedule(mod, seed=seed)
+        Trace(sketches[k].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+            continue
+        valid += 1
+        if k in built:
+            continue
+        built.add(k)
+        try:
+            src = cuda_space.build(sch.mod, arch).mod.imports[0].inspect_source("cuda")
+            rt = tvm.s_tir.Schedule(tvm.IRModule({"main": runtime_func(wl.variant, wl.canonical,
+                                                                        align=TENSOR_CORE_ALIGN, any_batch=True,
+                                                                        **runtime_kw)}))
+            sch.trace.apply_to_schedule(rt, remove_postproc=False)  # what build.py ships: any batch
+            cuda_space.build(rt.mod, arch)
+            builds.append({"ok": True, "src": src})
+        except Exception as err:  # noqa: BLE001
+            builds.append({"ok": False, "error": str(err)[-2000:]})
+    return {"sketches": len(sketches), "valid": valid, "seeds": seeds, "builds": builds}

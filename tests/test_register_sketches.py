@@ -30,10 +30,8 @@ WORKER = textwrap.dedent(r'''
     import tvm
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.schedule import Trace
-    from tir_kernels import runtime_func
+    from tests.compile_worker import sample_and_build
     from tir_kernels.workloads import parse
-    from tuning_db.best import TENSOR_CORE_ALIGN
     from tuning_db.tuner import tuning_modules
     from schedules import cuda_registers, cuda_space, targets
 
@@ -47,29 +45,8 @@ WORKER = textwrap.dedent(r'''
                                             postprocs=cuda_space.postprocs(arch), mutator_probs={})
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                              space_generator=gen)
-        sketches = ctx.generate_design_space()
-        valid, builds, built = 0, [], set()
-        for seed in range(1, seeds + 1):
-            k = seed % len(sketches)
-            sch = tvm.s_tir.Schedule(mod, seed=seed)
-            Trace(sketches[k].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
-                continue
-            valid += 1
-            if k in built:
-                continue
-            built.add(k)
-            try:
-                src = cuda_space.build(sch.mod, arch).mod.imports[0].inspect_source("cuda")
-                rt = tvm.s_tir.Schedule(tvm.IRModule({"main": runtime_func(wl.variant, wl.canonical,
-                    align=TENSOR_CORE_ALIGN, any_batch=True, pad=form.pad)}))
-                sch.trace.apply_to_schedule(rt, remove_postproc=False)  # what build.py ships: any batch
-                cuda_space.build(rt.mod, arch)
-                builds.append({"ok": True, "src": src})
-            except Exception as err:  # noqa: BLE001
-                builds.append({"ok": False, "error": str(err)[-2000:]})
-        out.append({"arch": arch, "dtype": dtype, "spec": spec, "pad": form.pad, "sketches": len(sketches), "valid": valid, "seeds": seeds,
-                    "builds": builds})
+        out.append({"arch": arch, "dtype": dtype, "spec": spec, "pad": form.pad,
+                    **sample_and_build(ctx, mod, wl, arch, seeds, pad=form.pad)})
     print("RESULT" + json.dumps(out))
 ''')
 

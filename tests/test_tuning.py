@@ -130,6 +130,10 @@ def test_kill_dash_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     (lost,) = [r for r in prov["runs"] if "note" in r]
     assert lost["trials"] == killed and "stopped before they finished" in lost["note"]
     assert sum(r["trials"] for r in prov["runs"]) == 4
+    # the killed run's records are on the curve too, in the order they were measured, ahead of the resumed run's
+    curve = (work.parent / "curve.csv").read_text().splitlines()[1:]
+    assert [int(row.split(",")[0]) for row in curve] == [1, 2, 3, 4]
+    assert float(curve[-1].split(",")[1]) == pytest.approx(prov["best_secs"])
 
 
 @pytest.mark.slow
@@ -294,3 +298,13 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path):
     (wl_dir / "provenance.json").write_text(committed_provenance)
     last = tuner.tune(wl, "llvm", 6, db_root=tmp_path, workers=2, progress=False)
     assert last["trials"] == 6 and sum(r["trials"] for r in last["runs"]) == 6
+
+
+def test_stored_curve_numbers_records_in_the_order_stored_and_skips_failed_ones(tmp_path):
+    rows = [[0, [[], secs, {}, []]] for secs in ([3.0, 3.0], [1e10], [2.0, 4.0], [5.0], [1.0, 2.0])]
+    (tmp_path / dbm.DB_FILES[1]).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the last 3 records (the run that lost them started after 2 recorded trials and 10 carried ones)
+    assert tuner._stored_curve(tmp_path, 3, 12, 2.5) == [(13, 2.5), (14, 2.5), (15, 1.5)]
+    assert tuner._stored_curve(tmp_path, 2, 0, float("inf")) == [(1, 5.0), (2, 1.5)]
+    (tmp_path / "curve.csv").write_text("trial,best_seconds\n1,4.0\n2,\n")
+    assert tuner._last_best(tmp_path / "curve.csv") == 4.0 and tuner._last_best(tmp_path / "none.csv") == float("inf")

@@ -371,6 +371,7 @@ def _search_shards(workload: Workload, target_name: str, work: Path, remaining: 
             out.invalid += r.invalid
             out.events += r.events
             out.aborted = out.aborted or r.aborted
+            out.stopped = out.stopped or r.stopped
     log(f"[tune] {name}: {shards} searches done, {out.trials} trials, best "
         + (f"{out.best * 1e6:.1f} us" if out.best < math.inf else "none"))
     return out
@@ -383,8 +384,9 @@ def _shard_job(workload, target_name, work: Path, budget, seed, workers, servers
     _export_repo_path()
     targets.register_intrinsics(target_name)
     done = len(dbm.open_json_db(work, create=True).get_all_tuning_records()) if work.is_dir() else 0
+    # no deadline (a time budget is for one search), but a short tail ends a search here too
     return _search(workload, target_name, work, budget, seed, workers, servers, best0, done + budget, done,
-                   False, log, **search)
+                   False, log, **search, stop=_Stop(None))
 
 
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
@@ -520,6 +522,14 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                         "finished, so their timing and valid/invalid split were not recorded"}
         _append_ledger(work, lost)
         runs.append(lost)
+        if not any(work.glob(f"{SHARD_PREFIX}*")):  # (sharded: the order of records across shards is not kept)
+            _start_work_curve(work, wl_dir, carried)
+            _append_curve(work / "curve.csv", _stored_curve(work, unrecorded, accounted + carried,
+                                                             _last_best(work / "curve.csv")))
+            if remaining <= 0:
+                _publish_curve(work / "curve.csv", wl_dir / "curve.csv")
+                curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
+                                  f"{workload.dir_name} on {target_name} ({strategy})")
     if remaining > 0:
         this_run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
@@ -534,8 +544,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         runs.append(this_run)
         points = outcome.curve(done)
         if carried:  # the curve goes on from the committed one: trial numbers and best so far include the carried
-            if not (work / "curve.csv").exists() and (wl_dir / "curve.csv").exists():
-                shutil.copyfile(wl_dir / "curve.csv", work / "curve.csv")
+            _start_work_curve(work, wl_dir, carried)
             best_before = float(prov_old.get("best_secs") or math.inf)
             points = [(t + carried, min(b, best_before)) for t, b in points]
         _append_curve(work / "curve.csv", points)
@@ -688,6 +697,36 @@ def _publish_curve(work_curve: Path, committed: Path) -> None:
     tmp = committed.with_name(f".tmp-{committed.name}")
     tmp.write_bytes(work_curve.read_bytes())
     os.replace(tmp, committed)
+
+
+def _start_work_curve(work: Path, wl_dir: Path, carried: int) -> None:
+    """With carried trials the work curve goes on from the committed one (its trial numbers include them)."""
+    if carried and not (work / "curve.csv").exists() and (wl_dir / "curve.csv").exists():
+        shutil.copyfile(wl_dir / "curve.csv", work / "curve.csv")
+
+
+def _last_best(path: Path) -> float:
+    """The last best time of a curve.csv (inf when there is none)."""
+    try:
+        rows = [r for r in csv.reader(path.read_text().splitlines()[1:]) if len(r) == 2 and r[1]]
+    except OSError:
+        return math.inf
+    return float(rows[-1][1]) if rows else math.inf
+
+
+def _stored_curve(work: Path, count: int, start: int, best: float) -> list:
+    """Curve points of the last `count` records of the work database, in the order they were stored, numbered from
+    start + 1: the records of runs killed before they appended their own points (kill -9, a timeout's SIGKILL)."""
+    path = work / dbm.DB_FILES[1]  # the tuning records: a JSON line each, appended as they were measured
+    lines = path.read_text().splitlines()[-count:] if count > 0 and path.exists() else []
+    out = []
+    for i, line in enumerate(lines, start=start + 1):
+        secs = [float(x) for x in (json.loads(line)[1][1] or [])]
+        mean = sum(secs) / len(secs) if secs else math.inf
+        if mean < dbm.INVALID_SECS:
+            best = min(best, mean)
+        out.append((i, best))
+    return out
 
 
 def _append_curve(path: Path, curve) -> None:
