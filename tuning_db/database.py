@@ -39,7 +39,8 @@ def workload_dir(root: os.PathLike, target: str, dir_name: str) -> Path:
 
 
 def mean_secs(record) -> Optional[float]:
-    secs = [float(x) for x in (record.run_secs or [])]
+    """A record's mean run time (a TuningRecord, or its run_secs list as stored in JSON); None when it failed."""
+    secs = [float(x) for x in ((record if isinstance(record, list) else record.run_secs) or [])]
     if not secs:
         return None
     mean = sum(secs) / len(secs)

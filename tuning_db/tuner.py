@@ -226,8 +226,8 @@ def short_tail(asked: int, got: int, left: int, batch_size: int) -> Optional[str
 
     The evolutionary search returns fewer candidates than asked when its population holds too few new ones (a
     batch of 256 often comes back 253-255). Meta-Schedule then runs one more round for the few left: a whole search,
-    build and measurement (on the H100: 81 s for the LM head's last 2 trials, 46 s for decode-m1's last 6) for them. A tail of at most 1/32 of a
-    batch left by such a short batch is not worth that round."""
+    build and measurement (on the H100: 81 s for the LM head's last 2 trials, 46 s for decode-m1's last 6) for
+    them. A tail of at most 1/32 of a batch left by such a short batch is not worth that round."""
     if 0 < left <= batch_size // 32 and got < asked:
         return (f"the last batch came back with {got} of {asked} candidates (the search found no more new ones) and "
                 f"{left} trial(s) of the budget are not worth another search round")
@@ -515,6 +515,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     accounted = sum(int(r.get("trials", 0)) for r in ledger) if ledger or carried else \
         (int(prov_old.get("trials", 0)) if prov_old else 0)  # (carried: the provenance's trials are not in work/)
     unrecorded = done - accounted
+    curve_changed = False
     if unrecorded > 0:  # records of runs that never finished (kill -9, a timeout's SIGKILL): count them
         lost = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "trials": unrecorded, "strategy": strategy,
@@ -526,10 +527,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             _start_work_curve(work, wl_dir, carried)
             _append_curve(work / "curve.csv", _stored_curve(work, unrecorded, accounted + carried,
                                                              _last_best(work / "curve.csv")))
-            if remaining <= 0:
-                _publish_curve(work / "curve.csv", wl_dir / "curve.csv")
-                curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
-                                  f"{workload.dir_name} on {target_name} ({strategy})")
+            curve_changed = True
     if remaining > 0:
         this_run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
@@ -548,6 +546,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
             best_before = float(prov_old.get("best_secs") or math.inf)
             points = [(t + carried, min(b, best_before)) for t, b in points]
         _append_curve(work / "curve.csv", points)
+        curve_changed = True
+    if curve_changed:
         _publish_curve(work / "curve.csv", wl_dir / "curve.csv")
         png = curves.plot_curve(wl_dir / "curve.csv", wl_dir / "curve.png",
                                 f"{workload.dir_name} on {target_name} ({strategy})")
@@ -721,9 +721,8 @@ def _stored_curve(work: Path, count: int, start: int, best: float) -> list:
     lines = path.read_text().splitlines()[-count:] if count > 0 and path.exists() else []
     out = []
     for i, line in enumerate(lines, start=start + 1):
-        secs = [float(x) for x in (json.loads(line)[1][1] or [])]
-        mean = sum(secs) / len(secs) if secs else math.inf
-        if mean < dbm.INVALID_SECS:
+        mean = dbm.mean_secs(json.loads(line)[1][1])  # [workload, [trace, run_secs, target, args_info]]
+        if mean is not None:
             best = min(best, mean)
         out.append((i, best))
     return out
