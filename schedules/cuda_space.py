@@ -52,6 +52,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from . import cuda_runner, targets
+from .worker_init import ignore_stop_signals
 from .mutate_categorical import MutateCategorical
 from .tensor_intrin import intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
@@ -395,7 +396,8 @@ def build(mod, target_name: str):
 def builder(target_name: str, workers: int, build_fn=f_build) -> ms.builder.Builder:
     """Builder workers compiling for the arch asked (build_fn: a module-level f_build the workers can import)."""
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=build_fn, timeout_sec=120)
+    return ms.builder.LocalBuilder(max_workers=max(1, int(workers)), f_build=build_fn, timeout_sec=120,
+                                  initializer=ignore_stop_signals)
 
 
 def evaluator_config() -> ms.runner.EvaluatorConfig:
@@ -411,7 +413,7 @@ def evaluator_config() -> ms.runner.EvaluatorConfig:
 
 def runner() -> ms.runner.Runner:
     return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator_config(),
-                                 f_alloc_argument=cuda_runner.alloc_arguments_once)
+                                 f_alloc_argument=cuda_runner.alloc_arguments_once, initializer=ignore_stop_signals)
 
 
 def gpu_environment() -> dict:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from .worker_init import ignore_stop_signals
+
 
 def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     sch = tvm.s_tir.Schedule(func)
@@ -47,7 +49,7 @@ def build(mod, target, _params=None):
 
 
 def builder(workers: int) -> ms.builder.Builder:
-    return ms.builder.LocalBuilder(max_workers=workers, f_build=build)
+    return ms.builder.LocalBuilder(max_workers=workers, f_build=build, initializer=ignore_stop_signals)
 
 
 def evaluator_config() -> ms.runner.EvaluatorConfig:
@@ -56,4 +58,4 @@ def evaluator_config() -> ms.runner.EvaluatorConfig:
 
 
 def runner() -> ms.runner.Runner:
-    return ms.runner.LocalRunner(evaluator_config=evaluator_config())
+    return ms.runner.LocalRunner(evaluator_config=evaluator_config(), initializer=ignore_stop_signals)

@@ -112,7 +112,14 @@ def main(argv=None) -> int:
                    rpc_timeout=args.rpc_timeout, shards=args.searches,
                    max_seconds=None if args.max_minutes is None else args.max_minutes * 60,
                    padded_form=args.padded_form, recompute_form=args.recompute_form)
-    errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
+    try:
+        errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
+    except (KeyboardInterrupt, RuntimeError):
+        if not tuner.aborted_by:
+            raise
+        print(f"tune.py: aborted by a second {tuner.aborted_by[0]}; the batches measured so far are kept in work/ "
+              f"and counted by the next run of the same command", file=sys.stderr)
+        return 130
     for err in errors:
         print(f"tune.py: error: {err}", file=sys.stderr)
     return 2 if errors else 0

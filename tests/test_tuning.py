@@ -137,10 +137,11 @@ def test_kill_dash_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["max_minutes", "sigterm"])
+@pytest.mark.parametrize("how", ["max_minutes", "sigterm", "sigterm_to_group"])
 def test_a_time_boxed_or_terminated_run_writes_its_database(tmp_path, how):
-    """--max-minutes, or SIGTERM (what `timeout` sends), ends the run after a batch and writes the top-k and
-    provenance like a finished run; running again goes on."""
+    """--max-minutes, or SIGTERM, ends the run after a batch and writes the top-k and provenance like a finished
+    run; running again goes on. sigterm_to_group is what `timeout` does: the signal to the tuner, then to its
+    whole process group, builder and runner workers included; the batch in flight still finishes whole."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "6", "--batch-size", "2", "--db",
                   str(tmp_path), "--workers", "2"]
@@ -151,12 +152,15 @@ def test_a_time_boxed_or_terminated_run_writes_its_database(tmp_path, how):
         assert "stopped early (time budget reached)" in out.stdout
         expect = "time budget reached"
     else:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=how == "sigterm_to_group")
         records = wl_dir / "work" / "database_tuning_record.json"
         deadline = time.time() + 240
         while time.time() < deadline and not (records.exists() and records.read_text().strip()):
             time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
+        if how == "sigterm_to_group":
+            os.killpg(proc.pid, signal.SIGTERM)
         text, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, text
         assert "SIGTERM: stopping after the batch in flight" in text
@@ -164,10 +168,68 @@ def test_a_time_boxed_or_terminated_run_writes_its_database(tmp_path, how):
     prov = json.loads((wl_dir / "provenance.json").read_text())
     assert 2 <= prov["trials"] < 6 and prov["best_secs"] > 0
     assert prov["runs"][-1]["stopped"] == expect and prov["runs"][-1]["trials"] == prov["trials"]
+    assert prov["runs"][-1]["invalid"] == 0, "a worker died of the signal and failed its candidate"
     assert len(records_of(wl_dir)) >= 1
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert json.loads((wl_dir / "provenance.json").read_text())["trials"] == 6
+
+
+@pytest.mark.slow
+def test_a_second_signal_aborts_at_once_and_takes_the_workers_along(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    cmd = TUNE + ["--target", "llvm", "--workload", "demo", "--trials", "64", "--batch-size", "16", "--db",
+                  str(tmp_path), "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline, workers = time.time() + 240, []
+    while time.time() < deadline and not workers:  # builder workers exist once the first batch builds
+        time.sleep(0.5)
+        workers = [c for c in psutil.Process(proc.pid).children(recursive=True) if "popen_worker" in " ".join(c.cmdline())]
+    assert workers, "no builder worker appeared"
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(2 * tuner.SAME_SIGNAL_SECONDS)
+    proc.send_signal(signal.SIGTERM)
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, text
+    assert "aborted by a second SIGTERM" in text
+    time.sleep(0.5)
+    assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_signal_repeated_at_once_is_one_stop_request(monkeypatch):
+    """`timeout` signals the tuner and then its process group: that second copy must not abort the run, while a
+    second signal sent later still does."""
+    monkeypatch.setattr(tuner, "SAME_SIGNAL_SECONDS", 0.3)
+    killed = []
+    monkeypatch.setattr(tuner, "_kill_workers", lambda: killed.append(True))  # not this test process's children
+    stop, said, before = tuner._Stop(None), [], signal.getsignal(signal.SIGTERM)
+    with tuner._stop_on_signals(stop, said.append):
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert stop.requested == "SIGTERM received" and len(said) == 1
+        time.sleep(0.4)
+        assert not killed
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+    assert killed == [True] and signal.getsignal(signal.SIGTERM) == before
+
+
+def test_tuning_workers_outlive_the_signal_that_stops_the_tuner():
+    """`timeout` and Ctrl-C signal the whole process group. A runner or builder worker killed by it would fail its
+    candidate in the batch the tuner still finishes; the workers ignore SIGTERM and SIGINT instead."""
+    from schedules import cuda_space, llvm  # noqa: PLC0415
+    from schedules.worker_init import ignore_stop_signals  # noqa: PLC0415
+
+    runner = llvm.runner()
+    pid = runner.pool.submit(os.getpid).result()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        os.kill(pid, sig)
+        time.sleep(0.3)
+        assert runner.pool.submit(os.getpid).result() == pid, f"the runner worker died of {sig.name}"
+    assert llvm.builder(2).initializer is ignore_stop_signals
+    assert cuda_space.builder("sm_90", 2).initializer is ignore_stop_signals
 
 
 def records_of(wl_dir: Path) -> list:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from tvm.s_tir import meta_schedule as ms
 
+from schedules.worker_init import ignore_stop_signals
+
 NO_SERVER = "flashgemm-rpc: no RPC server answered"  # marks the runner errors of candidates that found none
 ENV_WAIT = "FLASHGEMM_RPC_WAIT_S"
 
@@ -222,7 +224,7 @@ def runner(tracker: Tracker, evaluator_config: ms.runner.EvaluatorConfig, worker
     return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config,
                                f_create_session=create_session, f_upload_module=upload_module,
                                f_run_evaluator=run_evaluator,
-                               f_cleanup=cleanup, max_workers=max(1, workers))
+                               f_cleanup=cleanup, max_workers=max(1, workers), initializer=ignore_stop_signals)
 
 
 def is_no_server(error_msg) -> bool:

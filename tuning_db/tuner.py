@@ -607,19 +607,43 @@ def _carried_trials(prov_old: dict, ledger: list, work: Path) -> int:
     return carried
 
 
+# `timeout` sends its signal to the command and then to the command's process group: the tuner gets it twice
+# within microseconds. A repeat this soon is that one request; a second Ctrl-C or kill comes later.
+SAME_SIGNAL_SECONDS = 1.0
+aborted_by: list = []  # the signal that aborted a run (TVM's FFI turns the KeyboardInterrupt into a RuntimeError)
+
+
+def _kill_workers() -> None:
+    """SIGKILL this process's descendants (builder and runner workers, their nvcc): an idle worker would leave on
+    its own when the tuner's pipe closes, one inside a hung kernel would not."""
+    try:
+        from tvm.support.popen_pool import kill_child_processes  # noqa: PLC0415  (needs psutil)
+        kill_child_processes(os.getpid())
+    except ImportError:
+        pass
+
+
 @contextlib.contextmanager
 def _stop_on_signals(stop: _Stop, log: Callable):
-    """SIGTERM / SIGINT ask the run to stop after the batch in flight (a second one kills as usual)."""
+    """SIGTERM / SIGINT ask the run to stop after the batch in flight (a second one, a second later, kills as
+    usual). The builder and runner workers ignore both (schedules/worker_init): their batch finishes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     old = {}
+    first = {}
 
     def handler(signum, frame):
         name = signal.Signals(signum).name
-        if stop.requested:  # second signal: give up at once
+        now = time.monotonic()
+        if stop.requested and now - first.get(signum, -math.inf) < SAME_SIGNAL_SECONDS:
+            return  # the group copy of the signal that asked to stop
+        if stop.requested:  # second signal: give up at once, with the workers (they ignore signals)
             signal.signal(signum, old[signum])
+            _kill_workers()
+            aborted_by.append(name)
             raise KeyboardInterrupt(name)
+        first[signum] = now
         stop.requested = f"{name} received"
         log(f"[tune] {name}: stopping after the batch in flight, then writing the database (again to abort)")
     for sig in (signal.SIGTERM, signal.SIGINT):
