@@ -1,6 +1,7 @@
 """scripts/tune.py and tuning_db/ on the CPU (llvm): tiny budgets, resume, top-k pruning, provenance,
 interrupted runs, and bad arguments. Each tuning call costs tens of seconds on 2 cores."""
 import json
+import math
 import os
 import shutil
 import signal
@@ -134,6 +135,12 @@ def test_kill_dash_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     curve = (work.parent / "curve.csv").read_text().splitlines()[1:]
     assert [int(row.split(",")[0]) for row in curve] == [1, 2, 3, 4]
     assert float(curve[-1].split(",")[1]) == pytest.approx(prov["best_secs"])
+    # its points are the killed run's own records (the first ones stored), not the resumed run's
+    best, expect = math.inf, []
+    for line in records.read_text().splitlines()[:killed]:
+        best = min(best, dbm.mean_secs(json.loads(line)[1][1]) or math.inf)
+        expect.append(best)
+    assert [float(row.split(",")[1]) for row in curve[:killed]] == pytest.approx(expect)
 
 
 @pytest.mark.slow
@@ -366,7 +373,9 @@ def test_stored_curve_numbers_records_in_the_order_stored_and_skips_failed_ones(
     rows = [[0, [[], secs, {}, []]] for secs in ([3.0, 3.0], [1e10], [2.0, 4.0], [5.0], [1.0, 2.0])]
     (tmp_path / dbm.DB_FILES[1]).write_text("".join(json.dumps(r) + "\n" for r in rows))
     # the last 3 records (the run that lost them started after 2 recorded trials and 10 carried ones)
-    assert tuner._stored_curve(tmp_path, 3, 12, 2.5) == [(13, 2.5), (14, 2.5), (15, 1.5)]
-    assert tuner._stored_curve(tmp_path, 2, 0, float("inf")) == [(1, 5.0), (2, 1.5)]
+    assert tuner._stored_curve(tmp_path, 3, 12, 2.5, upto=5) == [(13, 2.5), (14, 2.5), (15, 1.5)]
+    assert tuner._stored_curve(tmp_path, 2, 0, float("inf"), upto=5) == [(1, 5.0), (2, 1.5)]
+    # records the resuming run measured itself come after `upto` and are not the lost run's
+    assert tuner._stored_curve(tmp_path, 2, 0, float("inf"), upto=3) == [(1, float("inf")), (2, 3.0)]
     (tmp_path / "curve.csv").write_text("trial,best_seconds\n1,4.0\n2,\n")
     assert tuner._last_best(tmp_path / "curve.csv") == 4.0 and tuner._last_best(tmp_path / "none.csv") == float("inf")

@@ -526,7 +526,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         if not any(work.glob(f"{SHARD_PREFIX}*")):  # (sharded: the order of records across shards is not kept)
             _start_work_curve(work, wl_dir, carried)
             _append_curve(work / "curve.csv", _stored_curve(work, unrecorded, accounted + carried,
-                                                             _last_best(work / "curve.csv")))
+                                                             _last_best(work / "curve.csv"), upto=done))
             curve_changed = True
     if remaining > 0:
         this_run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -738,11 +738,12 @@ def _last_best(path: Path) -> float:
     return float(rows[-1][1]) if rows else math.inf
 
 
-def _stored_curve(work: Path, count: int, start: int, best: float) -> list:
-    """Curve points of the last `count` records of the work database, in the order they were stored, numbered from
-    start + 1: the records of runs killed before they appended their own points (kill -9, a timeout's SIGKILL)."""
+def _stored_curve(work: Path, count: int, start: int, best: float, upto: int) -> list:
+    """Curve points of records upto-count+1 .. upto of the work database, in the order they were stored, numbered
+    from start + 1: the records of runs killed before they appended their own points (kill -9, a timeout's
+    SIGKILL). upto: the records the work database held when this run started (this run's own come after them)."""
     path = work / dbm.DB_FILES[1]  # the tuning records: a JSON line each, appended as they were measured
-    lines = path.read_text().splitlines()[-count:] if count > 0 and path.exists() else []
+    lines = path.read_text().splitlines()[:upto][-count:] if count > 0 and path.exists() else []
     out = []
     for i, line in enumerate(lines, start=start + 1):
         mean = dbm.mean_secs(json.loads(line)[1][1])  # [workload, [trace, run_secs, target, args_info]]
