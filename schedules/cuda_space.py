@@ -52,9 +52,9 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from . import cuda_runner, targets
-from .worker_init import ignore_stop_signals
 from .mutate_categorical import MutateCategorical
 from .tensor_intrin import intrin_group, shared_16x16_to_ldmatrix_32x8_layout
+from .worker_init import ignore_stop_signals
 
 
 from .cuda_build import PASS_CONFIG, compile_cuda, f_build  # noqa: E402,F401  (re-exported)
