@@ -48,12 +48,17 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None, help="database root (default: the repo's tuning_db/ms_default)")
     ap.add_argument("--workers", type=int, default=None, help="builder processes (default: all cores, at most 16)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="stop after the batch in flight once this much time has passed, per workload (a slice of a "
+                         "long run; running again continues). SIGTERM / SIGINT stop the same way; a second aborts")
     ap.add_argument("--check", action="store_true",
                     help="compile-only: generate each kernel's default space and build one sampled candidate; no "
                          "device needed, nothing is measured or written")
     args = ap.parse_args(argv)
     if args.trials < 1:
         ap.error("--trials must be at least 1")
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        ap.error("--max-minutes must be positive")
     if not args.workload:
         ap.error("give at least one --workload")
 
@@ -117,7 +122,8 @@ def main(argv=None) -> int:
         wl_dir = ms_default.workload_dir(args.db, target, wl.dir_name)
         try:
             meta = ms_default.tune_unfused(wl, target, args.trials, wl_dir, workers=args.workers, seed=args.seed,
-                                           log=lambda msg: print(msg, flush=True))
+                                           log=lambda msg: print(msg, flush=True),
+                                           max_seconds=None if args.max_minutes is None else args.max_minutes * 60)
         except (ms_default.TuningError, NotImplementedError, ValueError) as err:
             errors.append(str(err))
             print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
@@ -126,11 +132,15 @@ def main(argv=None) -> int:
     if summary:
         print(f"\nMeta-Schedule default space, unfused op, on {target} (best per task; --trials {args.trials} per "
               f"workload in all):")
+        def us(secs):
+            return f"{secs * 1e6:10.1f} us" if secs else f"{'-':>10s}   "
         for wl, meta in summary:
             t = meta["tasks"]
-            print(f"  {wl.dir_name:28s} gemm {t['gemm']['best_secs'] * 1e6:10.1f} us ({t['gemm']['trials']} trials)"
-                  f"   softmax {t['softmax']['best_secs'] * 1e6:10.1f} us ({t['softmax']['trials']} trials)"
-                  f"   total {meta['best_secs_total'] * 1e6:10.1f} us{_fused_best(target, wl)}")
+            left = meta["budget"] - meta["trials"]
+            print(f"  {wl.dir_name:28s} gemm {us(t['gemm']['best_secs'])} ({t['gemm']['trials']} trials)"
+                  f"   softmax {us(t['softmax']['best_secs'])} ({t['softmax']['trials']} trials)"
+                  f"   total {us(meta['best_secs_total'])}{_fused_best(target, wl)}"
+                  + (f"   [{left} trials to go: run again]" if left > 0 else ""))
     return 2 if errors else 0
 
 

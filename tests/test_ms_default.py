@@ -220,6 +220,30 @@ def test_tiny_llvm_tuning_runs_on_torch_tensors(tuned):
 
 
 @pytest.mark.slow
+def test_a_time_boxed_slice_stops_after_its_batch_and_the_next_continues(tmp_path):
+    """--max-minutes (max_seconds): the run ends after the batch in flight with that batch stored, says so, and a
+    second run continues toward the same total."""
+    wl = parse(TINY)
+    wl_dir = tmp_path / "db"
+    logs = []
+    first = md.tune_unfused(wl, "llvm", 8, wl_dir, log=logs.append, workers=2, strategy=_small_search(),
+                            batch_size=2, max_seconds=1e-6)
+    assert first["trials"] == 2, "one batch of 2, then the deadline (already past) ends the run"
+    assert first["runs"][-1]["stopped"] == "time budget reached"
+    assert any("stopped after 2/8 trials (time budget reached); run again to continue" in line for line in logs)
+    second = md.tune_unfused(wl, "llvm", 8, wl_dir, log=logs.append, workers=2, strategy=_small_search(),
+                             batch_size=2)
+    assert second["trials"] == 8 and len(second["runs"]) == 2 and "stopped" not in second["runs"][-1]
+    assert sum(t["trials"] for t in second["tasks"].values()) == 8
+
+
+def test_cli_refuses_a_non_positive_max_minutes():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", TINY, "--max-minutes", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--max-minutes must be positive" in proc.stderr
+
+
+@pytest.mark.slow
 def test_a_task_whose_candidates_all_fail_is_a_clear_error(tmp_path, monkeypatch):
     from tvm.ir.utils import derived_object  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415

@@ -144,15 +144,17 @@ def test_kill_dash_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["max_minutes", "sigterm", "sigterm_to_group"])
-def test_a_time_boxed_or_terminated_run_writes_its_database(tmp_path, how):
+@pytest.mark.parametrize("how,target", [("max_minutes", "llvm"), ("sigterm", "llvm"), ("sigterm_to_group", "llvm"),
+                                        # the H100 run where `timeout` lost candidates to killed runner workers
+                                        pytest.param("sigterm_to_group", "sm_90", marks=pytest.mark.gpu)])
+def test_a_time_boxed_or_terminated_run_writes_its_database(tmp_path, how, target):
     """--max-minutes, or SIGTERM, ends the run after a batch and writes the top-k and provenance like a finished
     run; running again goes on. sigterm_to_group is what `timeout` does: the signal to the tuner, then to its
     whole process group, builder and runner workers included; the batch in flight still finishes whole."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "6", "--batch-size", "2", "--db",
+    cmd = TUNE + ["--target", target, "--workload", SPEC, "--trials", "6", "--batch-size", "2", "--db",
                   str(tmp_path), "--workers", "2"]
-    wl_dir = tmp_path / "llvm" / parse(SPEC).dir_name
+    wl_dir = tmp_path / target / parse(SPEC).dir_name
     if how == "max_minutes":
         out = subprocess.run(cmd + ["--max-minutes", "0"], env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr

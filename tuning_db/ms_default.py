@@ -394,15 +394,17 @@ def default_batch(remaining: int) -> int:
 
 def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: Callable = print,
                  workers: Optional[int] = None, seed: int = 1, strategy="evolutionary",
-                 batch_size: Optional[int] = None) -> dict:
+                 batch_size: Optional[int] = None, max_seconds: Optional[float] = None) -> dict:
     """Tune both kernels of the unfused op toward a total of `trials` measured candidates (both tasks together,
     split by Meta-Schedule's gradient task scheduler: module doc) with Meta-Schedule's default space, search and
     cost model, into the JSON database in `work_dir` (this workload's directory). Resumable: records already in
     the database count toward `trials`. strategy: Meta-Schedule's default ("evolutionary": population 512); tests
-    pass a smaller EvolutionarySearch. batch_size: default_batch. Returns the summary also written to
+    pass a smaller EvolutionarySearch. batch_size: default_batch. max_seconds: end after the batch during which
+    this much time has passed (as SIGTERM / SIGINT do: a time-boxed slice; the next run continues). Returns the summary also written to
     work_dir/ms_default.json; raises TuningError when a task has no valid candidate (with the first failure's
     message)."""
-    from .tuner import _export_repo_path, _json_safe, _quiet_meta_schedule_console, environment  # noqa: PLC0415
+    from .tuner import (STOP_MARK, _export_repo_path, _json_safe, _quiet_meta_schedule_console,  # noqa: PLC0415
+                        _Stop, _stop_on_signals, _StopAfterBatch, environment)
     target_name = targets.resolve(target_name)
     if trials < 1:
         raise ValueError("trials must be >= 1")
@@ -441,14 +443,28 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
         batch = batch_size or default_batch(remaining)
         progress = _Progress(names, done, total_done, trials, log)
         t0 = time.time()
-        ms.tune_tasks(tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(log_dir),
-                      max_trials_global=remaining, num_trials_per_iter=batch, builder=builder, runner=runner,
-                      database=db, cost_model="xgb",
-                      measure_callbacks=[progress, *ms.measure_callback.MeasureCallback.create("default")],
-                      task_scheduler="gradient")
+        stop = _Stop(None if max_seconds is None else t0 + max_seconds)
+        stopped = None
+        try:
+            with _stop_on_signals(stop, log):
+                ms.tune_tasks(tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(log_dir),
+                              max_trials_global=remaining, num_trials_per_iter=batch, builder=builder,
+                              runner=runner, database=db, cost_model="xgb",
+                              # the stop check last: the batch is in the database when it ends the run
+                              measure_callbacks=[progress, *ms.measure_callback.MeasureCallback.create("default"),
+                                                 _StopAfterBatch(stop)],
+                              task_scheduler="gradient")
+        except Exception as err:  # noqa: BLE001  (through TVM's FFI the callback's error comes back a RuntimeError)
+            if STOP_MARK not in str(err):
+                raise
+            stopped = str(err).split(STOP_MARK + ": ", 1)[1].splitlines()[0]
+            log(f"[ms-default] {wl.dir_name}: stopped after {progress.total}/{trials} trials ({stopped}); "
+                f"run again to continue")
         run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "seconds": round(time.time() - t0, 1), "batch": batch, "workers": cores,
                "tasks": {n: {k: progress.stats[n][k] for k in ("trials", "valid", "invalid")} for n in names}}
+        if stopped:
+            run["stopped"] = stopped
         errors = {n: progress.stats[n]["error"] for n in names}
     else:
         errors = {}
@@ -474,6 +490,13 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
     tmp = wl_dir / (META + ".tmp")
     tmp.write_text(json.dumps(_json_safe(meta), indent=1) + "\n")
     os.replace(tmp, wl_dir / META)
+    if failed and run is not None and run.get("stopped") and meta["trials"] < trials:
+        # a slice stopped early: the task scheduler may not have reached a task yet; the next run goes on
+        for n in TASKS:
+            t = summary_tasks[n]
+            log(f"[ms-default] {wl.dir_name}: {n}: " + (f"best {t['best_secs'] * 1e6:.1f} us" if t["best_secs"]
+                else "no valid candidate yet") + f" ({t['valid']}/{t['trials']} valid)")
+        return meta
     if failed:
         parts = []
         for n in failed:
