@@ -8,6 +8,7 @@ design space buys.
   scripts/tune_ms_default.py --target sm_90 --workload w2 --workload w1            # on the GPU machine
   scripts/tune_ms_default.py --target llvm --workload demo --trials 16
   scripts/tune_ms_default.py --target sm_90 --workload w2 --check                  # compile-only, any machine
+  scripts/tune_ms_default.py --target sm_90 --workload w2 --prune 10                # before committing
 
 Records go to tuning_db/ms_default/<target>/<workload>/ (--db ROOT: ROOT/<target>/<workload>/); running again
 continues toward --trials (a total per workload, both kernels together). benchmarks/peers.py
@@ -51,6 +52,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="stop after the batch in flight once this much time has passed, per workload (a slice of a "
                          "long run; running again continues). SIGTERM / SIGINT stop the same way; a second aborts")
+    ap.add_argument("--prune", type=int, default=None, metavar="K",
+                    help="instead of tuning: keep only the K fastest valid records per kernel in each workload's "
+                         "database (what gets committed); the trial counts stay, so tuning again still continues "
+                         "toward --trials. No device needed")
     ap.add_argument("--check", action="store_true",
                     help="compile-only: generate each kernel's default space and build one sampled candidate; no "
                          "device needed, nothing is measured or written")
@@ -61,6 +66,8 @@ def main(argv=None) -> int:
         ap.error("--max-minutes must be positive")
     if not args.workload:
         ap.error("give at least one --workload")
+    if args.prune is not None and (args.prune < 1 or args.check):
+        ap.error("--prune takes K >= 1 and does not go with --check")
 
     from schedules import cuda_stub, targets  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
@@ -71,6 +78,18 @@ def main(argv=None) -> int:
         workloads = [parse(w, d) for w in args.workload for d in dtypes]
     except (ValueError, targets.TargetError) as err:
         ap.error(str(err))
+
+    if args.prune is not None:
+        from tuning_db import ms_default  # noqa: PLC0415
+        bad = 0
+        for wl in workloads:
+            try:
+                ms_default.prune_unfused(wl, target, ms_default.workload_dir(args.db, target, wl.dir_name), args.prune,
+                                         log=lambda msg: print(msg, flush=True))
+            except (ms_default.TuningError, NotImplementedError, ValueError) as err:
+                print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
+                bad += 1
+        return 2 if bad else 0
 
     if targets.is_cuda(target):
         if args.check:

@@ -237,6 +237,35 @@ def test_a_time_boxed_slice_stops_after_its_batch_and_the_next_continues(tmp_pat
     assert sum(t["trials"] for t in second["tasks"].values()) == 8
 
 
+@pytest.mark.slow
+def test_a_pruned_database_keeps_its_trial_count_and_tuning_continues_from_it(tmp_path):
+    """--prune K (what gets committed) keeps the K fastest valid records per kernel; ms_default.json keeps the
+    trials measured, so a later run goes on toward the total instead of starting over."""
+    wl = parse(TINY)
+    wl_dir = md.workload_dir(tmp_path, "llvm", wl.dir_name)
+    md.tune_unfused(wl, "llvm", 6, wl_dir, log=lambda *_: None, workers=2, strategy=_small_search(), batch_size=2)
+    records = wl_dir / "database_tuning_record.json"
+    assert len(records.read_text().splitlines()) == 6
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", TINY, "--prune", "1",
+                           "--db", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept the 1 fastest valid records per task (gemm 1, softmax 1) of 6 trials" in proc.stdout
+    assert len(records.read_text().splitlines()) == 2
+    meta = json.loads((wl_dir / md.META).read_text())
+    assert meta["trials"] == 6 and meta["pruned"]["keep"] == 1 and meta["best_secs_total"] > 0
+    assert len(md.load_unfused(wl, "llvm", wl_dir)) == 2, "the kept records still load"
+    logs = []
+    again = md.tune_unfused(wl, "llvm", 8, wl_dir, log=logs.append, workers=2, strategy=_small_search(),
+                            batch_size=2)
+    assert any("6 trials done" in line and "2 to go" in line for line in logs), logs[:1]
+    assert again["trials"] == 8 and again["pruned"]["keep"] == 1 and len(again["runs"]) == 2
+    assert len(records.read_text().splitlines()) == 4  # the 2 kept + the 2 just measured
+    # nothing tuned there: a clear error, not a traceback
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", "demo", "--prune", "10",
+                           "--db", str(tmp_path / "empty")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "nothing tuned there to prune" in proc.stderr, proc.stderr
+
+
 def test_cli_refuses_a_non_positive_max_minutes():
     proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", TINY, "--max-minutes", "0"],
                           capture_output=True, text=True, timeout=120)

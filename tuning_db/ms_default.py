@@ -26,8 +26,10 @@ divides a model's budget among its operators.
 
 Where the databases live: one directory per (target, workload),
 `tuning_db/ms_default/<target>/<workload dir_name>/`, holding Meta-Schedule's JSONDatabase with every
-measured record of both tasks (database_workload.json, database_tuning_record.json: tens of records,
-committed as they are) and `ms_default.json` (what was tuned, the best time per task). Logs go to
+measured record of both tasks (database_workload.json, database_tuning_record.json) and `ms_default.json`
+(what was tuned, trials per task, the best time per task). A 1024-trial run leaves ~1000 records (~14 MB):
+the committed databases are pruned to the fastest 10 valid records per task (prune_unfused, `--prune 10`), their
+trial counts kept in ms_default.json, which resuming reads too. Logs go to
 `work/logs/` (git-ignored like every tuning_db/**/work/). These directories are deliberately not our
 fused-op layout: they have no provenance.json, so tuning_db.best.load_all (which reads
 `<root>/<target>/*/provenance.json`) skips them even when pointed at tuning_db/ms_default/, and
@@ -39,6 +41,8 @@ import datetime
 import json
 import math
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -419,14 +423,17 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
     _check_meta(wl_dir, meta_old, wl, target_name)
     targets.register_intrinsics(target_name)  # CUDA records name tensor intrinsics: registered before reading them
     db = _open_db(wl_dir, create=True)
-    done = {n: len(_records_of(db, m)) for n, m in mods.items()}
+    prev = meta_old.get("tasks", {})
+    # the larger of the records here and the count in ms_default.json: a pruned database (prune_unfused) holds
+    # fewer records than were measured; a run killed before it wrote ms_default.json left more
+    done = {n: max(len(_records_of(db, m)), prev.get(n, {}).get("trials", 0)) for n, m in mods.items()}
     total_done = sum(done.values())
     remaining = trials - total_done
     cores = workers or min(os.cpu_count() or 1, 16)
     log(f"[ms-default] {wl.dir_name} on {target_name}: unfused gemm + softmax, Meta-Schedule's default space; "
         f"{total_done} trials done ({', '.join(f'{n} {done[n]}' for n in TASKS)}), budget {trials}, "
         f"{max(remaining, 0)} to go")
-    run = None
+    run, ran = None, {n: {"trials": 0, "valid": 0} for n in TASKS}
     if remaining > 0:
         _export_repo_path()
         _quiet_meta_schedule_console()
@@ -465,6 +472,7 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
                "tasks": {n: {k: progress.stats[n][k] for k in ("trials", "valid", "invalid")} for n in names}}
         if stopped:
             run["stopped"] = stopped
+        ran = progress.stats
         errors = {n: progress.stats[n]["error"] for n in names}
     else:
         errors = {}
@@ -474,7 +482,9 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
         recs = _records_of(db, m)
         best = best_record(db, m)
         valid = sum(_mean_secs(r) is not None for r in recs)
-        summary_tasks[n] = {"trials": len(recs), "valid": valid, "best_secs": best[0] if best else None}
+        summary_tasks[n] = {"trials": max(len(recs), prev.get(n, {}).get("trials", 0) + ran[n]["trials"]),
+                            "valid": max(valid, prev.get(n, {}).get("valid", 0) + ran[n]["valid"]),
+                            "best_secs": best[0] if best else None}
         if best is None:
             failed.append(n)
     meta = {"what": "Meta-Schedule default space, unfused op (gemm -> softmax)", "target": target_name,
@@ -486,6 +496,7 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
             "task_scheduler": "gradient",
             "strategy": strategy if isinstance(strategy, str) else type(strategy).__name__,
             "cost_model": "xgb", "environment": environment(target_name),
+            **({"pruned": meta_old["pruned"]} if "pruned" in meta_old else {}),
             "runs": list(meta_old.get("runs", [])) + ([run] if run else [])}
     tmp = wl_dir / (META + ".tmp")
     tmp.write_text(json.dumps(_json_safe(meta), indent=1) + "\n")
@@ -509,6 +520,54 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
         t = summary_tasks[n]
         log(f"[ms-default] {wl.dir_name}: {n}: best {t['best_secs'] * 1e6:.1f} us ({t['valid']}/{t['trials']} valid)")
     log(f"[ms-default] {wl.dir_name}: gemm + softmax = {meta['best_secs_total'] * 1e6:.1f} us; database {wl_dir}")
+    return meta
+
+
+def prune_unfused(wl, target_name: str, work_dir: os.PathLike, keep: int = 10, log: Callable = print) -> dict:
+    """Keep only the `keep` fastest valid records of each task in work_dir's database (what gets committed: a
+    1024-trial database holds ~1000 records, ~14 MB of JSON). The trial counts stay in ms_default.json, so a later
+    tune_unfused still continues toward its total; its search just no longer sees the dropped records. Needs no
+    device. Returns the updated summary."""
+    target_name = targets.resolve(target_name)
+    if keep < 1:
+        raise ValueError("keep must be >= 1")
+    wl_dir = Path(work_dir)
+    meta = _read_meta(wl_dir)
+    if not meta:
+        raise TuningError(f"{wl_dir} has no {META}: nothing tuned there to prune (tune it first)")
+    _check_meta(wl_dir, meta, wl, target_name)
+    mods = task_modules(wl)
+    targets.register_intrinsics(target_name)
+    db = _open_db(wl_dir, create=False)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=wl_dir))
+    try:
+        new = ms.database.JSONDatabase(work_dir=str(tmp), allow_missing=True)
+        kept = {}
+        for n, m in mods.items():
+            recs = _records_of(db, m)
+            task = meta["tasks"].setdefault(n, {})
+            # a run killed before it wrote ms_default.json left more records than it counts
+            task["trials"] = max(task.get("trials", 0), len(recs))
+            timed = sorted(((s, r) for r in recs if (s := _mean_secs(r)) is not None), key=lambda t: t[0])
+            task["valid"] = max(task.get("valid", 0), len(timed))
+            task["best_secs"] = timed[0][0] if timed else None
+            workload = new.commit_workload(m)
+            for _, r in timed[:keep]:
+                new.commit_tuning_record(ms.database.TuningRecord(r.trace, workload, r.run_secs, r.target,
+                                                                  r.args_info))
+            kept[n] = min(keep, len(timed))
+        meta["trials"] = sum(t["trials"] for t in meta["tasks"].values())
+        bests = [t["best_secs"] for t in meta["tasks"].values()]
+        meta["best_secs_total"] = sum(bests) if all(bests) else None
+        meta["pruned"] = {"keep": keep, "records_kept": kept,
+                          "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        (tmp / META).write_text(json.dumps(meta, indent=1) + "\n")
+        for f in (*DB_FILES, META):  # each rename atomic; the counts (META) last
+            os.replace(tmp / f, wl_dir / f)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"[ms-default] {wl.dir_name}: kept the {keep} fastest valid records per task "
+        f"({', '.join(f'{n} {kept[n]}' for n in TASKS)}) of {meta['trials']} trials")
     return meta
 
 
