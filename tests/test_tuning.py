@@ -227,13 +227,19 @@ def test_a_signal_repeated_at_once_is_one_stop_request(monkeypatch):
 
 def test_tuning_workers_outlive_the_signal_that_stops_the_tuner():
     """`timeout` and Ctrl-C signal the whole process group. A runner or builder worker killed by it would fail its
-    candidate in the batch the tuner still finishes; the workers ignore SIGTERM and SIGINT instead."""
+    candidate in the batch the tuner still finishes; the workers ignore SIGTERM and SIGINT instead, in a process
+    group of their own (their nvcc does not ignore it)."""
     from schedules import cuda_space, llvm  # noqa: PLC0415
     from schedules.worker_init import ignore_stop_signals  # noqa: PLC0415
 
     runner = llvm.runner()
     try:
         pid = runner.pool.submit(os.getpid).result()
+        # its own process group, inherited by its children: nvcc dies of SIGTERM whatever its parent ignores, and
+        # `timeout` signals the tuner's group
+        assert runner.pool.submit(os.getpgid, 0).result() == pid != os.getpgid(0)
+        child = runner.pool.submit(subprocess.run, ["sh", "-c", "ps -o pgid= -p $$"], capture_output=True, text=True)
+        assert int(child.result().stdout) == pid
         for sig in (signal.SIGTERM, signal.SIGINT):
             os.kill(pid, sig)
             time.sleep(0.3)
@@ -242,6 +248,34 @@ def test_tuning_workers_outlive_the_signal_that_stops_the_tuner():
         runner.pool.shutdown()
     assert llvm.builder(2).initializer is ignore_stop_signals
     assert cuda_space.builder("sm_90", 2).initializer is ignore_stop_signals
+
+
+GROUP_SIGNAL_SCRIPT = """
+import signal, subprocess, sys
+from tvm.support.popen_pool import PopenPoolExecutor
+from schedules.worker_init import ignore_stop_signals
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the tuner handles it (stops after the batch)
+pool = PopenPoolExecutor(max_workers=1, initializer=ignore_stop_signals)
+pool.submit(sum, [1]).result()  # the worker is up, its initializer run
+# a build step that, like nvcc, sets its own SIGTERM handler and dies of it
+build = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); "
+         "time.sleep(3); print('built')")
+job = pool.submit(subprocess.run, [sys.executable, "-c", build], capture_output=True, text=True)
+print("started", flush=True)
+out = job.result()
+print(out.returncode, out.stdout.strip(), flush=True)
+"""
+
+
+def test_a_signal_to_the_tuners_process_group_spares_the_build_in_flight():
+    """What `timeout` does, with a child that handles SIGTERM itself as nvcc does: the build still completes."""
+    proc = subprocess.Popen([sys.executable, "-c", GROUP_SIGNAL_SCRIPT], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(1.5)  # the build is in its sleep
+    os.killpg(proc.pid, signal.SIGTERM)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and text.split() == ["0", "built"], text
 
 
 def records_of(wl_dir: Path) -> list:

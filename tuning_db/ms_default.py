@@ -404,9 +404,9 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
     cost model, into the JSON database in `work_dir` (this workload's directory). Resumable: records already in
     the database count toward `trials`. strategy: Meta-Schedule's default ("evolutionary": population 512); tests
     pass a smaller EvolutionarySearch. batch_size: default_batch. max_seconds: end after the batch during which
-    this much time has passed (as SIGTERM / SIGINT do: a time-boxed slice; the next run continues). Returns the summary also written to
-    work_dir/ms_default.json; raises TuningError when a task has no valid candidate (with the first failure's
-    message)."""
+    this much time has passed (as SIGTERM / SIGINT do: a time-boxed slice; the next run continues). Returns the
+    summary also written to work_dir/ms_default.json; raises TuningError when a task has no valid candidate (with
+    the first failure's message)."""
     from .tuner import (STOP_MARK, _export_repo_path, _json_safe, _quiet_meta_schedule_console,  # noqa: PLC0415
                         _Stop, _stop_on_signals, _StopAfterBatch, environment)
     target_name = targets.resolve(target_name)
