@@ -401,8 +401,9 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
                  batch_size: Optional[int] = None, max_seconds: Optional[float] = None) -> dict:
     """Tune both kernels of the unfused op toward a total of `trials` measured candidates (both tasks together,
     split by Meta-Schedule's gradient task scheduler: module doc) with Meta-Schedule's default space, search and
-    cost model, into the JSON database in `work_dir` (this workload's directory). Resumable: records already in
-    the database count toward `trials`. strategy: Meta-Schedule's default ("evolutionary": population 512); tests
+    cost model, into the JSON database in `work_dir` (this workload's directory). Resumable: the trials already
+    measured (the records in the database, or ms_default.json's count where prune_unfused dropped records) count
+    toward `trials`. strategy: Meta-Schedule's default ("evolutionary": population 512); tests
     pass a smaller EvolutionarySearch. batch_size: default_batch. max_seconds: end after the batch during which
     this much time has passed (as SIGTERM / SIGINT do: a time-boxed slice; the next run continues). Returns the
     summary also written to work_dir/ms_default.json; raises TuningError when a task has no valid candidate (with
@@ -524,10 +525,10 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
 
 
 def prune_unfused(wl, target_name: str, work_dir: os.PathLike, keep: int = 10, log: Callable = print) -> dict:
-    """Keep only the `keep` fastest valid records of each task in work_dir's database (what gets committed: a
-    1024-trial database holds ~1000 records, ~14 MB of JSON). The trial counts stay in ms_default.json, so a later
-    tune_unfused still continues toward its total; its search just no longer sees the dropped records. Needs no
-    device. Returns the updated summary."""
+    """Keep only the `keep` fastest valid records of each task (distinct traces: database.top_records) in
+    work_dir's database (what gets committed: a 1024-trial database holds ~1000 records, ~14 MB of JSON). The
+    trial counts stay in ms_default.json, so a later tune_unfused still continues toward its total; its search just
+    no longer sees the dropped records. Needs no device. Returns the updated summary."""
     target_name = targets.resolve(target_name)
     if keep < 1:
         raise ValueError("keep must be >= 1")
@@ -548,14 +549,14 @@ def prune_unfused(wl, target_name: str, work_dir: os.PathLike, keep: int = 10, l
             task = meta["tasks"].setdefault(n, {})
             # a run killed before it wrote ms_default.json left more records than it counts
             task["trials"] = max(task.get("trials", 0), len(recs))
-            timed = sorted(((s, r) for r in recs if (s := _mean_secs(r)) is not None), key=lambda t: t[0])
-            task["valid"] = max(task.get("valid", 0), len(timed))
-            task["best_secs"] = timed[0][0] if timed else None
+            task["valid"] = max(task.get("valid", 0), sum(_mean_secs(r) is not None for r in recs))
+            top = database.top_records(m, [db], keep)
+            task["best_secs"] = _mean_secs(top[0]) if top else None
             workload = new.commit_workload(m)
-            for _, r in timed[:keep]:
+            for r in top:
                 new.commit_tuning_record(ms.database.TuningRecord(r.trace, workload, r.run_secs, r.target,
                                                                   r.args_info))
-            kept[n] = min(keep, len(timed))
+            kept[n] = len(top)
         meta["trials"] = sum(t["trials"] for t in meta["tasks"].values())
         bests = [t["best_secs"] for t in meta["tasks"].values()]
         meta["best_secs_total"] = sum(bests) if all(bests) else None
@@ -566,8 +567,8 @@ def prune_unfused(wl, target_name: str, work_dir: os.PathLike, keep: int = 10, l
             os.replace(tmp / f, wl_dir / f)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    log(f"[ms-default] {wl.dir_name}: kept the {keep} fastest valid records per task "
-        f"({', '.join(f'{n} {kept[n]}' for n in TASKS)}) of {meta['trials']} trials")
+    log(f"[ms-default] {wl.dir_name}: kept the fastest valid records, at most {keep} distinct ones per task "
+        f"({', '.join(f'{n} {kept[n]}' for n in TASKS)}), of {meta['trials']} trials")
     return meta
 
 
