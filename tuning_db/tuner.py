@@ -283,8 +283,9 @@ class _SearchOutcome:
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
-            recompute_form: bool = False, stop: Optional[_Stop] = None) -> _SearchOutcome:
-    """One Meta-Schedule search of `budget` trials into the work database at `work`."""
+            recompute_form: bool = False, stop: Optional[_Stop] = None, carried: int = 0) -> _SearchOutcome:
+    """One Meta-Schedule search of `budget` trials into the work database at `work`. done: the trials already in
+    it; carried: trials counted in the committed provenance only (shown in the progress, which is of the total)."""
     tuned = tuned_forms(workload, target_name, padded_form, recompute_form)
     modules = [(f, m) for f, m in tuning_modules(workload, target_name) if f in tuned]
     work_db = dbm.open_json_db(work, create=True)
@@ -292,7 +293,8 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     if progress:
         try:
             from tqdm import tqdm  # noqa: PLC0415
-            bar = tqdm(total=trials, initial=done, unit="trial", desc=workload.dir_name, dynamic_ncols=True)
+            bar = tqdm(total=trials, initial=done + carried, unit="trial", desc=workload.dir_name,
+                       dynamic_ncols=True)
         except ImportError:
             bar = None
 
@@ -300,10 +302,10 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
         text = (f"valid {p.valid} invalid {p.invalid} best "
                 f"{p.best * 1e6:.1f}us" if p.best < math.inf else f"valid {p.valid} invalid {p.invalid}")
         if bar is not None:
-            bar.n = min(p.done, trials)
+            bar.n = min(p.done + carried, trials)
             bar.set_postfix_str(text)
         else:
-            log(f"[tune] {p.done}/{trials} trials, {text}")
+            log(f"[tune] {p.done + carried}/{trials} trials, {text}")
 
     _quiet_meta_schedule_console()
     prog = _Progress(done, best0, on_batch)
@@ -463,7 +465,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     # slices): their top-k records are in the committed database, the rest are gone. They count toward the budget
     # (it is a total) and toward the provenance's trials; the search goes on from the committed top records.
     carried = _carried_trials(prov_old, _read_ledger(work), work)
-    prior = dbm.top_records(mods, work_dbs, 1)
+    # the best so far (the progress shows it) is also the committed database's: a clone's work/ starts empty
+    committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
+    prior = dbm.top_records(mods, [*work_dbs, *committed], 1)
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
     remaining = trials - done - carried
     cores = workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH * shards)
@@ -485,7 +489,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     elif shards <= 1:
         with _stop_on_signals(stop, log):
             outcome = _search(workload, target_name, work, remaining, seed + done, cores, servers, best0, trials,
-                              done, progress, log, **search, stop=stop)
+                              done, progress, log, **search, stop=stop, carried=carried)
     else:
         outcome = _search_shards(workload, target_name, work, remaining, seed + done, cores, servers, shards, best0,
                                  log, **search)
