@@ -507,8 +507,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     work_dbs = [dbm.open_json_db(d, create=True) for d in
                 [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())]]
 
-    committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
-    top = dbm.top_records(mods, [*work_dbs, *committed], top_k)
+    top = dbm.top_records(mods, [*work_dbs, *committed], top_k)  # (committed: opened above, unchanged since)
     total = sum(len(db.get_all_tuning_records()) for db in work_dbs) + carried
     # The work directory keeps its own ledger of finished runs and its own curve: the committed provenance and
     # curve.csv are tracked files that a checkout or pull between two slices can put back to an older state,
