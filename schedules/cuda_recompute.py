@@ -33,11 +33,15 @@ register accumulates across chunks, initialized before the sweep and written to 
 
 Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, CW/16 <= 16] then [WN, FN <= 4]
 (nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks.
-P is stored one half at a time (see the note at the P block).
+P is stored two elements at a time where N is even (half2 / nv_bfloat162; see the note at the P block).
 
-Measured (H100, 2026-11-24, results/h100/README.md): correct (14 numerics tests, memcheck clean) but not faster than
-the one-pass form at W3: 1712 us after 128 trials against 1640 us for the one-pass form in the same run. ncu: L2-bound
-(L2 86 %, DRAM 14 %): each block reads all of B from L2 once a sweep. Hence opt-in (tune.py --recompute-form).
+Measured (H100, results/h100/README.md). 2026-11-24, P stored one element at a time: correct (14 numerics tests,
+memcheck clean) but not faster than the one-pass form at W3, 1712 us after 128 trials against 1640 us in the same run;
+ncu: L2-bound (L2 86 %, DRAM 14 %), which the 2-byte stores (one L2 request per 2 bytes) explain better than B's
+reads. 2026-11-25, two elements a store: the same sampled kernels 1.25-2.03x faster (median 1.71x, 12 pairs), and
+after ~260 trials of it W3 took 935.8 us (fp16) and 923.4 us (bf16) against 1143.8 and 1157.6 us for the one-pass
+form after 1024+ trials; winners: BM = 128 rows, CW = 64 columns, 16 warps (4 x 4) of 32 x 16. Hence tuned by default on
+long rows (tuning_db.tuner.RECOMPUTE_AUTO_MIN_N).
 """
 from __future__ import annotations
 
@@ -139,10 +143,15 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
     bx = sch.fuse(b0, b1, grp)
     sch.bind(bx, "blockIdx.x")
     bind_owner(wm_, wn_, il_, jm_)
-    # (no vectorized half2 store: S_p is read only here, so a vector read would make TVM retype the accumulator as
-    # float2, which LowerWarpMemory cannot split into lanes)
     stat_local(p_blk, "row_max", ih_)
     stat_local(p_blk, "row_sum", ih_)
+    # half2 stores: P reads the lane's two elements of S_p from a local copy, not the accumulator itself (a vector
+    # read of the accumulator would make TVM retype it as float2, which LowerWarpMemory cannot split into lanes).
+    # The copy sits at jh_ so that its region is exactly those two elements: higher up, the region is the bounding
+    # box of the lane's strided columns, which reads other lanes' fragment elements and breaks LowerWarpMemory.
+    s_idx = next(q for q, r in enumerate(sch.get(p_blk).reads) if r.source.name == "S_p")
+    sch.compute_at(sch.cache_read(p_blk, s_idx, "local", consumer_blocks=[p_blk]), jh_)  # 2 elements: exact
+    sch.vectorize(jl_)
 
     # ---- statistics: rfactor over (warp column, quad lane), the chunk loop a reduction loop of the partial
     partial = {}

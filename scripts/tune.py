@@ -71,10 +71,11 @@ def main(argv=None) -> int:
                     help="also tune the kernel's padded form (register-resident S) for shapes that need padding "
                          "(M or N not a multiple of 16/64, e.g. 197, 1500), sharing the trials round robin; off by "
                          "default: on the H100 it has not beaten the default form there")
-    ap.add_argument("--recompute-form", action="store_true",
-                    help="also tune the kernel's recompute form (S recomputed over column chunks in three sweeps, "
-                         "only a chunk on chip: long rows such as Whisper's 1500) as a second task sharing the trials; "
-                         "shapes with M >= 16 and no bias or mask")
+    ap.add_argument("--recompute-form", nargs="?", const="on", default="auto", choices=["auto", "on", "off"],
+                    help="tune the kernel's recompute form (S recomputed over column chunks in three sweeps, only a "
+                         "chunk on chip) as a second task sharing the trials, for shapes with M >= 16 and no bias or "
+                         "mask: auto (the default) on long rows, N >= tuning_db.tuner.RECOMPUTE_AUTO_MIN_N (it wins "
+                         "at Whisper's 1500 on the H100), on (shorter rows too; the bare flag), off")
     args = ap.parse_args(argv)
     if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
            args.searches) < 1:
@@ -111,7 +112,8 @@ def main(argv=None) -> int:
                    workers=args.workers, batch_size=args.batch_size, population=args.population, tracker=tracker,
                    rpc_timeout=args.rpc_timeout, shards=args.searches,
                    max_seconds=None if args.max_minutes is None else args.max_minutes * 60,
-                   padded_form=args.padded_form, recompute_form=args.recompute_form)
+                   padded_form=args.padded_form,
+                   recompute_form={"auto": None, "on": True, "off": False}[args.recompute_form])
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     except (KeyboardInterrupt, RuntimeError):

@@ -1,6 +1,6 @@
 """The recompute sketches (schedules/cuda_recompute.py): S recomputed over column chunks in three sweeps.
 
-CPU (compile-only, no GPU): where the form applies, that tune() offers it only when asked, and for sm_80 / sm_89 /
+CPU (compile-only, no GPU): where the form applies, that tune() offers it by default on long rows only, and for sm_80 / sm_89 /
 sm_90 that sampled candidates are valid at a stated rate, build with nvcc with the accumulators in registers and the
 B chunks fetched by cp.async, and replay on the shipped runtime form.
 GPU (marked gpu): numerics of sampled candidates against the FP64 reference, aligned and padded shapes, causal,
@@ -59,9 +59,12 @@ def test_where_the_recompute_form_applies():
     assert cuda_recompute.padded_sizes(plain, 1, 2048, 64) is None                  # decoding: row-vector space
     assert cuda_recompute.padded_sizes(Variant("float16", True, has_bias=True), 197, 197, 64) is None
     assert cuda_recompute.padded_sizes(Variant("float16", True, mask="add"), 197, 197, 64) is None
-    w3 = parse("whisper-enc")
-    assert [f.name for f in tuned_forms(w3, "sm_90")] == ["one-pass"]  # opt-in
-    assert [f.name for f in tuned_forms(w3, "sm_90", recompute_form=True)] == ["one-pass", "recompute"]
+    w3, w1 = parse("whisper-enc"), parse("bert-large")
+    # auto (the default): long rows only (tuner.RECOMPUTE_AUTO_MIN_N; measured to win at W3's 1500 on the H100)
+    assert [f.name for f in tuned_forms(w3, "sm_90")] == ["one-pass", "recompute"]
+    assert [f.name for f in tuned_forms(w1, "sm_90")] == ["one-pass"]
+    assert [f.name for f in tuned_forms(w3, "sm_90", recompute_form=False)] == ["one-pass"]
+    assert [f.name for f in tuned_forms(w1, "sm_90", recompute_form=True)] == ["one-pass", "recompute"]
     assert [f.name for f in tuned_forms(w3, "sm_90", True, True)] == ["one-pass", "padded", "recompute"]
     assert [f.name for f in tuned_forms(w3, "llvm", True, True)] == ["one-pass"]
     assert [f.name for f in tuned_forms(parse("lm-head"), "sm_90", True, True)] == ["split-n"]
@@ -98,6 +101,12 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
         for name in ("S_warp_ptr", "S_sum_warp_ptr", "S_p_warp_ptr"):
             decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
             assert int(decl.split("[")[1].split("]")[0]) <= 64, decl  # FM*FN*8 floats a lane at most
+        # P leaves the fragments two elements a store where N is even (1.7x faster at W3 than one: results/h100);
+        # an odd N (197) keeps scalar stores, its rows being only 2-byte aligned
+        from tir_kernels.workloads import parse
+        n = parse(spec, dtype).canonical.sizes[3]
+        vec = "*(nv_bfloat162*)(P_ptr" if dtype == "bfloat16" else "*(half2*)(P_ptr"
+        assert (vec in src) == (n % 2 == 0), (n, vec)
 
 
 CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template takes none)

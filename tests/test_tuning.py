@@ -423,3 +423,17 @@ def test_stored_curve_numbers_records_in_the_order_stored_and_skips_failed_ones(
     assert tuner._stored_curve(tmp_path, 2, 0, float("inf"), upto=3) == [(1, float("inf")), (2, 3.0)]
     (tmp_path / "curve.csv").write_text("trial,best_seconds\n1,4.0\n2,\n")
     assert tuner._last_best(tmp_path / "curve.csv") == 4.0 and tuner._last_best(tmp_path / "none.csv") == float("inf")
+
+
+@pytest.mark.parametrize("flag, expected", [([], None), (["--recompute-form"], True),
+                                            (["--recompute-form", "on"], True), (["--recompute-form", "off"], False)])
+def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
+    """--recompute-form auto (default: tuner.tuned_forms decides by row length) | on (the bare flag) | off."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tune_script", REPO / "scripts" / "tune.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    seen = {}
+    monkeypatch.setattr(tuner, "tune_many", lambda workloads, target, trials, jobs=1, **kw: seen.update(kw) or [])
+    assert script.main(["--target", "llvm", "--workload", "demo", "--trials", "1", *flag]) == 0
+    assert seen["recompute_form"] is expected

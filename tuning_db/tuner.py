@@ -66,8 +66,8 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     one run (round robin); the database keeps the fastest records of any form, and each replays on its own.
     The padded form is opt-in: on the H100 it has not beaten the primary form at W2 or W3 (results/h100/README.md,
     2026-11-24), and a second task halves each form's share of the trials. Last, for shapes with M >= 16 and no bias
-    or mask (not long rows: they have split-N), the recompute form (schedules/cuda_recompute): opt-in too, not
-    faster than the one-pass form at W3 yet (L2-bound)."""
+    or mask (not long rows: they have split-N), the recompute form (schedules/cuda_recompute), tuned by default
+    where rows are at least RECOMPUTE_AUTO_MIN_N long (tuned_forms)."""
     chunk = split_n_chunk(workload, target_name)
     out = [Form("split-n" if chunk else "one-pass", chunk)]
     if not chunk and target_name is not None and targets.is_cuda(target_name):
@@ -83,9 +83,20 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     return out
 
 
+# The recompute form is tuned by default (recompute_form=None) on rows at least this long. Measured on the H100
+# (2026-11-25, results/h100/README.md): at W3 (N = 1500) it won in both dtypes once its P stores were half2
+# (935.8 us fp16 and 923.4 us bf16 after ~260 trials of it, against 1143.8 and 1157.6 us for the one-pass form
+# after 1024+); on shorter rows (W1 512, W2 197) it has not been measured since, so they keep one form and all
+# the trials.
+RECOMPUTE_AUTO_MIN_N = 1024
+
+
 def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: bool = False,
-                recompute_form: bool = False) -> list:
-    """The forms one tune() run searches: the primary form, plus the opt-in ones asked for that the shape has."""
+                recompute_form: Optional[bool] = None) -> list:
+    """The forms one tune() run searches: the primary form, plus the other ones asked for that the shape has.
+    recompute_form None (auto): the recompute form where N >= RECOMPUTE_AUTO_MIN_N; True/False: always/never."""
+    if recompute_form is None:
+        recompute_form = workload.canonical.sizes[3] >= RECOMPUTE_AUTO_MIN_N
     extra = {name for name, asked in (("padded", padded_form), ("recompute", recompute_form)) if asked}
     all_forms = forms(workload, target_name)
     return [all_forms[0]] + [f for f in all_forms[1:] if f.name in extra]
@@ -283,7 +294,7 @@ class _SearchOutcome:
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
-            recompute_form: bool = False, stop: Optional[_Stop] = None, carried: int = 0) -> _SearchOutcome:
+            recompute_form: Optional[bool] = None, stop: Optional[_Stop] = None, carried: int = 0) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`. done: the trials already in
     it; carried: trials counted in the committed provenance only (shown in the progress, which is of the total)."""
     tuned = tuned_forms(workload, target_name, padded_form, recompute_form)
@@ -396,7 +407,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          workers: Optional[int] = None, batch_size: int = 256, population: int = 512, log: Callable = print,
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
          shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False,
-         recompute_form: bool = False) -> dict:
+         recompute_form: Optional[bool] = None) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
@@ -417,7 +428,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     padded_form: tune the template's padded form too, where the shape has one (forms()); its records count toward
     the budget and the top-k like the primary form's (they are kept whether or not a later run tunes it).
     recompute_form: the same for the recompute form (schedules/cuda_recompute: S recomputed in three sweeps over
-    column chunks instead of kept on chip).
+    column chunks instead of kept on chip); None (the default) tunes it where the rows are long (tuned_forms).
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
