@@ -3,6 +3,7 @@ serves them (scripts/bench.py is the front end; benchmarks/report.py writes its 
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 import subprocess
 
@@ -14,9 +15,13 @@ def gpu_info() -> dict:
     import torch  # noqa: PLC0415
     info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda_torch": torch.version.cuda}
     try:
+        # one line per GPU of the host: the one torch's device 0 is (the first of CUDA_VISIBLE_DEVICES)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,memory.total,clocks.max.sm",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout
-        info["driver"], info["memory"], info["max_sm_clock"] = [x.strip() for x in out.strip().split(",")]
+                              "--format=csv,noheader", f"--id={visible}"], capture_output=True, text=True,
+                             timeout=30).stdout
+        first = out.strip().splitlines()[0]
+        info["driver"], info["memory"], info["max_sm_clock"] = [x.strip() for x in first.split(",")]
     except Exception as err:  # noqa: BLE001
         info["driver"] = f"unknown ({err})"
     return info

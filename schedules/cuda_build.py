@@ -81,6 +81,23 @@ def _register_mma_store_index_map() -> None:
 _register_mma_store_index_map()
 
 
+class UnloweredWarpMemoryError(RuntimeError):
+    """A kernel whose "warp" buffers LowerWarpMemory cannot lower and that no fallback compiles correctly."""
+
+
+def warp_accumulators(mod) -> list:
+    """Names of the fp32 "warp"-scope buffers (mma accumulators; A/B fragments are fp16/bf16) of a scheduled
+    module: the schedule primitives allocate them on each function's root block."""
+    names = []
+    for _, func in mod.functions.items():
+        body = getattr(func, "body", None)
+        block = getattr(body, "block", None)
+        for buf in getattr(block, "alloc_buffers", []):
+            if buf.scope() == "warp" and str(buf.dtype) == "float32":
+                names.append(buf.name)
+    return names
+
+
 def compile_cuda(mod, target):
     """tvm.compile for a CUDA target: inside `with target:` (nvcc builds for target.arch, not the local
     GPU), with PASS_CONFIG and the flashgemm TIR pipeline.
@@ -88,13 +105,23 @@ def compile_cuda(mod, target):
     Fallback: LowerWarpMemory cannot split some accumulator indices (e.g. `threadIdx.x*8 + 257` of the
     per-element accumulator store that records tuned before the mma_store change use). Such a module is
     compiled exactly as it was tuned: TVM's default pipeline with CSE (its A/B fragments then stay in
-    local memory, as they were when it was measured)."""
+    local memory, as they were when it was measured). Only with one accumulator: TVM's pipeline lowers only
+    the first "warp" buffer, and a second accumulator left unlowered computes wrong answers (its mma_fill
+    zeroes lane 0's slot only), so a module with several raises UnloweredWarpMemoryError instead (a tuning
+    candidate then fails to build and is counted invalid)."""
     try:
         with target, tvm.transform.PassContext(config=PASS_CONFIG):
             return tvm.compile(mod, target=target, tir_pipeline=TIR_PIPELINE)
     except tvm.error.InternalError as err:
         if "LowerWarpMemory" not in str(err) and "LowerAllWarpMemory" not in str(err):
             raise
+        accumulators = warp_accumulators(mod)
+        if len(accumulators) > 1:
+            reason = str(err).strip().splitlines()[-1]
+            raise UnloweredWarpMemoryError(
+                f"LowerWarpMemory failed on a kernel with {len(accumulators)} mma accumulators "
+                f"({', '.join(accumulators)}): {reason}. TVM's default pipeline would leave all but the first in "
+                f"wrong per-lane arrays, so it is not compiled (a schedule bug, not an input error).") from err
     with target, tvm.transform.PassContext(config={**PASS_CONFIG, "tirx.disable_cse_tir": False}):
         return tvm.compile(mod, target=target)
 

@@ -89,6 +89,9 @@ def run_config(args, n_gpus: int, db: Path, port: int) -> dict:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+            # where the cut run was (start-up, search, measuring): the log goes with the temporary database
+            print(f"[bench_tuning] interrupted after {time.time() - t0:.0f} s; the run's output so far:\n"
+                  + log.read_text(errors="replace")[-4000:], flush=True)
             raise
     wall = time.time() - t0
     print(log.read_text(errors="replace")[-4000:], flush=True)

@@ -414,3 +414,57 @@ def test_meta_schedule_builder_workers_build_candidates():
             break
     (res,) = cuda_space.builder("sm_90", 1).build([ms.builder.BuilderInput(sch.mod, target)])
     assert res.error_msg is None, res.error_msg[-1500:]
+
+
+def _warp_buffers_func(n_accumulators: int):
+    """A function whose root block allocates n fp32 "warp" buffers (accumulators) and one fp16 fragment."""
+    from tvm.script import tirx as T  # noqa: PLC0415
+
+    @T.prim_func(s_tir=True)
+    def two(x: T.Buffer((32,), "float32")):
+        acc0 = T.sblock_alloc_buffer((32,), "float32", scope="warp")
+        acc1 = T.sblock_alloc_buffer((32,), "float32", scope="warp")
+        frag = T.sblock_alloc_buffer((32,), "float16", scope="warp")
+        for i in range(32):
+            with T.sblock("c"):
+                vi = T.axis.remap("S", [i])
+                x[vi] = acc0[vi] + acc1[vi] + T.cast(frag[vi], "float32")
+
+    @T.prim_func(s_tir=True)
+    def one(x: T.Buffer((32,), "float32")):
+        acc0 = T.sblock_alloc_buffer((32,), "float32", scope="warp")
+        frag = T.sblock_alloc_buffer((32,), "float16", scope="warp")
+        for i in range(32):
+            with T.sblock("c"):
+                vi = T.axis.remap("S", [i])
+                x[vi] = acc0[vi] + T.cast(frag[vi], "float32")
+    import tvm  # noqa: PLC0415
+    return tvm.IRModule({"main": two if n_accumulators == 2 else one})
+
+
+@pytest.mark.parametrize("n_accumulators", [1, 2])
+def test_warp_memory_fallback_only_with_one_accumulator(monkeypatch, n_accumulators):
+    """When LowerWarpMemory fails, compile_cuda falls back to TVM's pipeline only for a kernel with one mma
+    accumulator: that pipeline lowers only the first "warp" buffer, and a second accumulator left as a per-lane
+    array computed wrong answers (the two-sweep recompute draft on the H100, 2026-11-25). With several it raises."""
+    import tvm  # noqa: PLC0415
+    from schedules import cuda_build, targets  # noqa: PLC0415
+    mod = _warp_buffers_func(n_accumulators)
+    assert cuda_build.warp_accumulators(mod) == ["acc0", "acc1"][:n_accumulators]
+    calls = []
+
+    def fake_compile(mod, target=None, tir_pipeline=None):
+        calls.append(tir_pipeline)
+        if tir_pipeline == cuda_build.TIR_PIPELINE:
+            raise tvm.error.InternalError("LowerWarpMemory failed to rewrite load to shuffle for index tx*8 + 257")
+        return "built by the fallback"
+
+    monkeypatch.setattr(cuda_build.tvm, "compile", fake_compile)
+    target = targets.tvm_target("sm_90")
+    if n_accumulators == 1:
+        assert cuda_build.compile_cuda(mod, target) == "built by the fallback"
+        assert calls == [cuda_build.TIR_PIPELINE, None]
+    else:
+        with pytest.raises(cuda_build.UnloweredWarpMemoryError, match="2 mma accumulators .acc0, acc1."):
+            cuda_build.compile_cuda(mod, target)
+        assert calls == [cuda_build.TIR_PIPELINE]
