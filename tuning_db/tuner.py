@@ -86,8 +86,9 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
 # The recompute form is tuned by default (recompute_form=None) on rows at least this long. Measured on the H100
 # (2026-11-25, results/h100/README.md): at W3 (N = 1500) it won in both dtypes once its P stores were half2
 # (935.8 us fp16 and 923.4 us bf16 after ~260 trials of it, against 1143.8 and 1157.6 us for the one-pass form
-# after 1024+); on shorter rows (W1 512, W2 197) it has not been measured since, so they keep one form and all
-# the trials.
+# after 1024+). On W1 (N = 512) it lost: 152.3 us against the one-pass form's 121.9 after 256 trials of each
+# (results/h100/recompute-records-bert-large-f16-2026-11-25.txt); W2 (197) is not measured. Shorter rows keep one
+# form and all the trials.
 RECOMPUTE_AUTO_MIN_N = 1024
 
 
