@@ -52,6 +52,7 @@ from .cuda_space import SMEM
 from .tensor_intrin import intrin_group
 
 CHUNK_STAGES = (2, 3)
+TWO_SWEEP_CHUNK = 64  # CW of the two-sweep form's chunk statistics (the three-sweep W3 winners' chunk width)
 
 
 def is_recompute_form(sch: tvm.s_tir.Schedule) -> bool:
@@ -76,6 +77,8 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAG
     """One sketch per pipeline depth of the chunk loops."""
     if not is_recompute_form(sch):
         raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the template's recompute form")
+    if is_two_sweep_form(sch):
+        return [_schedule2(sch.copy(), stages) for stages in stage_options]
     return [_schedule(sch.copy(), stages) for stages in stage_options]
 
 
@@ -236,6 +239,159 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
 
     # ---- software pipeline of each sweep's chunk loop: the next chunk's B (cp.async, stage 0) is fetched while
     # this chunk's GEMM and statistics (or P stores) run
+    for _, _, _, c_, _, _ in gemms:
+        n_stmt = sum(cuda_registers._pipeline_statements(st) for st in sch.get(c_).body.seq)
+        sch.annotate(c_, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))
+        sch.annotate(c_, "software_pipeline_order", list(range(n_stmt)))
+        sch.annotate(c_, "software_pipeline_async_stages", [0])
+    return sch
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The two-sweep form (tir_kernels: recompute=True with chunk=CW); opt-in (tune.py --two-sweep-form / --forms). On the
+# H100 (2026-11-25): numerics pass in both dtypes, memcheck clean; at W3 fp16 its best after ~470 trials is 900.7 us
+# against the three-sweep form's 845.4 (results/h100/README.md).
+def is_two_sweep_form(sch: tvm.s_tir.Schedule) -> bool:
+    return any(buf.name == "part_max" for buf in sch.mod["main"].body.block.alloc_buffers)
+
+
+def _schedule2(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
+    """Sweep 1: S chunk on tensor cores -> the lane's chunk (max, sum) in registers -> the lane's running pair (the
+    online reducer, rfactor over the 4 quad lanes); combine one thread a row; sweep 2: S_p chunk -> P, half2 stores.
+    One warp column (WN = 1): a warp holds all CW columns of its rows, so a lane's chunk statistics are its own."""
+    from . import online_softmax  # noqa: PLC0415
+    online_softmax.register()
+    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A_pad")
+    names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
+    part_buf = next(b for b in sch.mod["main"].body.block.alloc_buffers if b.name == "part_max")
+    n_chunks = int(part_buf.shape[3])
+
+    p_blk = sch.get_sblock("P")
+    b0, b1, i, j = sch.get_loops(p_blk)
+    fn_n = int(sch.get(j).extent) // n_chunks // 16  # CW / 16 fragments a warp
+    i16, i_in = sch.split(i, factors=[None, 16])
+    grp_rv, bmt_rv = sch.sample_perfect_tile(i16, n=2, max_innermost_factor=16)
+    i_grp, i_bmt = sch.split(i16, factors=[grp_rv, bmt_rv])
+    wm_rv, fm_rv = sch.sample_perfect_tile(i_bmt, n=2, max_innermost_factor=2)
+    i = sch.fuse(i_grp, i_bmt, i_in)
+
+    def rows(loop, outer=False):  # -> ([grp,] wm, ti, ih, il)
+        return sch.split(loop, factors=([None] if outer else []) + [wm_rv, fm_rv, 2, 8])
+
+    def iter_loops(block):
+        return sch.get_loops(block)[-len(sch.get(block).iter_vars):]
+
+    def all_threads(loop):
+        _, ry, rx = sch.split(loop, factors=[None, wm_rv, 32])
+        sch.bind(ry, "threadIdx.y")
+        sch.bind(rx, "threadIdx.x")
+
+    def stat_local(consumer, name, at):
+        blk = sch.get(consumer)
+        idx = next(q for q, r in enumerate(blk.reads) if r.source.name == name)
+        sch.compute_at(sch.cache_read(consumer, idx, "local", consumer_blocks=[consumer]), at)
+
+    # ---- P: blockIdx over (b0, b1, row group); the sweep-2 chunk loop; the lane's own fragment elements
+    grp, wm_, ti_, ih_, il_ = rows(i, outer=True)
+    c_p, fn_, jh_, jm_, jl_ = sch.split(j, factors=[n_chunks, fn_n, 2, 4, 2])
+    sch.reorder(grp, c_p, wm_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+    bx = sch.fuse(b0, b1, grp)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(wm_, "threadIdx.y")
+    sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
+    stat_local(p_blk, "row_max", ih_)
+    stat_local(p_blk, "row_sum", ih_)
+    s_idx = next(q for q, r in enumerate(sch.get(p_blk).reads) if r.source.name == "S_p")
+    sch.compute_at(sch.cache_read(p_blk, s_idx, "local", consumer_blocks=[p_blk]), jh_)  # see _schedule
+    sch.vectorize(jl_)
+
+    # ---- statistics: the online reducer rfactored over the quad lane q; its chunk loop the partial's reduction loop
+    stats = sch.get_sblock("row_stats")
+    _, _, _, c_s, q_s = sch.get_loops(stats)
+    rf = sch.rfactor(q_s, factor_axis=3)
+    sch.compute_at(stats, bx, preserve_unit_loops=True)
+    sch.compute_at(rf, bx, preserve_unit_loops=True)
+    for idx in (0, 1):
+        sch.set_scope(rf, idx, SMEM)
+    accs = [sch.cache_write(rf, idx, "local") for idx in (0, 1)]
+    q_, _, _, i_, c_ = iter_loops(rf)
+    sch.reorder(c_, q_, i_)
+    wm_, ti_, ih_, il_ = rows(i_)
+    sch.reorder(wm_, il_, q_, ti_, ih_)
+    sch.bind(wm_, "threadIdx.y")
+    sch.bind(sch.fuse(il_, q_), "threadIdx.x")
+    sweep1 = c_
+    sch.decompose_reduction(rf, c_)
+    for acc in accs:  # the write-back of the lane's pair, by the owning lane
+        _, _, i_, q_ = sch.get_loops(acc)[-4:]
+        sch.reorder(q_, i_)
+        wm_, ti_, ih_, il_ = rows(i_)
+        sch.reorder(wm_, il_, q_, ti_, ih_)
+        sch.bind(wm_, "threadIdx.y")
+        sch.bind(sch.fuse(il_, q_), "threadIdx.x")
+    # the combine: one thread a row over the 4 lane pairs
+    red, _, _, i_ = iter_loops(stats)
+    sch.reorder(i_, red)
+    all_threads(i_)
+    for idx in (0, 1):  # accumulate in registers, store once, with loops of its own (as in _schedule's combine)
+        sch.set_scope(stats, idx, SMEM)
+        all_threads(sch.get_loops(sch.cache_write(stats, idx, "local"))[-1])
+
+    # ---- the lane's chunk (max, sum): computed in sweep 1 from the fragments, kept in registers
+    for name in ("part_sum", "part_max"):
+        blk = sch.get_sblock(name)
+        sch.compute_at(blk, sweep1, preserve_unit_loops=True)
+        _, _, i_, _, q_, r_, jl_ = iter_loops(blk)
+        wm_, ti_, ih_, il_ = rows(i_)
+        sch.reorder(wm_, il_, q_, ti_, ih_, r_, jl_)
+        sch.bind(wm_, "threadIdx.y")
+        sch.bind(sch.fuse(il_, q_), "threadIdx.x")
+        sch.set_scope(blk, 0, "local")
+        sch.decompose_reduction(blk, r_)  # its init inside the sweep, not hoisted out of the pipelined loop
+
+    # ---- the two GEMMs, each at its sweep's chunk loop: [WM, FM] x [1, FN] fragments, k tiles
+    k_f = None
+    gemms = []
+    for s_name, c_ in (("S", sweep1), ("S_p", c_p)):
+        s_blk = sch.get_sblock(s_name)
+        sch.compute_at(s_blk, c_, preserve_unit_loops=True)
+        _, _, i_, j_, k_ = sch.get_loops(s_blk)[-5:]
+        i_, i_tc = sch.split(i_, factors=[None, 16])
+        j_, j_tc = sch.split(j_, factors=[None, 16])
+        k_, k_tc = sch.split(k_, factors=[None, 16])
+        sch.reorder(i_, j_, k_, i_tc, j_tc, k_tc)
+        s_outer, s_inner = sch.blockize(i_tc), s_blk
+        if k_f is None:
+            k_f = sch.sample_perfect_tile(k_, n=2, max_innermost_factor=4)
+        wm_, fm_ = sch.split(i_, factors=[wm_rv, fm_rv])
+        ko, ki = sch.split(k_, factors=k_f)
+        sch.reorder(wm_, ko, ki, fm_, j_)
+        sch.bind(wm_, "threadIdx.y")
+        sch.annotate(s_outer, "warp_execution", 1)
+        gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
+
+    def fetch(blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)):
+        sch.compute_at(blk, at)
+        sch.fuse(*sch.get_loops(blk)[-2:])
+        vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
+        sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
+        sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
+
+    outers = [g[1] for g in gemms]
+    fetch(sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))  # A, once
+    for s_name, s_blk, s_inner, c_, ko, ki in gemms:
+        fetch(sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)
+        a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
+        b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
+        sch.compute_at(a_w, ki)
+        sch.compute_at(b_w, ki)
+        sch.set_scope(s_blk, 0, "warp")
+        sch.decompose_reduction(s_blk, ko)
+        loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
+        cuda_space.tensorize_fragments(sch, a_w, b_w, (s_blk, ("write", 0)), loop_a, loop_b, s_inner,
+                                       sch.get_sblock(s_name + "_init"), names)
+    for producer in ("A_pad", "Bm_pad"):
+        sch.compute_inline(sch.get_sblock(producer))
     for _, _, _, c_, _, _ in gemms:
         n_stmt = sum(cuda_registers._pipeline_statements(st) for st in sch.get(c_).body.seq)
         sch.annotate(c_, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))

@@ -56,7 +56,9 @@ def is_cuda(name: str) -> bool:
 
 
 def register_intrinsics(name: str) -> None:
-    """CUDA records hold Tensorize instructions that name TVM's and our bf16 tensor intrinsics: they must be
-    registered before a database of such records is opened, or loading it fails."""
+    """CUDA records hold Tensorize instructions that name TVM's and our bf16 tensor intrinsics, and the two-sweep
+    recompute form's rfactor needs the online-softmax reducer: they must be registered before a database of such
+    records is opened, or loading it fails (it replays every trace)."""
     if is_cuda(name):
-        from . import tensor_intrin  # noqa: F401,PLC0415  (imports TVM's intrinsics and registers ours)
+        from . import online_softmax, tensor_intrin  # noqa: F401,PLC0415  (imports TVM's intrinsics, registers ours)
+        online_softmax.register()

@@ -164,6 +164,8 @@ def main(argv=None) -> int:
                    "protocol": "each configuration tunes from an empty database; builder on all cores; throughput "
                                "= total trials / longest workload's tuning time (tune.py's clock)"})
     result.setdefault("configs", {})
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)  # tempfile.mkdtemp(dir=...) needs it to exist
     for n in counts:
         key = config_key(args, n)
         db = Path(tempfile.mkdtemp(prefix=f"bench-tuning-{key}-", dir=args.keep)) if args.keep else \

@@ -76,6 +76,13 @@ def main(argv=None) -> int:
                          "chunk on chip) as a second task sharing the trials, for shapes with M >= 16 and no bias or "
                          "mask: auto (the default) on long rows, N >= tuning_db.tuner.RECOMPUTE_AUTO_MIN_N (it wins "
                          "at Whisper's 1500 on the H100), on (shorter rows too; the bare flag), off")
+    ap.add_argument("--two-sweep-form", action="store_true",
+                    help="also tune the two-sweep recompute form (S twice, FlashAttention's online statistics) as one "
+                         "more task; experimental: on the H100 it has not beaten the three-sweep form at W3")
+    ap.add_argument("--forms", default=None, metavar="NAME[,NAME]",
+                    help="tune exactly these template forms, overriding the three flags above: one-pass or split-n "
+                         "(the primary form), padded, recompute, recompute2 (those the shape has); e.g. "
+                         "--forms recompute2 gives that form all the trials")
     args = ap.parse_args(argv)
     if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
            args.searches) < 1:
@@ -113,7 +120,9 @@ def main(argv=None) -> int:
                    rpc_timeout=args.rpc_timeout, shards=args.searches,
                    max_seconds=None if args.max_minutes is None else args.max_minutes * 60,
                    padded_form=args.padded_form,
-                   recompute_form={"auto": None, "on": True, "off": False}[args.recompute_form])
+                   recompute_form={"auto": None, "on": True, "off": False}[args.recompute_form],
+                   two_sweep_form=args.two_sweep_form,
+                   only_forms=tuple(x.strip() for x in args.forms.split(",") if x.strip()) if args.forms else None)
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     except (KeyboardInterrupt, RuntimeError):

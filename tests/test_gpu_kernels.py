@@ -159,7 +159,8 @@ def test_generic_causal_shapes(dtype, m, n):
 
 
 # ----------------------------------------------------------------------------- tensor-core space
-def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False):
+def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False,
+                      recompute_chunk=0):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
     postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels), with
     recompute: its recompute form."""
@@ -167,7 +168,8 @@ def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=No
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from schedules import cuda_space  # noqa: PLC0415
     from schedules import cuda_split_n  # noqa: PLC0415
-    chunk = cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)  # long rows: the split-N form
+    # long rows: the split-N form; recompute_chunk: the two-sweep recompute form's chunk statistics
+    chunk = recompute_chunk or cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
     func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute).with_attr("global_symbol",
                                                                                                   "main")
     mod = tvm.IRModule({"main": func})

@@ -32,16 +32,16 @@ WORKER = textwrap.dedent(r'''
 
     assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
     out = []
-    for arch, dtype, spec, seeds in json.loads(sys.argv[1]):
+    for arch, dtype, spec, seeds, form_name in json.loads(sys.argv[1]):
         targets.register_intrinsics(arch)
         wl = parse(spec, dtype)
         modules = tuning_modules(wl, arch)
-        assert any(f.name == "recompute" for f, _ in modules), [f for f, _ in modules]
-        form, mod = next(fm for fm in modules if fm[0].name == "recompute")
+        assert any(f.name == form_name for f, _ in modules), [f for f, _ in modules]
+        form, mod = next(fm for fm in modules if fm[0].name == form_name)
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                              space_generator=cuda_space.design_space(arch))
         out.append({"arch": arch, "spec": spec,
-                    **sample_and_build(ctx, mod, wl, arch, seeds, pad=form.pad, recompute=True)})
+                    **sample_and_build(ctx, mod, wl, arch, seeds, pad=form.pad, recompute=True, chunk=form.chunk)})
     print("RESULT" + json.dumps(out))
 ''')
 
@@ -68,6 +68,20 @@ def test_where_the_recompute_form_applies():
     assert [f.name for f in tuned_forms(w3, "sm_90", True, True)] == ["one-pass", "padded", "recompute"]
     assert [f.name for f in tuned_forms(w3, "llvm", True, True)] == ["one-pass"]
     assert [f.name for f in tuned_forms(parse("lm-head"), "sm_90", True, True)] == ["split-n"]
+    # --forms: exactly the forms named (the primary one may be left out), and a clear error for one the shape lacks
+    assert [f.name for f in tuned_forms(w3, "sm_90", only=("recompute2",))] == ["recompute2"]
+    assert [f.name for f in tuned_forms(w3, "sm_90", False, False, only=("recompute", "one-pass"))] == \
+        ["one-pass", "recompute"]
+    with pytest.raises(ValueError, match="no form recompute2; its forms: one-pass"):
+        tuned_forms(w3, "llvm", only=("recompute2",))
+
+
+def test_tune_refuses_a_form_the_shape_lacks_before_any_work(tmp_path):
+    from tir_kernels.workloads import parse
+    from tuning_db import tuner
+    with pytest.raises(ValueError, match="has no form padded"):
+        tuner.tune(parse("demo"), "llvm", 4, db_root=tmp_path, only_forms=("padded",))
+    assert not any(tmp_path.rglob("database_*.json"))  # nothing tuned, no database written
 
 
 def test_recompute_template_form_needs_padded_sizes():
@@ -81,7 +95,33 @@ def test_recompute_template_form_needs_padded_sizes():
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
     from tests.compile_worker import run_compile_worker
-    return {r["spec"]: r for r in run_compile_worker(WORKER, [[*c, SEEDS] for c in CODEGEN], tmp_path_factory)}
+    return {r["spec"]: r for r in run_compile_worker(WORKER, [[*c, SEEDS, "recompute"] for c in CODEGEN],
+                                                     tmp_path_factory)}
+
+
+@pytest.fixture(scope="module")
+def codegen_two_sweeps(tmp_path_factory):
+    from tests.compile_worker import run_compile_worker
+    return {r["spec"]: r for r in run_compile_worker(WORKER, [[*c, SEEDS, "recompute2"] for c in CODEGEN],
+                                                     tmp_path_factory)}
+
+
+@pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
+def test_two_sweep_sketches_build(codegen_two_sweeps, arch, dtype, spec):
+    """The two-sweep form (S twice, FlashAttention's online statistics): valid, builds, two accumulators in the
+    lanes' registers, the chunk statistics in registers, P two elements a store where N is even."""
+    r = codegen_two_sweeps[spec]
+    assert r["sketches"] == 2
+    assert r["valid"] >= VALID_FLOOR * r["seeds"], f"{r['valid']}/{r['seeds']} valid"
+    assert r["builds"] and all(b["ok"] for b in r["builds"]), [b.get("error") for b in r["builds"]]
+    for b in r["builds"]:
+        src = b["src"]
+        assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src and "cp.async" in src
+        assert "S_sum_warp_ptr" not in src  # two sweeps, not three
+        for name in ("S_warp_ptr", "S_p_warp_ptr"):
+            decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
+            assert int(decl.split("[")[1].split("]")[0]) <= 64, decl
+        assert "part_max_local_ptr[" in src and "part_sum_local_ptr[" in src
 
 
 @pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
@@ -121,9 +161,10 @@ CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template tak
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("two_sweeps", [False, True], ids=["3sweeps", "2sweeps"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_recompute_sketch_numerics(dtype, case):
+def test_recompute_sketch_numerics(dtype, case, two_sweeps):
     """Sampled candidates of both sketches against the FP64 reference (nothing read or written out of bounds:
     compute-sanitizer memcheck's job, results/h100 has the run)."""
     import tests.test_gpu_kernels as g
@@ -136,6 +177,7 @@ def test_recompute_sketch_numerics(dtype, case):
     pad = cuda_recompute.padded_sizes(variant, m, n, k)
     assert pad is not None
     for rt in g._space_candidates(variant, shape, c["scale"], count=2, pad=pad, recompute=True,
+                                  recompute_chunk=cuda_recompute.TWO_SWEEP_CHUNK if two_sweeps else 0,
                                   space=lambda s: cuda_recompute.schedule(s, g.ARCH)):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)

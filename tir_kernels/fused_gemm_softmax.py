@@ -136,7 +136,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
     if pad:
         return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
-                                           logit, recompute), variant)
+                                           logit, recompute, chunk), variant)
     if recompute:
         raise ValueError("the recompute form is a padded form: give pad=(Mp, Np, Kp)")
     if not chunk:
@@ -230,7 +230,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
 
 def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit,
-            recompute: bool = False):
+            recompute: bool = False, chunk: int = 0):
     """The padded form: every block iterates over (Mp, Np, Kp), multiples of the register sketches' tiles, so their
     splits are perfect and no predicate reaches a reduction (schedules/cuda_registers: why that matters).
     A/B are read through zero-filled "A_pad"/"Bm_pad" blocks (the names and meaning pad_einsum gives them, so a
@@ -386,6 +386,111 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                         T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
                         / row_sum[v0, v1, vi], T.float32(0)), dt)
 
+    # The two-sweep recompute form (recompute with chunk=CW): FlashAttention's statistics. Sweep 1 computes, per row,
+    # chunk c of CW columns and quad lane q (the columns an mma lane holds: (j // 2) % 4), the plain max and the sum of
+    # exp(logit - that max) ("part_max", "part_sum": one exp an element), and folds the (max, sum) pairs into the
+    # row's with the online-softmax reducer ("row_stats", schedules/online_softmax.py registers it so rfactor takes
+    # it: one rescale a chunk and row, not an element). Sweep 2 ("S_p", "P") as in the three-sweep form.
+    CW = int(chunk)
+    if recompute and CW and (Np % CW or CW % 8):
+        raise ValueError(f"the two-sweep recompute form needs CW | Np and 8 | CW (Np={Np}, chunk={CW})")
+    C, R = (Np // CW, CW // 8) if CW else (1, 1)
+
+    def chunk_col(c, q, r, jl):  # column of element (r, jl) of lane q in chunk c
+        return c * CW + r * 8 + q * 2 + jl
+
+    def chunk_logit(S, scale, v0, v1, vi, c, q, r, jl):
+        """The masked logit of element (r, jl) of lane q in chunk c, as S * scale + (0 or -inf): the S read sits in no
+        Select arm. Inside Select(col < N, S[...], -inf) the simplifier narrows the read's index under the arm's
+        condition: in the pipeline's last chunk (c constant) with N % CW a multiple of 8 (N = 200: col < N is r < 1)
+        it folds the lane's element index to one valid only there, hoists the Select, and LowerWarpMemory, reading
+        that index for every r, fails ("failed to rewrite load to shuffle"); cuda_build's fallback then leaves S_p's
+        fragments unlowered, whose mma_fill zeroes lane 0's accumulator only, so S_p accumulated across chunks."""
+        col = chunk_col(c, q, r, jl)
+        keep = T.Select(col < N, T.float32(0), T.float32(NEG_INF))
+        if variant.causal:  # bottom-right aligned, as logit()
+            keep = T.Select(col > vi + (N - M), T.float32(NEG_INF), keep)
+        return S[v0, v1, vi, col] * scale + keep
+
+    @T.prim_func(s_tir=True)
+    def fused_gemm_softmax_recompute2(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                      p_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
+        Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
+        S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        S_p = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+        part_max = T.sblock_alloc_buffer((B0, B1, Mp, C, 4), "float32")
+        part_sum = T.sblock_alloc_buffer((B0, B1, Mp, C, 4), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+        for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
+            with T.sblock("A_pad"):
+                v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
+                A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
+        for b0, b1, r, c in T.grid(*bp_shape):
+            with T.sblock("Bm_pad"):
+                v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
+                Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
+        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, 4, R, 2):
+            with T.sblock("part_max"):
+                v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
+                with T.init():
+                    part_max[v0, v1, vi, vc, vq] = T.min_value("float32")
+                part_max[v0, v1, vi, vc, vq] = T.max(part_max[v0, v1, vi, vc, vq],
+                                                     chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl))
+        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, 4, R, 2):
+            with T.sblock("part_sum"):
+                v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
+                with T.init():
+                    part_sum[v0, v1, vi, vc, vq] = T.float32(0)
+                part_sum[v0, v1, vi, vc, vq] = part_sum[v0, v1, vi, vc, vq] + T.exp(
+                    chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl) - part_max[v0, v1, vi, vc, vq])
+        for b0, b1, i, c, q in T.grid(B0, B1, Mp, C, 4):
+            with T.sblock("row_stats"):
+                v0, v1, vi, vc, vq = T.axis.remap("SSSRR", [b0, b1, i, c, q])
+                with T.init():
+                    row_max[v0, v1, vi] = T.min_value("float32")
+                    row_sum[v0, v1, vi] = T.float32(0)
+                # the online-softmax combine (schedules/online_softmax.py): exactly the reducer's pattern
+                v_max = T.Bind(T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq]))
+                v_sum = T.Bind(
+                    row_sum[v0, v1, vi] * T.exp(row_max[v0, v1, vi]
+                                                - T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq]))
+                    + part_sum[v0, v1, vi, vc, vq] * T.exp(part_max[v0, v1, vi, vc, vq]
+                                                            - T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq])))
+                row_max[v0, v1, vi] = v_max
+                row_sum[v0, v1, vi] = v_sum
+        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+            with T.sblock("S_p"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S_p[v0, v1, vi, vj] = T.float32(0)
+                S_p[v0, v1, vi, vj] = S_p[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+            with T.sblock("P"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
+                T.writes(P[v0, v1, vi, vj])
+                if vi < M and vj < N:
+                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                        row_sum[v0, v1, vi] > T.float32(0),
+                        T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                        / row_sum[v0, v1, vi], T.float32(0)), dt)
+
+    if recompute and CW:
+        return fused_gemm_softmax_recompute2
     return fused_gemm_softmax_recompute if recompute else fused_gemm_softmax_padded
 
 

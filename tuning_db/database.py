@@ -67,14 +67,29 @@ def repair_jsonl(path: Path) -> int:
     return dropped
 
 
+def json_database(work_dir: Path, allow_missing: bool) -> ms.database.JSONDatabase:
+    """ms.database.JSONDatabase(work_dir=...), built through a plain FFI call instead of the class constructor.
+
+    Why: opening the database replays every record's trace on TVM's worker threads, and a trace with rfactor of the
+    online-softmax reducer (schedules/online_softmax.py) calls back into Python from those threads. tvm-ffi releases
+    the GIL during function calls but holds it during object constructors, so the constructor deadlocks (the two-sweep
+    recompute form hung here). The function returns the same JSONDatabase object."""
+    make = tvm.get_global_func("s_tir.meta_schedule.DatabaseJSONDatabase")
+    return make(str(Path(work_dir) / DB_FILES[0]), str(Path(work_dir) / DB_FILES[1]), allow_missing, "structural")
+
+
 def open_json_db(path: Path, create: bool = False) -> ms.database.JSONDatabase:
     if not create and not all((path / f).exists() for f in DB_FILES):
         raise DatabaseError(f"no tuning database at {path} (expected {', '.join(DB_FILES)})")
     path.mkdir(parents=True, exist_ok=True)
     for f in DB_FILES:
         repair_jsonl(path / f)
+    # Records of the two-sweep recompute form replay rfactor of the online-softmax reducer when the database is
+    # opened; unregistered, TVM fails with an opaque "parallel_for_dynamic error" (any target: it is not CUDA's)
+    from schedules import online_softmax  # noqa: PLC0415
+    online_softmax.register()
     try:
-        return ms.database.JSONDatabase(work_dir=str(path), allow_missing=create)
+        return json_database(path, allow_missing=create)
     except Exception as err:  # noqa: BLE001  (TVM raises its own error types)
         reason = str(err).strip().splitlines()[-1]
         if "is not registered" in reason:  # a bug of ours, not of the database: say so
@@ -126,7 +141,7 @@ def write_top_k(wl_dir: Path, mod: tvm.IRModule, records: list, provenance: dict
     wl_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=wl_dir))
     try:
-        db = ms.database.JSONDatabase(work_dir=str(tmp), allow_missing=True)
+        db = json_database(tmp, allow_missing=True)
         db.commit_workload(mod)  # the primary form's, even when a record of another form is the fastest
         for rec in records:  # each record under its own form's workload
             db.commit_tuning_record(ms.database.TuningRecord(

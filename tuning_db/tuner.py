@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import tvm
 import tvm_ffi
@@ -80,6 +80,7 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
         pad = cuda_recompute.padded_sizes(workload.variant, m, n, k)
         if pad is not None:
             out.append(Form("recompute", 0, pad, recompute=True))
+            out.append(Form("recompute2", cuda_recompute.TWO_SWEEP_CHUNK, pad, recompute=True))
     return out
 
 
@@ -93,12 +94,23 @@ RECOMPUTE_AUTO_MIN_N = 1024
 
 
 def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: bool = False,
-                recompute_form: Optional[bool] = None) -> list:
+                recompute_form: Optional[bool] = None, two_sweep_form: bool = False,
+                only: Optional[Sequence[str]] = None) -> list:
     """The forms one tune() run searches: the primary form, plus the other ones asked for that the shape has.
-    recompute_form None (auto): the recompute form where N >= RECOMPUTE_AUTO_MIN_N; True/False: always/never."""
+    recompute_form None (auto): the recompute form where N >= RECOMPUTE_AUTO_MIN_N; True/False: always/never.
+    only: exactly these forms by name (the flags above are then ignored); ValueError names the ones the shape has."""
+    if only:
+        all_forms = forms(workload, target_name)
+        names = [f.name for f in all_forms]
+        unknown = [name for name in only if name not in names]
+        if unknown:
+            raise ValueError(f"{workload.dir_name} on {target_name} has no form {', '.join(unknown)}; its forms: "
+                             f"{', '.join(names)}")
+        return [f for f in all_forms if f.name in only]
     if recompute_form is None:
         recompute_form = workload.canonical.sizes[3] >= RECOMPUTE_AUTO_MIN_N
-    extra = {name for name, asked in (("padded", padded_form), ("recompute", recompute_form)) if asked}
+    extra = {name for name, asked in (("padded", padded_form), ("recompute", recompute_form),
+                                      ("recompute2", two_sweep_form)) if asked}
     all_forms = forms(workload, target_name)
     return [all_forms[0]] + [f for f in all_forms[1:] if f.name in extra]
 
@@ -295,10 +307,11 @@ class _SearchOutcome:
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
-            recompute_form: Optional[bool] = None, stop: Optional[_Stop] = None, carried: int = 0) -> _SearchOutcome:
+            recompute_form: Optional[bool] = None, stop: Optional[_Stop] = None, carried: int = 0,
+            two_sweep_form: bool = False, only_forms: Optional[Sequence[str]] = None) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`. done: the trials already in
     it; carried: trials counted in the committed provenance only (shown in the progress, which is of the total)."""
-    tuned = tuned_forms(workload, target_name, padded_form, recompute_form)
+    tuned = tuned_forms(workload, target_name, padded_form, recompute_form, two_sweep_form, only_forms)
     modules = [(f, m) for f, m in tuning_modules(workload, target_name) if f in tuned]
     work_db = dbm.open_json_db(work, create=True)
     bar = None
@@ -408,7 +421,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          workers: Optional[int] = None, batch_size: int = 256, population: int = 512, log: Callable = print,
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
          shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False,
-         recompute_form: Optional[bool] = None) -> dict:
+         recompute_form: Optional[bool] = None, two_sweep_form: bool = False,
+         only_forms: Optional[Sequence[str]] = None) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
@@ -430,6 +444,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     the budget and the top-k like the primary form's (they are kept whether or not a later run tunes it).
     recompute_form: the same for the recompute form (schedules/cuda_recompute: S recomputed in three sweeps over
     column chunks instead of kept on chip); None (the default) tunes it where the rows are long (tuned_forms).
+    two_sweep_form: tune the two-sweep recompute form too ("recompute2": S twice, FlashAttention's online statistics).
+    only_forms: tune exactly these forms (names of forms()), e.g. ("recompute2",) to give one form all the trials.
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
@@ -442,6 +458,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     if shards > 1 and tracker is None:
         raise ValueError("shards > 1 needs an RPC tracker (--runner rpc): searches measured at once on one local "
                          "device would time each other's kernels")
+    tuned_forms(workload, target_name, only=only_forms)  # an unknown form name fails here, before any work
     target = targets.tvm_target(target_name)
     wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
     try:
@@ -492,7 +509,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         + (f"; {shards} independent searches of {max(1, cores // shards)} cores each)" if shards > 1 else ")"))
 
     search = dict(strategy=strategy, batch_size=batch_size, population=population, tracker=tracker,
-                  rpc_timeout=rpc_timeout, padded_form=padded_form, recompute_form=recompute_form)
+                  rpc_timeout=rpc_timeout, padded_form=padded_form, recompute_form=recompute_form,
+                  two_sweep_form=two_sweep_form, only_forms=only_forms)
     aborted = None
     t0 = time.time()
     stop = _Stop(None if max_seconds is None else t0 + max_seconds)
@@ -550,7 +568,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size, "population": population,
                      "workers": cores, "searches": shards,
-                     "forms": [f.name for f in tuned_forms(workload, target_name, padded_form, recompute_form)],
+                     "forms": [f.name for f in tuned_forms(workload, target_name, padded_form, recompute_form,
+                                                           two_sweep_form, only_forms)],
                      "runner": f"rpc:{servers}" if tracker else "local",
                      **({"stopped": outcome.stopped} if outcome.stopped else {})}
         _append_ledger(work, this_run)
