@@ -210,21 +210,14 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    def fetch(blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)):
-        sch.compute_at(blk, at)
-        sch.fuse(*sch.get_loops(blk)[-2:])
-        vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
-        sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
-        sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
-
     # A [BM, K] once a block, read by the three sweeps. Plain scalar loads, not cp.async (it is outside the pipelined
     # loops): with the runtime form's symbolic batch strides TVM 0.27 cannot prove a vector load aligned and emits a
     # gather nvcc rejects (make_uint4 of 8 halves); the block amortizes it over its three sweeps.
     outers = [g[1] for g in gemms]
-    fetch(sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
+    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
     for s_name, s_blk, s_inner, c_, ko, ki in gemms:
         # (consumer_blocks: without it cache_read redirects every reader of the buffer, the other sweeps' too)
-        fetch(sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
+        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
         a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
         b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
         sch.compute_at(a_w, ki)
@@ -245,6 +238,16 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
         sch.annotate(c_, "software_pipeline_order", list(range(n_stmt)))
         sch.annotate(c_, "software_pipeline_async_stages", [0])
     return sch
+
+
+def _fetch(sch: tvm.s_tir.Schedule, blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)) -> None:
+    """A global->shared copy at loop `at`, cooperatively fetched `vec` elements a thread (sampled from widths), rows
+    padded against bank conflicts (both recompute forms)."""
+    sch.compute_at(blk, at)
+    sch.fuse(*sch.get_loops(blk)[-2:])
+    vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
+    sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
+    sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -370,17 +373,10 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    def fetch(blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)):
-        sch.compute_at(blk, at)
-        sch.fuse(*sch.get_loops(blk)[-2:])
-        vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
-        sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
-        sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
-
     outers = [g[1] for g in gemms]
-    fetch(sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))  # A, once
+    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))  # A, once
     for s_name, s_blk, s_inner, c_, ko, ki in gemms:
-        fetch(sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)
+        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)
         a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
         b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
         sch.compute_at(a_w, ki)
