@@ -107,13 +107,19 @@ def torch_fn(wl):
     return f
 
 
-KINDS = ("tuned", "default", "generic")
+KINDS = ("tuned", "tuned_any_batch", "default", "generic")
+
+
+def _serves(tk, c) -> bool:
+    """Whether the bundle serves canonical shape `c` by tk's fixed-batch twin (bundle.cc Find)."""
+    return tk.twin is not None and c.sizes[tk.fixed_batch[0]] == tk.fixed_batch[1]
 
 
 def our_kernel(wl, target_name, db_root, log, kind="best"):
     """(callable over torch feeds, which kernel) for the workload. kind "best": what a bundle built with
     --workload serves (tuned if the database has it, else the default schedule, else generic); or one of KINDS
-    (LookupError when the workload has no such kernel)."""
+    (LookupError when the workload has no such kernel); "tuned_any_batch" is the tuned kernel without its fixed-batch
+    twin, to time what the twin saves."""
     import torch  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
@@ -125,13 +131,18 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     wl_dir = database.workload_dir(db_root or database.default_root(), target_name, wl.dir_name)
     c = wl.canonical
     mod = which = None
-    if kind in ("best", "tuned") and (wl_dir / database.PROVENANCE).exists():
+    if kind in ("best", "tuned", "tuned_any_batch") and (wl_dir / database.PROVENANCE).exists():
         tk = best.load_tuned(wl_dir, target_name)
-        mod, which = tk.schedule.mod, f"tuned ({wl_dir.name}, {tk.run_secs * 1e6:.1f} us when tuned)"
+        # what the bundle serves this call: the fixed-batch twin where the call has its static value (bundle.cc Find)
+        twin = _serves(tk, c) and kind != "tuned_any_batch"
+        mod = (tk.twin if twin else tk.schedule).mod
+        which = f"tuned ({wl_dir.name}{', fixed-batch twin' if twin else ''}, {tk.run_secs * 1e6:.1f} us when tuned)"
     if mod is None and kind in ("best", "default"):
         tk = best.default_kernel(wl, target_name, log=lambda msg: log("  " + msg))
         if tk is not None:
-            mod, which = tk.schedule.mod, "default schedule (untuned)"
+            twin = _serves(tk, c)
+            mod = (tk.twin if twin else tk.schedule).mod
+            which = f"default schedule (untuned{', fixed-batch twin' if twin else ''})"
     if mod is None and kind in ("best", "generic"):
         mod, which = generic_schedule(target_name, runtime_func(wl.variant)).mod, "generic (untuned)"
     if mod is None:

@@ -37,6 +37,9 @@ def _sizes(fn: dict) -> tuple:
     b0, b1, m, n, k = fn["sizes"]
     if fn.get("any_batch"):  # any batch: run a small one (its kernel is the same code at any batch)
         b0, b1 = 1, min(b1 * b0, 2)
+        if fn.get("fixed_batch"):  # a twin: its static batch dim keeps its value
+            dim, value = fn["fixed_batch"]
+            b0, b1 = (value, b1) if dim == 0 else (b0, value)
     return b0, b1, m, n, k
 
 

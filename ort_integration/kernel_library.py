@@ -33,16 +33,18 @@ def generic_name(variant: Variant) -> str:
     return f"fgs_{variant.key}_generic"
 
 
-def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned") -> str:
-    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only; a default
-    (untuned) schedule's name says so."""
+def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
+               fixed_batch: Optional[tuple] = None) -> str:
+    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its B0 = 1
+    twin with one batch dim static (TunedKernel.twin) with "b0is1_" or "b1is<n>_"; a default (untuned) schedule's
+    name says so."""
     b0, b1, m, n, k = shape.sizes
-    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{'' if any_batch else f'b{b0}x{b1}_'}" \
-           f"m{m}_n{n}_k{k}"
+    batch = f"b{fixed_batch[0]}is{fixed_batch[1]}_" if fixed_batch else "" if any_batch else f"b{b0}x{b1}_"
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{batch}m{m}_n{n}_k{k}"
 
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False, schedule=None):
+           any_batch=False, schedule=None, fixed_batch=None):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -57,6 +59,10 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K] as tuned / scheduled
         # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
         "any_batch": bool(any_batch),
+        # fixed_batch: [dim, value] for an any-batch kernel's twin that serves only the calls whose canonical batch
+        # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
+        # math); null for the others
+        "fixed_batch": list(fixed_batch) if fixed_batch else None,
         # align: the byte alignment the kernel was compiled to assume for its pointers (runtime_func's align);
         # the op gives a call with less aligned pointers to the generic kernel instead
         "align": align,
@@ -95,14 +101,19 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
         if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
             continue
-        funcs[name] = tk.schedule.mod["main"].with_attr("global_symbol", name)
-        entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
-                              None if tk.kind == "default" else (tk.source_target or target_name),
-                              tk.source_target is not None,
-                              align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2, any_batch=tk.any_batch,
-                              schedule=tk.kind))
+        for fname, sch, fixed in ((name, tk.schedule, None),
+                                  *([(tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch), tk.twin,
+                                      tk.fixed_batch)] if tk.twin is not None else [])):
+            funcs[fname] = sch.mod["main"].with_attr("global_symbol", fname)
+            entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
+                                  None if tk.kind == "default" else (tk.source_target or target_name),
+                                  tk.source_target is not None,
+                                  align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2,
+                                  any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed))
     n_default = sum(e["schedule"] == "default" for e in entries)
-    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] for e in entries)} tuned"
+    n_twins = sum(bool(e["fixed_batch"]) for e in entries)
+    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] and not e['fixed_batch'] for e in entries)} tuned"
+        f"{f', {n_twins} fixed-batch twins' if n_twins else ''}"
         f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
     if targets.is_cuda(target_name):
         from schedules import cuda_build, cuda_stub  # noqa: PLC0415  (the tuned kernels were measured built this way)

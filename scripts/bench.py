@@ -6,11 +6,12 @@
 
 Systems (--systems, default all): ours = what a bundle built with --workload serves (the best record of
 tuning_db/<target>/<workload> when tuned, else the tensor-core space's default schedule, else the generic kernel;
---also default,generic measures those too); triton = this project's Triton version of the fused op
-(benchmarks/triton_fused.py, autotuned); torch eager (matmul + softmax) and torch.compile of it; ort_cuda = ONNX
-Runtime's CUDA EP on the MatMul + Softmax graph with IOBinding; ms_default_unfused = Meta-Schedule's default
-schedules of the unfused op (scripts/tune_ms_default.py). Floors: HBM = (A + B + bias + mask + P bytes) / the
-device-to-device copy rate measured in this run; tensor-core = 2·B·M·N·K / the GPU's published dense peak.
+--also default,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin); triton =
+this project's Triton version of the fused op (benchmarks/triton_fused.py, autotuned); torch eager (matmul +
+softmax) and torch.compile of it; ort_cuda = ONNX Runtime's CUDA EP on the MatMul + Softmax graph with IOBinding;
+ms_default_unfused = Meta-Schedule's default schedules of the unfused op (scripts/tune_ms_default.py). Floors: HBM =
+(A + B + bias + mask + P bytes) / the device-to-device copy rate measured in this run; tensor-core = 2·B·M·N·K / the
+GPU's published dense peak.
 
 Timing protocol (also written into the JSON): inputs random normal (never zeros), every system's output checked
 against an FP32 torch reference first (a wrong answer is reported, not timed); 10 warm-up calls, then --reps calls
@@ -51,7 +52,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated subset of the systems")
-    ap.add_argument("--also", default="", help="comma-separated kernels to measure beside ours: tuned,default,generic")
+    ap.add_argument("--also", default="",
+                    help="comma-separated kernels to measure beside ours: tuned,tuned_any_batch,default,generic")
     ap.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's published tensor-core peak")
     ap.add_argument("--out", default=None, help="JSON path (.md and plots written beside it)")
     ap.add_argument("--compare", default=None, metavar="OLD.json", help="flag our numbers >5%% slower than OLD's")

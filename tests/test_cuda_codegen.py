@@ -118,8 +118,10 @@ WORKER = textwrap.dedent(r'''
             continue
         try:
             src, archs = build(tk.schedule.mod, arch)
+            twin = build(tk.twin.mod, arch)[0] if tk.twin is not None else None
             res["default"].append({"arch": arch, "spec": spec, "ok": True, "src": src, "fatbin_archs": archs,
-                                   "any_batch": tk.any_batch})
+                                   "any_batch": tk.any_batch, "twin_src": twin, "fixed_batch": tk.fixed_batch,
+                                   "canonical": list(wl.canonical.sizes)})
         except Exception as err:  # noqa: BLE001
             res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
     print("RESULT" + json.dumps(res))
@@ -247,6 +249,20 @@ DEFAULT_CASES = [
     ("sm_90", "a=2x4x1x64,b=2x4x2048x64,transB=1,scale=0.125"),  # M = 1 (decoding): the row-vector space
     ("sm_89", "a=2x1x1,b=2x1x200,causal=1,dtype=bfloat16"),  # M = 1 and K = 1
 ]
+
+
+@pytest.mark.parametrize("arch, spec", DEFAULT_CASES)
+def test_fixed_batch_twin_has_constant_batch_index_math(results, arch, spec):
+    """An any-batch kernel ships with a twin (tuning_db.best) that keeps B0 = 1 (tuned with B0 = 1) or B1 at its
+    tuned value (B0 > 1): its blockIdx split divides by constants, so the sign corrections of floordiv/floormod by
+    a symbolic size ("rmod" temporaries) that the any-batch kernel's addresses carry are gone."""
+    (r,) = [x for x in results["default"] if x["arch"] == arch and x["spec"] == spec]
+    assert r["ok"], r.get("error")
+    b0, b1 = r["canonical"][:2]
+    assert r["fixed_batch"] == ([0, 1] if b0 == 1 else [1, b1])
+    assert r["twin_src"] is not None and "rmod" not in r["twin_src"]
+    if "mma.sync" in r["src"]:  # the tensor-core kernels fuse (B0, B1, row group) into blockIdx.x
+        assert "rmod" in r["src"]
 
 
 @pytest.mark.parametrize("arch, spec", DEFAULT_CASES)

@@ -317,7 +317,9 @@ def test_verbose_dispatch_line(so, device, monkeypatch, capfd):
 
 def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     """A tuned (or default-schedule) manifest entry serves exactly its sizes, or with any_batch every batch of its
-    M, N, K; other sizes fall back to the generic kernel."""
+    M, N, K (a fixed-batch twin only the calls whose B0 or B1 has its value, and those before the plain any-batch
+    entry);
+    other sizes fall back to the generic kernel."""
     d = tmp_path / "tuned"
     d.mkdir()
     shutil.copy(bundle / "flashgemm_kernels.so", d)
@@ -328,6 +330,9 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     manifest["functions"] += [
         dict(by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"], **tuned),
         dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], **tuned, any_batch=True),
+        dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], **tuned, any_batch=True, fixed_batch=[0, 1]),
+        # B1 fixed at 2 beside an exact entry: B1 = 2 calls of any B0 (exact sizes first)
+        dict(by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"], **tuned, any_batch=True, fixed_batch=[1, 2]),
         # a kernel that assumes more pointer alignment than any call has (the op sees at most 256): never chosen
         dict(by_name["fgs_f16_tb0_bias0_masknone_causal1_generic"], **tuned, any_batch=True, align=4096),
         # a default-schedule (untuned) kernel: shape-specific like a tuned one
@@ -339,7 +344,7 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     so2 = opts(bundle, device)  # same library, bundle from the environment
     rng = np.random.default_rng(9)
     for a_shape, with_bias, causal, tag in (([2, 4, 5], False, 0, "tuned"), ([3, 4, 5], False, 0, "generic"),
-                                            ([3, 4, 5], True, 0, "tuned"), ([1, 4, 5], True, 0, "tuned"),
+                                            ([3, 4, 5], True, 0, "tuned, B0=1"), ([1, 4, 5], True, 0, "tuned, B0=1"),
                                             ([3, 7, 5], True, 0, "generic"), ([2, 4, 5], False, 1, "generic"),
                                             ([3, 4, 5], True, 1, "default"), ([3, 5, 5], True, 1, "generic")):
         a, b = rand(rng, a_shape, "float16"), rand(rng, [5, 6], "float16")
@@ -354,6 +359,17 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
         m = a_shape[1]
         assert (f"fgs_f16_tb0_bias{int(with_bias)}_masknone_causal{causal}_generic ({tag}) "
                 f"sizes=[1,{a_shape[0]},{m},6,5]") in capfd.readouterr().err, (a_shape, with_bias, tag)
+    # B broadcast over A's first batch dim: two batch dims that do not merge (B0 = 3 or 2), so no B0 = 1 twin:
+    # the B1 = 2 twin where B1 is 2, else the plain any-batch entry
+    for a_shape, b_shape, with_bias, expect in (([3, 2, 4, 5], [2, 5, 6], False, "tuned, B1=2"),
+                                                ([2, 3, 4, 5], [3, 5, 6], True, "tuned")):
+        a, b = rand(rng, a_shape, "float16"), rand(rng, b_shape, "float16")
+        feeds = {"A": a, "B": b, **({"bias": rand(rng, [6], "float16")} if with_bias else {})}
+        (p,) = run(session(so2, make_model("float16", a_shape, b_shape, [6] if with_bias else None)), feeds)
+        np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b, feeds.get("bias")),
+                                   atol=ATOL["float16"])
+        assert (f"fgs_f16_tb0_bias{int(with_bias)}_masknone_causal0_generic ({expect}) "
+                f"sizes=[{a_shape[0]},{a_shape[1]},4,6,5]") in capfd.readouterr().err, (a_shape, expect)
 
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -503,6 +519,9 @@ def _bad_bundle(bundle, tmp_path, what):
         manifest["functions"][2]["schedule"] = "fast"
     elif what == "tuned_but_generic":
         manifest["functions"][2]["tuned"] = True
+    elif what == "bad_fixed_batch":  # a twin's static batch dim must be 0 or 1
+        manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
+                                        fixed_batch=[2, 1])
     (d / "manifest.json").write_text(json.dumps(manifest))
     return d
 
@@ -520,6 +539,7 @@ FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.p
     ("bad_field", ['functions[3]."mask" is missing']),
     ("bad_schedule", ['functions[2]."schedule" is not tuned|default|generic']),
     ("tuned_but_generic", ['functions[2]."schedule" disagrees with "tuned"']),
+    ("bad_fixed_batch", ['functions[2]."fixed_batch" is not [0 or 1, a positive size]']),
 ])
 def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, what, needles):
     if what == "cuda" and device == "cuda":
@@ -726,28 +746,44 @@ def test_cuda_second_gpu(so, monkeypatch, capfd):
 @pytest.mark.parametrize("device", ["cuda"], indirect=True)
 def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
     """Each tuned kernel of the bundle (the committed tuning_db's, for any batch) at its tuned batch and at two
-    others, through ORT on the GPU, against the reference."""
+    others, through ORT on the GPU, against the reference; its fixed-batch twin serves the calls with the twin's
+    static B0 or B1, the plain any-batch kernel one call that the twin cannot take (B broadcast over A's first
+    batch dim, or one more head)."""
     manifest = json.loads((bundle / "manifest.json").read_text())
-    tuned = [f for f in manifest["functions"] if f["tuned"] and f["any_batch"]]
+    tuned = [f for f in manifest["functions"] if f["tuned"] and f["any_batch"] and not f.get("fixed_batch")]
     assert tuned, "the committed tuning_db has tuned kernels for this arch; the bundle should list them"
+    def key(f):  # a kernel's variant and sizes: a twin's are its plain kernel's
+        return (f["dtype"], f["trans_b"], f["bias"], f["mask"], f["causal"], *f["sizes"])
+    twins = {key(f): f for f in manifest["functions"] if f["tuned"] and f.get("fixed_batch")}
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     rng = np.random.default_rng(15)
     for f in tuned:
         b0, b1, m, n, k = f["sizes"]
         if b1 * m * max(n, k) > 2**25:
             continue  # the LM head: its reference in float64 takes minutes on the host
-        dtype = f["dtype"]
-        for batch in (b0, 1, b0 + 3):
-            a_shape = [batch, b1, m, k]
-            b_shape = [batch, b1, n, k] if f["trans_b"] else [batch, b1, k, n]
-            bias_shape = [batch, 1, 1, n] if f["bias"] else None
-            mask = {"none": None, "bool": rng.random([batch, 1, 1, n]) < 0.9,
-                    "add": -3.0 * rng.random([batch, 1, 1, n])}[f["mask"]]
+        dtype, twin = f["dtype"], twins.get(key(f))
+        assert twin is not None, f"{f['name']}: no fixed-batch twin in the bundle"
+        dim, value = twin["fixed_batch"]
+        calls = [([batch, b1], [batch, b1]) for batch in (b0, 1, b0 + 3)]  # (A's batch dims, B's)
+        # one call the twin cannot take: B0 = 2 that does not merge into B1 (B broadcast over A's first dim), or
+        # B1 = one head more than the twin's
+        calls.append(([2, b1], [b1]) if dim == 0 else ([b0, value + 1], [b0, value + 1]))
+        served = set()
+        for a_batch, b_batch in calls:
+            a_shape = [*a_batch, m, k]
+            b_shape = [*b_batch, n, k] if f["trans_b"] else [*b_batch, k, n]
+            bias_shape = [a_batch[0], 1, 1, n] if f["bias"] else None
+            mask = {"none": None, "bool": rng.random([a_batch[0], 1, 1, n]) < 0.9,
+                    "add": -3.0 * rng.random([a_batch[0], 1, 1, n])}[f["mask"]]
             check(so, dtype, a_shape, b_shape, bias_shape, mask=mask, trans_b=f["trans_b"], causal=f["causal"],
-                  seed=batch)
-            sizes = ",".join(map(str, canonicalize(a_shape, b_shape, bool(f["trans_b"]), bias_shape,
-                                                   None if mask is None else list(mask.shape)).sizes))
-            assert f"{f['name']} (tuned) sizes=[{sizes}]" in capfd.readouterr().err, (f, batch)
+                  seed=a_batch[0])
+            sizes = canonicalize(a_shape, b_shape, bool(f["trans_b"]), bias_shape,
+                                 None if mask is None else list(mask.shape)).sizes
+            by = twin if sizes[dim] == value else f
+            tag = f"tuned, B{dim}={value}" if by is twin else "tuned"
+            assert f"{by['name']} ({tag}) sizes=[{','.join(map(str, sizes))}]" in capfd.readouterr().err, (f, a_batch)
+            served.add(by["name"])
+        assert served == {f["name"], twin["name"]}, (f["name"], served)
 
 
 @pytest.mark.gpu
@@ -766,7 +802,8 @@ def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, cap
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     so = opts(bundle, device)
-    for batch, m in ((2, 100), (5, 100), (2, 99)):
-        check(so, "float16", [batch, 6, m, 72], [batch, 6, 300, 72], [batch, 1, m, 300], trans_b=1, seed=batch)
-        kind = "default" if m == 100 else "generic"
-        assert f"({kind}) sizes=[{batch},6,{m},300,72]" in capfd.readouterr().err, (batch, m)
+    # its B1 = 6 twin serves 6 heads at any batch, the plain default kernel 5 heads, the generic kernel M = 99
+    for batch, heads, m, kind in ((2, 6, 100, "default, B1=6"), (5, 6, 100, "default, B1=6"), (2, 5, 100, "default"),
+                                  (2, 6, 99, "generic")):
+        check(so, "float16", [batch, heads, m, 72], [batch, heads, 300, 72], [batch, 1, m, 300], trans_b=1, seed=batch)
+        assert f"({kind}) sizes=[{batch},{heads},{m},300,72]" in capfd.readouterr().err, (batch, heads, m)

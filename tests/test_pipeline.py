@@ -122,8 +122,10 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["target"] == arch
     # --workload: a default-schedule kernel for the untuned shape; the tuned (transferred) one serves vit-b16
-    (default,) = [e for e in manifest["functions"] if e["schedule"] == "default" and e["workload"] == "odd"]
+    default, twin = sorted((e for e in manifest["functions"] if e["schedule"] == "default" and e["workload"] == "odd"),
+                           key=lambda e: e["fixed_batch"] is not None)
     assert default["sizes"] == [2, 4, 100, 300, 72] and default["any_batch"] and not default["tuned"]
+    assert default["fixed_batch"] is None and twin["fixed_batch"] == [1, 4]  # its twin: B1 (the heads) static
     assert default["tuned_on"] is None and default["align"] == 64
     assert "vit-b16: a tuned kernel serves" in out.stdout
     shaped = [e for e in manifest["functions"] if e["schedule"] == "tuned"]

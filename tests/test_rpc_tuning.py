@@ -126,6 +126,35 @@ def test_tuning_goes_on_when_a_server_is_killed_mid_run(cluster, tmp_path):
     assert prov["best_secs"] and prov["top_k"] == min(10, run["valid"])
 
 
+def test_a_held_session_allocates_a_workloads_arguments_once(cluster):
+    """The RPC runner's arguments: one random fill per held session and workload (two workloads kept), a fresh
+    one in a new session (the old session's remote arrays go with it)."""
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+    t = cluster.tracker
+    cfg = ms.runner.RPCConfig(tracker_host=t.host, tracker_port=t.port, tracker_key=t.key, session_timeout_sec=60)
+    infos = [(("TENSOR", "float32", [n]),) for n in (8, 3, 5)]
+    s = rpc_runner.create_session(cfg)
+    try:
+        dev = s.cpu(0)
+        first = rpc_runner.alloc_argument(s, dev, infos[0], 1)
+        assert first[0][0].numpy().shape == (8,) and first[0][0].numpy().any()  # random, not zeros
+        assert rpc_runner.alloc_argument(s, dev, infos[0], 1) is first
+        second = rpc_runner.alloc_argument(s, dev, infos[1], 1)
+        assert second is not first and second[0][0].numpy().shape == (3,)
+        assert rpc_runner.alloc_argument(s, dev, infos[0], 1) is first  # --jobs 2 alternating: both kept
+        assert rpc_runner.alloc_argument(s, dev, infos[2], 1)[0][0].numpy().shape == (5,)  # a third: start over
+        assert rpc_runner.alloc_argument(s, dev, infos[0], 1) is not first
+    finally:
+        rpc_runner.cleanup(s, None)  # not marked good: the session is dropped, with its arrays
+    assert rpc_runner._held["session"] is None and rpc_runner._held["args"] is None
+    s2 = rpc_runner.create_session(cfg)
+    try:
+        again = rpc_runner.alloc_argument(s2, s2.cpu(0), infos[0], 1)
+        assert again is not first and again[0][0].numpy().shape == (8,)
+    finally:
+        rpc_runner.cleanup(s2, None)
+
+
 def test_tuning_stops_cleanly_when_every_server_is_gone_and_resumes(cluster, tmp_path, monkeypatch):
     monkeypatch.setenv(rpc_runner.ENV_WAIT, "5")  # runner workers inherit it: give up on the tracker after 5 s
     wl = parse("demo")

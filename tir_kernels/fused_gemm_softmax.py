@@ -503,12 +503,18 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
                  align: int = 2, any_batch: bool = False, chunk: int = 0,
-                 pad: Optional[tuple] = None, recompute: bool = False) -> tvm.tirx.PrimFunc:
+                 pad: Optional[tuple] = None, recompute: bool = False,
+                 fixed_batch: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
     the batch loops (they only enter blockIdx), so its trace replays on this form and one tuned kernel serves
     every batch size of its (M, N, K): a model tuned at batch 16 runs tuned at batch 1 or 8 too.
+    fixed_batch: with any_batch, (dim, value): that batch dim static, the other symbolic. blockIdx.x fuses (B0, B1,
+    row groups); with both symbolic its split divides by B1 * groups, which LowerIntrin cannot prove positive, and
+    every address carries sign corrections (results/cpu/any-batch-index-math-2026-11-25.txt); with one of them
+    static every divisor is a constant. (0, 1) serves the calls canonicalize() makes of contiguous batches (they
+    merge into B1); (1, heads) those whose bias or mask broadcasts over the heads (B0 = batch, B1 = heads).
     align: the byte alignment A, B, bias and P pointers are promised to have. 2 (any element) for the
     generic kernels; tuned tensor-core kernels need 64, as measured (their cp.async/ldmatrix tiles are
     matched against TVM's intrinsics, which require it): the op serves a call with a less aligned pointer
@@ -521,7 +527,10 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
     elif any_batch:
-        sizes = (tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32"), *shape.sizes[2:])
+        batch = [tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32")]
+        if fixed_batch is not None:
+            batch[fixed_batch[0]] = int(fixed_batch[1])
+        sizes = (*batch, *shape.sizes[2:])
     else:
         sizes = shape.sizes
     return _template(variant, sizes, strided=True, align=align, chunk=chunk, pad=pad,

@@ -32,26 +32,48 @@ class TunedKernel:
     any_batch: bool = False  # the schedule's batch dims are symbolic: it serves every batch of its M, N, K
     kind: str = "tuned"  # "tuned" (a measured record) or "default" (schedules/cuda_default: chosen by rule, untuned)
     form: str = "one-pass"  # the template form the schedule is on (tuning_db.tuner.forms)
+    # the twin of an any-batch kernel: the same trace with one batch dim static (runtime_func's fixed_batch:
+    # (0, 1) when tuned with B0 = 1, else (1, the tuned B1)); the bundle serves the calls with that dim's value by
+    # it (constant index math), the others by `schedule`
+    twin: Optional[tvm.s_tir.Schedule] = None
+    fixed_batch: Optional[tuple] = None
 
 
 def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_tir.Schedule, bool]:
     """A tuning trace (postprocessors included) on the runtime kernel, with symbolic batch dims when the trace allows (our CUDA space
     never splits the batch loops; Meta-Schedule's llvm space may tile them, and then the batch stays static).
     Returns (schedule, any_batch)."""
-    align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
     form = form or forms(wl, target)[0]
     for any_batch in (True, False):
-        sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
-                                              chunk=form.chunk, pad=form.pad,
-                                              recompute=form.recompute))
         try:
-            trace.apply_to_schedule(sch, remove_postproc=False)
+            return _on_runtime_func(trace, wl, target, form, any_batch), any_batch
         except Exception:  # noqa: BLE001
             if not any_batch:
                 raise
-            continue
-        return sch, any_batch
     raise AssertionError("unreachable")
+
+
+def _on_runtime_func(trace, wl, target: str, form: Form, any_batch: bool, fixed_batch=None) -> tvm.s_tir.Schedule:
+    align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
+    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
+                                          chunk=form.chunk, pad=form.pad, recompute=form.recompute,
+                                          fixed_batch=fixed_batch))
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
+def _twin(trace, wl, target: str, form: Optional[Form], any_batch: bool) -> dict:
+    """TunedKernel's twin and fixed_batch for an any-batch kernel (empty for the others): B0 fixed at 1 when it was
+    tuned with B0 = 1 (B1 = batch x heads varies), else B1 fixed at its tuned value (B0 = batch varies)."""
+    if not any_batch:
+        return {}
+    b0, b1 = wl.canonical.sizes[:2]
+    fixed = (0, 1) if b0 == 1 else (1, b1)
+    try:
+        return {"twin": _on_runtime_func(trace, wl, target, form or forms(wl, target)[0], True, fixed),
+                "fixed_batch": fixed}
+    except Exception:  # noqa: BLE001  (not expected: the any-batch kernel, which did replay, then serves every batch)
+        return {}
 
 
 def _workload_of(wl_dir: Path, prov: dict):
@@ -78,7 +100,7 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
-                       form=form.name)
+                       form=form.name, **_twin(top[0].trace, wl, target, form, any_batch))
 
 
 def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
@@ -117,7 +139,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
             continue
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
-                           any_batch=any_batch, form=form.name)
+                           any_batch=any_batch, form=form.name,
+                           **_twin(rec.trace, wl, target, form, any_batch))
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
         + ("the default schedule (untuned) serves it" if tk is not None else "generic kernel"))
@@ -137,7 +160,8 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
         log(f"[build] {name or wl.name}: no default schedule ({err})")
         return None
     sch, any_batch = _replay(trace, wl, target)
-    return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default")
+    return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
+                       **_twin(trace, wl, target, None, any_batch))
 
 
 def with_defaults(tuned: list, workloads, target: str, log: Callable = print) -> list:

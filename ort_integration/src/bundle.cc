@@ -161,7 +161,26 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       // any_batch (absent in older manifests: false): the kernel's batch dims are symbolic
       std::optional<tvm::ffi::Any> any = entry_obj->Get(tvm::ffi::String("any_batch"));
       const bool any_batch = any.has_value() && e.Int("any_batch") != 0;
-      if (any_batch)
+      // fixed_batch (absent or null in older manifests): [dim, value] of an any-batch twin with that batch dim static
+      std::optional<tvm::ffi::Any> fixed = entry_obj->Get(tvm::ffi::String("fixed_batch"));
+      if (fixed.has_value() && !(*fixed == nullptr)) {
+        auto pair = fixed->as<json::Array>();
+        std::optional<int64_t> dim, value;
+        if (pair && pair->size() == 2) {
+          dim = (*pair)[0].as<int64_t>();
+          value = (*pair)[1].as<int64_t>();
+        }
+        if (!dim || !value || (*dim != 0 && *dim != 1) || *value < 1)
+          e.Fail("fixed_batch", "is not [0 or 1, a positive size]");
+        if (!any_batch) e.Fail("fixed_batch", "is set on a kernel that is not any_batch");
+        k.fixed_dim = static_cast<int>(*dim);
+        k.fixed_value = *value;
+      }
+      if (k.fixed_dim >= 0)
+        b->tuned_fixed_batch_.emplace(
+            std::make_pair(v.Key(), std::array<int64_t, 5>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4]}),
+            std::move(k));
+      else if (any_batch)
         b->tuned_any_batch_.emplace(std::make_pair(v.Key(), std::array<int64_t, 3>{s[2], s[3], s[4]}), std::move(k));
       else
         b->tuned_.emplace(std::make_pair(v.Key(), s), std::move(k));
@@ -175,6 +194,10 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
 const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const {
   auto t = tuned_.find({variant_key, sizes});
   if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
+  for (int64_t dim : {0, 1}) {
+    auto f = tuned_fixed_batch_.find({variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4]}});
+    if (f != tuned_fixed_batch_.end() && f->second.align <= ptr_align) return &f->second;
+  }
   auto a = tuned_any_batch_.find({variant_key, {sizes[2], sizes[3], sizes[4]}});
   if (a != tuned_any_batch_.end() && a->second.align <= ptr_align) return &a->second;
   auto g = generic_.find(variant_key);

@@ -34,6 +34,8 @@ struct Kernel {
   bool tuned = false;
   std::string schedule = "generic";  // manifest "schedule": tuned | default (untuned, shape-specific) | generic
   int64_t align = 2;  // bytes every pointer argument must be aligned to (manifest "align")
+  int fixed_dim = -1;  // manifest "fixed_batch" [dim, value]: an any-batch twin with that batch dim static (-1: none)
+  int64_t fixed_value = 0;
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -48,10 +50,10 @@ class Bundle {
   // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
-  // The shape's own kernel, tuned or default-schedule (exact sizes, else one for any batch with these M, N, K), else
-  // the generic one of
-  // the variant, else nullptr. ptr_align: the largest power of two dividing every pointer argument; a kernel
-  // compiled to assume more (tuned CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
+  // The shape's own kernel, tuned or default-schedule (exact sizes; else an any-batch twin whose static batch dim
+  // matches; else one for any batch with these M, N, K), else the generic one of the variant, else nullptr.
+  // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
+  // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const;
 
   const std::string& dir() const { return dir_; }
@@ -64,6 +66,9 @@ class Bundle {
   std::unordered_map<std::string, Kernel> generic_;
   std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]
   std::map<std::pair<std::string, std::array<int64_t, 3>>, Kernel> tuned_any_batch_;  // [M, N, K]
+  // any-batch twins with one batch dim static (manifest "fixed_batch"), preferred for the calls with that value:
+  // [dim, value, M, N, K]
+  std::map<std::pair<std::string, std::array<int64_t, 5>>, Kernel> tuned_fixed_batch_;
 };
 
 }  // namespace flashgemm

@@ -220,7 +220,11 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (verbose_) {
     char line[512];
     std::snprintf(line, sizeof(line), "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]%s\n", kernel->name.c_str(),
-                  kernel->schedule.c_str(), static_cast<long long>(sizes[0]),
+                  (kernel->schedule + (kernel->fixed_dim < 0 ? std::string()
+                                       : ", B" + std::to_string(kernel->fixed_dim) + "=" +
+                                             std::to_string(kernel->fixed_value)))
+                      .c_str(),
+                  static_cast<long long>(sizes[0]),
                   static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
                   static_cast<long long>(sizes[3]), static_cast<long long>(sizes[4]),
                   dev.device_type == kDLCUDA ? (" on cuda:" + std::to_string(dev.device_id)).c_str() : "");
