@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 
-from .peers import SYSTEMS
+from .peers import KINDS, SYSTEMS
 
 LABELS = {"ours": "ours (TVM)", "triton": "Triton (ours)", "torch_eager": "torch eager", "torch_compile": "torch.compile",
           "ort_cuda": "ORT CUDA EP", "ms_default_unfused": "MS default, unfused", "ours_tuned": "ours tuned",
-          "ours_default": "ours default schedule", "ours_generic": "ours generic"}
+          "ours_tuned_any_batch": "ours tuned, any batch (no twin)", "ours_default": "ours default schedule",
+          "ours_generic": "ours generic"}
 REGRESSION = 0.05  # --compare flags our times that got worse by more than this
 
 
@@ -19,7 +20,7 @@ def _t(row, name):
 
 
 def systems_in(result) -> list:
-    extra = [k for k in ("ours_tuned", "ours_default", "ours_generic") if any(k in r for r in result["rows"])]
+    extra = [f"ours_{k}" for k in KINDS if any(f"ours_{k}" in r for r in result["rows"])]
     present = [s for s in SYSTEMS if any(s in r for r in result["rows"])]
     return present[:1] + extra + present[1:] if present[:1] == ["ours"] else extra + present
 

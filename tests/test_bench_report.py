@@ -41,6 +41,18 @@ def test_markdown_has_every_system_floors_and_reasons():
     assert "k1.f16 ORT CUDA EP: LookupError: no CUDA EP" in md  # a system that did not run says why
 
 
+def test_markdown_puts_our_other_kernels_beside_ours_and_not_among_the_peers():
+    """bench.py --also tuned_any_batch,generic: columns right after ours; "best peer / ours" ignores them."""
+    res = _result()
+    res["rows"][0].update(ours_tuned_any_batch={"median_us": 90.0}, ours_generic={"median_us": 400.0})
+    md = report.markdown(res)
+    header = next(line for line in md.splitlines() if line.startswith("| workload"))
+    assert header.index("ours (TVM)") < header.index("ours tuned, any batch (no twin)") < header.index("ours generic") \
+        < header.index("Triton (ours)")
+    w1 = next(line for line in md.splitlines() if line.startswith("| bert-large"))
+    assert "| 90.0 |" in w1 and "| 400.0 |" in w1 and "| 0.80 |" in w1  # best peer still Triton's 80 / ours' 100
+
+
 def test_compare_flags_only_real_regressions():
     old = _result(100.0)
     assert report.compare(_result(104.0), old)["regressed"] == []  # within 5 %

@@ -302,6 +302,23 @@ def test_unwritable_database_path_is_a_clear_error(tmp_path):
     assert out.returncode == 2 and "cannot write the tuning database" in out.stderr
 
 
+def test_a_workload_being_tuned_by_another_process_is_a_clear_error(tmp_path):
+    """Two runs on one workload's database (the same command twice, two hosts on a shared disk) would mix their
+    records: the second stops at once and names the first; the lock goes with the run that held it."""
+    wl = parse(SPEC)
+    wl_dir = dbm.workload_dir(tmp_path, "llvm", wl.dir_name)
+    with tuner.tuning_lock(wl_dir):
+        out = run_tune("--target", "llvm", "--workload", SPEC, "--trials", "1", "--db", str(tmp_path))
+        with pytest.raises(dbm.DatabaseError, match=f"being tuned by another process \\(pid {os.getpid()} on"):
+            tuner.tune(wl, "llvm", 1, db_root=tmp_path, progress=False)  # in this process too (another open file)
+    assert out.returncode == 2, out.stderr
+    assert f"{wl.dir_name} is being tuned by another process (pid {os.getpid()} on" in out.stderr
+    assert "tune into another --db" in out.stderr
+    assert not (wl_dir / dbm.PROVENANCE).exists() and not list((wl_dir / "work").glob("database_*"))
+    with tuner.tuning_lock(wl_dir):  # released
+        pass
+
+
 def test_database_of_another_target_is_refused(tmp_path):
     wl = parse(SPEC)
     wl_dir = tmp_path / "llvm" / wl.dir_name

@@ -11,6 +11,8 @@ import contextlib
 import csv
 import dataclasses
 import datetime
+import fcntl
+import functools
 import json
 import logging
 import math
@@ -416,6 +418,53 @@ def _shard_job(workload, target_name, work: Path, budget, seed, workers, servers
                    False, log, **search, stop=_Stop(None))
 
 
+LOCK = "tuning.lock"  # in work/: held (flock) by the process tuning the workload
+
+
+@contextlib.contextmanager
+def tuning_lock(wl_dir: Path):
+    """Hold the workload's tuning lock; DatabaseError at once when another process holds it. Two runs on one
+    database would interleave their records and overwrite each other's provenance (two hosts tuning the same
+    workload on a shared disk, or the same command started twice). The lock goes with its process, however it
+    ends. A directory that cannot be written is left to tune()'s own check, which says so."""
+    path = wl_dir / "work" / LOCK
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")  # noqa: SIM115  (closed below; closing releases the lock)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise dbm.DatabaseError(f"{wl_dir.name} is being tuned by another process ({holder}): wait for it to "
+                                    f"finish, or tune into another --db. Two runs on one database would mix their "
+                                    f"records (lock: {path})") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {platform.node()} since "
+                 f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}")
+        fh.flush()
+        yield
+    finally:
+        fh.close()
+
+
+def _holding_tuning_lock(fn):
+    """tune() under its workload's tuning lock (the lock's directory from the same arguments tune() gets)."""
+    @functools.wraps(fn)
+    def locked(workload: Workload, target_name: str, trials: int, **options):
+        wl_dir = dbm.workload_dir(options.get("db_root") or dbm.default_root(), targets.resolve(target_name),
+                                  workload.dir_name)
+        with tuning_lock(wl_dir):
+            return fn(workload, target_name, trials, **options)
+    return locked
+
+
+@_holding_tuning_lock
 def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "evolutionary",
          top_k: int = 10, db_root: Optional[os.PathLike] = None, seed: int = 1,
          workers: Optional[int] = None, batch_size: int = 256, population: int = 512, log: Callable = print,
