@@ -35,7 +35,7 @@ def generic_name(variant: Variant) -> str:
 
 def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
                fixed_batch: Optional[tuple] = None) -> str:
-    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its B0 = 1
+    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its fixed-batch
     twin with one batch dim static (TunedKernel.twin) with "b0is1_" or "b1is<n>_"; a default (untuned) schedule's
     name says so."""
     b0, b1, m, n, k = shape.sizes
