@@ -192,14 +192,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
     k_f = None
     gemms = []
     for s_name, c_ in (("S", sweeps["row_max"]), ("S_sum", sweeps["row_sum"]), ("S_p", c_p)):
-        s_blk = sch.get_sblock(s_name)
-        sch.compute_at(s_blk, c_, preserve_unit_loops=True)
-        _, _, i_, j_, k_ = sch.get_loops(s_blk)[-5:]
-        i_, i_tc = sch.split(i_, factors=[None, 16])
-        j_, j_tc = sch.split(j_, factors=[None, 16])
-        k_, k_tc = sch.split(k_, factors=[None, 16])
-        sch.reorder(i_, j_, k_, i_tc, j_tc, k_tc)
-        s_outer, s_inner = sch.blockize(i_tc), s_blk  # the 16x16x16 inner block is what mma.sync matches
+        i_, j_, k_, s_outer, s_inner = _gemm_at(sch, s_name, c_)
         if k_f is None:
             k_f = sch.sample_perfect_tile(k_, n=2, max_innermost_factor=4)  # [KO, KI]
         wm_, fm_ = sch.split(i_, factors=[wm_rv, fm_rv])
@@ -210,33 +203,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    # A [BM, K] once a block, read by the three sweeps. Plain scalar loads, not cp.async (it is outside the pipelined
-    # loops): with the runtime form's symbolic batch strides TVM 0.27 cannot prove a vector load aligned and emits a
-    # gather nvcc rejects (make_uint4 of 8 halves); the block amortizes it over its three sweeps.
-    outers = [g[1] for g in gemms]
-    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
-    for s_name, s_blk, s_inner, c_, ko, ki in gemms:
-        # (consumer_blocks: without it cache_read redirects every reader of the buffer, the other sweeps' too)
-        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
-        a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
-        b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
-        sch.compute_at(a_w, ki)
-        sch.compute_at(b_w, ki)
-        sch.set_scope(s_blk, 0, "warp")  # the chunk of S is the accumulator: registers
-        sch.decompose_reduction(s_blk, ko)
-        loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
-        cuda_space.tensorize_fragments(sch, a_w, b_w, (s_blk, ("write", 0)), loop_a, loop_b, s_inner,
-                                       sch.get_sblock(s_name + "_init"), names)
-    for producer in ("A_pad", "Bm_pad"):  # zero-filling: predicates of the global->shared copies
-        sch.compute_inline(sch.get_sblock(producer))
-
-    # ---- software pipeline of each sweep's chunk loop: the next chunk's B (cp.async, stage 0) is fetched while
-    # this chunk's GEMM and statistics (or P stores) run
-    for _, _, _, c_, _, _ in gemms:
-        n_stmt = sum(cuda_registers._pipeline_statements(st) for st in sch.get(c_).body.seq)
-        sch.annotate(c_, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))
-        sch.annotate(c_, "software_pipeline_order", list(range(n_stmt)))
-        sch.annotate(c_, "software_pipeline_async_stages", [0])
+    _tensorize_and_pipeline(sch, gemms, bx, names, stages)
     return sch
 
 
@@ -254,6 +221,50 @@ def _fetch(sch: tvm.s_tir.Schedule, blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 
 # The two-sweep form (tir_kernels: recompute=True with chunk=CW); opt-in (tune.py --two-sweep-form / --forms). On the
 # H100 (2026-11-25): numerics pass in both dtypes, memcheck clean; at W3 fp16 its best after ~470 trials is 900.7 us
 # against the three-sweep form's 845.4 (results/h100/README.md).
+def _gemm_at(sch: tvm.s_tir.Schedule, s_name: str, c_):
+    """A GEMM block of S at chunk loop `c_`, its (i, j, k) loops split by 16 and the 16x16x16 inner block, which
+    mma.sync matches, blockized. Returns (i, j, k, outer block, inner block) (both recompute forms)."""
+    s_blk = sch.get_sblock(s_name)
+    sch.compute_at(s_blk, c_, preserve_unit_loops=True)
+    _, _, i_, j_, k_ = sch.get_loops(s_blk)[-5:]
+    i_, i_tc = sch.split(i_, factors=[None, 16])
+    j_, j_tc = sch.split(j_, factors=[None, 16])
+    k_, k_tc = sch.split(k_, factors=[None, 16])
+    sch.reorder(i_, j_, k_, i_tc, j_tc, k_tc)
+    return i_, j_, k_, sch.blockize(i_tc), s_blk
+
+
+def _tensorize_and_pipeline(sch: tvm.s_tir.Schedule, gemms: list, bx, names, stages: int) -> None:
+    """The sweeps' GEMMs (name, outer block, inner block, chunk loop, ko, ki) on tensor cores, and each chunk loop
+    software-pipelined (both recompute forms)."""
+    # A [BM, K] once a block, read by every sweep. Plain scalar loads, not cp.async (it is outside the pipelined
+    # loops): with the runtime form's symbolic batch strides TVM 0.27 cannot prove a vector load aligned and emits a
+    # gather nvcc rejects (make_uint4 of 8 halves); the block amortizes it over its sweeps.
+    outers = [g[1] for g in gemms]
+    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
+    for s_name, s_blk, s_inner, c_, ko, ki in gemms:
+        # (consumer_blocks: without it cache_read redirects every reader of the buffer, the other sweeps' too)
+        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
+        a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
+        b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
+        sch.compute_at(a_w, ki)
+        sch.compute_at(b_w, ki)
+        sch.set_scope(s_blk, 0, "warp")  # the chunk of S is the accumulator: registers
+        sch.decompose_reduction(s_blk, ko)
+        loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
+        cuda_space.tensorize_fragments(sch, a_w, b_w, (s_blk, ("write", 0)), loop_a, loop_b, s_inner,
+                                       sch.get_sblock(s_name + "_init"), names)
+    for producer in ("A_pad", "Bm_pad"):  # zero-filling: predicates of the global->shared copies
+        sch.compute_inline(sch.get_sblock(producer))
+    # software pipeline of each sweep's chunk loop: the next chunk's B (cp.async, stage 0) is fetched while this
+    # chunk's GEMM and statistics (or P stores) run
+    for _, _, _, c_, _, _ in gemms:
+        n_stmt = sum(cuda_registers._pipeline_statements(st) for st in sch.get(c_).body.seq)
+        sch.annotate(c_, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))
+        sch.annotate(c_, "software_pipeline_order", list(range(n_stmt)))
+        sch.annotate(c_, "software_pipeline_async_stages", [0])
+
+
 def is_two_sweep_form(sch: tvm.s_tir.Schedule) -> bool:
     return any(buf.name == "part_max" for buf in sch.mod["main"].body.block.alloc_buffers)
 
@@ -356,14 +367,7 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
     k_f = None
     gemms = []
     for s_name, c_ in (("S", sweep1), ("S_p", c_p)):
-        s_blk = sch.get_sblock(s_name)
-        sch.compute_at(s_blk, c_, preserve_unit_loops=True)
-        _, _, i_, j_, k_ = sch.get_loops(s_blk)[-5:]
-        i_, i_tc = sch.split(i_, factors=[None, 16])
-        j_, j_tc = sch.split(j_, factors=[None, 16])
-        k_, k_tc = sch.split(k_, factors=[None, 16])
-        sch.reorder(i_, j_, k_, i_tc, j_tc, k_tc)
-        s_outer, s_inner = sch.blockize(i_tc), s_blk
+        i_, j_, k_, s_outer, s_inner = _gemm_at(sch, s_name, c_)
         if k_f is None:
             k_f = sch.sample_perfect_tile(k_, n=2, max_innermost_factor=4)
         wm_, fm_ = sch.split(i_, factors=[wm_rv, fm_rv])
@@ -373,24 +377,5 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    outers = [g[1] for g in gemms]
-    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))  # A, once
-    for s_name, s_blk, s_inner, c_, ko, ki in gemms:
-        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)
-        a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
-        b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
-        sch.compute_at(a_w, ki)
-        sch.compute_at(b_w, ki)
-        sch.set_scope(s_blk, 0, "warp")
-        sch.decompose_reduction(s_blk, ko)
-        loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
-        cuda_space.tensorize_fragments(sch, a_w, b_w, (s_blk, ("write", 0)), loop_a, loop_b, s_inner,
-                                       sch.get_sblock(s_name + "_init"), names)
-    for producer in ("A_pad", "Bm_pad"):
-        sch.compute_inline(sch.get_sblock(producer))
-    for _, _, _, c_, _, _ in gemms:
-        n_stmt = sum(cuda_registers._pipeline_statements(st) for st in sch.get(c_).body.seq)
-        sch.annotate(c_, "software_pipeline_stage", [0] + [stages - 1] * (n_stmt - 1))
-        sch.annotate(c_, "software_pipeline_order", list(range(n_stmt)))
-        sch.annotate(c_, "software_pipeline_async_stages", [0])
+    _tensorize_and_pipeline(sch, gemms, bx, names, stages)
     return sch
