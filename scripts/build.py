@@ -40,6 +40,10 @@ def main(argv=None) -> int:
                          "spec (see tune.py); repeatable")
     ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
                     help="the attention-score shapes of a model (rewritten or not), as --workload; repeatable")
+    ap.add_argument("--compile-limit", type=float, default=None, metavar="SECONDS",
+                    help="llvm: leave out (with a warning) a tuned kernel that does not compile alone within this "
+                         "time; its calls go to the generic kernel (default: kernel_library.LLVM_COMPILE_LIMIT_S, "
+                         "120; 0: no limit)")
     ap.add_argument("--no-native", action="store_true", help="skip building the custom-op library")
     args = ap.parse_args(argv)
 
@@ -65,7 +69,8 @@ def main(argv=None) -> int:
         elif extra:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")
-        kernel_library.export_bundle(out, target, tuned)
+        limit = kernel_library.LLVM_COMPILE_LIMIT_S if args.compile_limit is None else args.compile_limit
+        kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit)
         if not args.no_native:
             native.build_custom_op_library(out, with_cuda=targets.is_cuda(target))
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:

@@ -149,3 +149,31 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     # could not load
     assert b"__global__" not in (tmp_path / "flashgemm_kernels.so").read_bytes()
 
+
+
+@pytest.mark.slow
+def test_build_leaves_out_a_tuned_kernel_that_does_not_compile_in_time(tmp_path):
+    """A real demo record (8-trial llvm tuning, 2026-11-26) that built in the tuner but whose bundle kernel (free
+    strides, 512-step explicit unroll) kept LLVM busy for more than 200 s: build.py must give up on it at
+    --compile-limit, say so, and ship a bundle whose generic kernel serves the shape, right."""
+    db = REPO / "tests" / "data" / "llvm-slow-export"
+    bundle = tmp_path / "b"
+    out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(db), "--out", str(bundle), "--compile-limit", "10"],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    name = "fgs_f16_tb1_bias0_maskbool_causal0_b2x4_m64_n64_k32"
+    assert (f"left out tuned kernel {name} (workload demo.f16): its compile did not finish in 10 s; its calls go "
+            f"to the generic kernel") in out.stdout
+    functions = json.loads((bundle / "manifest.json").read_text())["functions"]
+    assert len(functions) == 48 and not any(f["tuned"] for f in functions)
+    wl = parse("demo")
+    model = make_model("float16", wl.a_shape, wl.b_shape, None, wl.mask_shape, "bool", wl.scale, 1, 0)
+    sess = ort.InferenceSession(model.SerializeToString(), session.session_options(bundle),
+                                providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(wl.a_shape).astype(np.float16)
+    b = rng.standard_normal(wl.b_shape).astype(np.float16)
+    mask = rng.random(wl.mask_shape) > 0.3
+    (p,) = session.run(sess, {"A": a, "B": b, "mask": mask})
+    ref = fused_gemm_softmax_ref(a, b, mask=mask, scale=wl.scale, trans_b=True)
+    assert np.abs(p.astype(np.float64) - ref).max() < 2e-3
