@@ -119,7 +119,8 @@ def _leave_out_slow_llvm_kernels(funcs: dict, entries: list, target_name: str, l
         except TimeoutError:  # the pool killed the worker
             why = f"its compile did not finish in {limit_s:g} s"
         except Exception as err:  # noqa: BLE001  (a record that replays but does not compile: same fallback)
-            why = f"it does not compile ({str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__})"
+            last = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            why = f"it does not compile ({last})"
         entry = next(e for e in entries if e["name"] == name)
         log(f"warning: left out tuned kernel {name} (workload {entry['workload']}): {why}; its calls go to the "
             f"generic kernel. Retune the workload, or give it more time (build.py --compile-limit)")

@@ -32,8 +32,9 @@ that owns the fragment elements), except that the chunk loop is the partial's ou
 register accumulates across chunks, initialized before the sweep and written to shared memory after it.
 
 Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, CW/16 <= 16] then [WN, FN <= 4]
-(nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks.
-P is stored two elements at a time where N is even (half2 / nv_bfloat162; see the note at the P block).
+(nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks, each
+with P stored from the fragments, two elements at a time where N is even (half2 / nv_bfloat162; see the note at the
+P block), or staged through shared memory (the staged-P note below; the W3 fp16 winner since 2026-11-26).
 
 Measured (H100, results/h100/README.md). 2026-11-24, P stored one element at a time: correct (14 numerics tests,
 memcheck clean) but not faster than the one-pass form at W3, 1712 us after 128 trials against 1640 us in the same run;
@@ -73,16 +74,38 @@ def padded_sizes(variant, m: int, n: int, k: int):
     return mp, up(n, 64), up(k, 16)
 
 
-def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAGES) -> list:
-    """One sketch per pipeline depth of the chunk loops."""
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAGES, staged_p=(False, True)) -> list:
+    """One sketch per pipeline depth of the chunk loops; the three-sweep form also one per way P leaves the
+    fragments (staged_p: directly, or through shared memory, _stage_p)."""
     if not is_recompute_form(sch):
         raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the template's recompute form")
     if is_two_sweep_form(sch):
         return [_schedule2(sch.copy(), stages) for stages in stage_options]
-    return [_schedule(sch.copy(), stages) for stages in stage_options]
+    return [_schedule(sch.copy(), stages, staged) for staged in staged_p for stages in stage_options]
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
+def p_vector_width(n: int) -> int:
+    """Elements of P a thread stores at once when staged (the staged-P note below): 4 (8 bytes) where every row
+    start allows it (N a multiple of 4, W3's 1500 included), else 2 or 1. Not 8: the same vector reads the fp32
+    tile, and VerifyGPUCode rejects accesses wider than 16 bytes."""
+    return next(v for v in (4, 2, 1) if n % v == 0)
+
+
+# Staged P (the sketches with staged_p, _schedule): P from a shared-memory tile of the chunk's logits, row by row,
+# p_vector_width elements a thread. Why: from the fragments, a warp's half2 store covers 8 rows x 16 bytes, half of
+# eight 32-byte sectors; the W3 kernel, 720 MB of P, was L2-bound on such stores (ncu 2026-11-24: L2 86 %, DRAM 14 %,
+# with 2-byte stores). Staged, a warp store covers whole sectors (two rows of a 64-column chunk with 8-byte vectors):
+# half the sector writes (by count; not measured with ncu), for BM x CW fp32 of shared memory and a barrier a chunk.
+# The tile holds S_p (fp32), not P (fp16): P's block keeps its bounds test (rows and columns past M, N of the padded
+# form), which a copy block of a P tile (cache_write) would not have; such a tile also inherits P's symbolic
+# elem_offset. Tile rows are padded by 8 words, so that the lanes of a half warp (4 rows x 4 quad lanes, 8 bytes each)
+# write distinct banks.
+# Measured (H200, 2026-11-26, results/h200): with the same decisions 0.65-1.19x the direct kernel (a big tile costs
+# occupancy: the search decides); after 316 more W3 fp16 trials the best kernel is staged, 782.5 us against 801.6 for
+# the best direct one (845.4 before).
+
+
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False) -> tvm.s_tir.Schedule:
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A_pad")
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
     sch.compute_inline(sch.get_sblock("exp"))  # exp(logit - max) computed by the sum itself (no E buffer)
@@ -139,21 +162,45 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
                    if r.source.name.startswith(name) and "_rf" not in r.source.name)
         sch.compute_at(sch.cache_read(consumer, idx, "local", consumer_blocks=[consumer]), at)
 
-    # ---- P: the anchor. blockIdx over (b0, b1, row group); the chunk loop; the lane's own fragment elements
-    grp, wm_, ti_, ih_, il_ = rows(i, outer=True)
-    c_p, wn_, fn_, jh_, jm_, jl_ = cols(j, outer=True)
-    sch.reorder(grp, c_p, wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+    # ---- P: the anchor. blockIdx over (b0, b1, row group); the chunk loop; the lane's own fragment elements, or
+    # (staged_p) the chunk's rows, p_vector_width elements a thread, read from a tile the lanes fill (_stage_p)
+    if staged_p:
+        grp, wm_, fm_, r16 = sch.split(i, factors=[None, wm_rv, fm_rv, 16])
+        c_p, wn_, fn_, c16 = sch.split(j, factors=[None, wn_rv, fn_rv, 16])
+        row, col = sch.fuse(wm_, fm_, r16), sch.fuse(wn_, fn_, c16)
+        sch.reorder(grp, c_p, row, col)
+        vec = p_vector_width(int(sch.get(p_blk).writes[0].source.shape[3]))
+        col, v = sch.split(col, factors=[None, vec])  # (the vector within a row: its bounds test stays uniform)
+        _, ry_m, ry_n, rx = sch.split(sch.fuse(row, col), factors=[None, wm_rv, wn_rv, 32])
+        sch.bind(sch.fuse(ry_m, ry_n), "threadIdx.y")
+        sch.bind(rx, "threadIdx.x")
+        sch.vectorize(v)
+        s_idx = next(q for q, r in enumerate(sch.get(p_blk).reads) if r.source.name == "S_p")
+        tile = sch.cache_read(p_blk, s_idx, SMEM, consumer_blocks=[p_blk])
+        sch.compute_at(tile, c_p, preserve_unit_loops=True)
+        sch.storage_align(tile, 0, axis=-2, factor=32, offset=8)
+        wm_, ti_, ih_, il_ = rows(sch.get_loops(tile)[-2])
+        wn_, fn_, jh_, jm_, jl_ = cols(sch.get_loops(tile)[-1])
+        sch.reorder(wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+        frag = tile
+    else:
+        grp, wm_, ti_, ih_, il_ = rows(i, outer=True)
+        c_p, wn_, fn_, jh_, jm_, jl_ = cols(j, outer=True)
+        sch.reorder(grp, c_p, wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+        frag = p_blk
     bx = sch.fuse(b0, b1, grp)
     sch.bind(bx, "blockIdx.x")
     bind_owner(wm_, wn_, il_, jm_)
-    stat_local(p_blk, "row_max", ih_)
-    stat_local(p_blk, "row_sum", ih_)
-    # half2 stores: P reads the lane's two elements of S_p from a local copy, not the accumulator itself (a vector
-    # read of the accumulator would make TVM retype it as float2, which LowerWarpMemory cannot split into lanes).
-    # The copy sits at jh_ so that its region is exactly those two elements: higher up, the region is the bounding
-    # box of the lane's strided columns, which reads other lanes' fragment elements and breaks LowerWarpMemory.
-    s_idx = next(q for q, r in enumerate(sch.get(p_blk).reads) if r.source.name == "S_p")
-    sch.compute_at(sch.cache_read(p_blk, s_idx, "local", consumer_blocks=[p_blk]), jh_)  # 2 elements: exact
+    if not staged_p:  # (staged, P reads the statistics from shared memory, a broadcast a row)
+        stat_local(p_blk, "row_max", ih_)
+        stat_local(p_blk, "row_sum", ih_)
+    # half2 stores: P (or the tile) reads the lane's two elements of S_p from a local copy, not the accumulator
+    # itself (a vector read of the accumulator would make TVM retype it as float2, which LowerWarpMemory cannot split
+    # into lanes). The copy sits at jh_ so that its region is exactly those two elements: higher up, the region is
+    # the bounding box of the lane's strided columns, which reads other lanes' fragment elements and breaks
+    # LowerWarpMemory.
+    s_idx = next(q for q, r in enumerate(sch.get(frag).reads) if r.source.name == "S_p")
+    sch.compute_at(sch.cache_read(frag, s_idx, "local", consumer_blocks=[frag]), jh_)  # 2 elements: exact
     sch.vectorize(jl_)
 
     # ---- statistics: rfactor over (warp column, quad lane), the chunk loop a reduction loop of the partial

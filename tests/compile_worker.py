@@ -64,7 +64,7 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
                                                                         **runtime_kw)}))
             sch.trace.apply_to_schedule(rt, remove_postproc=False)  # what build.py ships: any batch
             cuda_space.build(rt.mod, arch)
-            builds.append({"ok": True, "src": src})
+            builds.append({"ok": True, "src": src, "sketch": k})
         except Exception as err:  # noqa: BLE001
-            builds.append({"ok": False, "error": str(err)[-2000:]})
+            builds.append({"ok": False, "error": str(err)[-2000:], "sketch": k})
     return {"sketches": len(sketches), "valid": valid, "seeds": seeds, "builds": builds}

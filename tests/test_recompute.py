@@ -127,7 +127,7 @@ def test_two_sweep_sketches_build(codegen_two_sweeps, arch, dtype, spec):
 @pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
 def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, dtype, spec):
     r = codegen[spec]
-    assert r["sketches"] == 2  # one per pipeline depth of the chunk loops
+    assert r["sketches"] == 4  # one per pipeline depth of the chunk loops x P from the fragments or staged
     assert r["valid"] >= VALID_FLOOR * r["seeds"], f"{r['valid']}/{r['seeds']} valid"
     assert r["builds"] and all(b["ok"] for b in r["builds"]), [b.get("error") for b in r["builds"]]
     for b in r["builds"]:
@@ -142,11 +142,19 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
             decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
             assert int(decl.split("[")[1].split("]")[0]) <= 64, decl  # FM*FN*8 floats a lane at most
         # P leaves the fragments two elements a store where N is even (1.7x faster at W3 than one: results/h100);
-        # an odd N (197) keeps scalar stores, its rows being only 2-byte aligned
+        # an odd N (197) keeps scalar stores, its rows being only 2-byte aligned. Staged (sketches 2, 3), P is
+        # stored p_vector_width(N) elements a store, read from the fp32 tile as wide
+        from schedules.cuda_recompute import p_vector_width
         from tir_kernels.workloads import parse
         n = parse(spec, dtype).canonical.sizes[3]
-        vec = "*(nv_bfloat162*)(P_ptr" if dtype == "bfloat16" else "*(half2*)(P_ptr"
-        assert (vec in src) == (n % 2 == 0), (n, vec)
+        lanes = p_vector_width(n) if b["sketch"] >= 2 else 2
+        vec = f"*({'nv_bfloat16' if dtype == 'bfloat16' else 'half'}{lanes}*)(P_ptr"
+        if lanes == 1:
+            assert "P_ptr[" in src and "*(nv_bfloat16" not in src and "*(half" not in src
+        else:
+            assert (vec in src) == (n % lanes == 0), (n, vec)
+        if b["sketch"] >= 2 and lanes > 1:
+            assert f"*(float{lanes}*)(((float*)buf_dyn_shmem_ptr)" in src  # the tile, read as wide
 
 
 CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template takes none)
@@ -161,12 +169,15 @@ CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template tak
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("two_sweeps", [False, True], ids=["3sweeps", "2sweeps"])
+@pytest.mark.parametrize("form", ["3sweeps", "3sweeps-staged", "2sweeps"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_recompute_sketch_numerics(dtype, case, two_sweeps):
-    """Sampled candidates of both sketches against the FP64 reference (nothing read or written out of bounds:
-    compute-sanitizer memcheck's job, results/h100 has the run)."""
+def test_recompute_sketch_numerics(dtype, case, form):
+    """Sampled candidates of the sketches against the FP64 reference: the three-sweep form with P stored from the
+    fragments or staged through shared memory, the two-sweep form (nothing read or written out of bounds:
+    compute-sanitizer memcheck's job, results/ has the runs)."""
+    two_sweeps = form == "2sweeps"
+    staged = (form == "3sweeps-staged",)
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
@@ -178,7 +189,7 @@ def test_recompute_sketch_numerics(dtype, case, two_sweeps):
     assert pad is not None
     for rt in g._space_candidates(variant, shape, c["scale"], count=2, pad=pad, recompute=True,
                                   recompute_chunk=cuda_recompute.TWO_SWEEP_CHUNK if two_sweeps else 0,
-                                  space=lambda s: cuda_recompute.schedule(s, g.ARCH)):
+                                  space=lambda s: cuda_recompute.schedule(s, g.ARCH, staged_p=staged)):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)
         if feat.get("causal") and m > n:

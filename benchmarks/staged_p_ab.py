@@ -1,0 +1,159 @@
+"""A/B of the recompute form's P stores at W3: from the fragments (half2, 8 rows x 16 bytes a warp store) vs staged
+through a shared-memory tile (row by row, p_vector_width elements a thread), same sampled decisions.
+
+Two steps, so that the GPU machine only times:
+  python -m benchmarks.staged_p_ab build OUT_DIR [--seeds 6] [--dtype float16]   # here, nvcc (stub driver is fine)
+  python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                          # on the GPU
+build: the committed database's best recompute record (as tuned) and the staged sketch with its decisions, then
+pairs of sketches sampled from the same seeds; each kernel exported to OUT_DIR/<name>.so, listed in pairs.json.
+time: each kernel 3 x 10 launches (TVM time_evaluator, as the tuner measures), P of each pair compared (max |dP|)
+and the staged kernel's P of two heads against an FP64 reference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
+WORKLOAD = "whisper-enc"
+
+
+def _replay_with(decisions: list, sketch_trace, mod):
+    """The sketch's trace with the given sample decisions (in order), applied to a fresh schedule of `mod`."""
+    import tvm  # noqa: PLC0415
+    trace = sketch_trace
+    samples = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
+    if len(samples) != len(decisions):
+        raise ValueError(f"{len(samples)} sample instructions, {len(decisions)} decisions")
+    for inst, dec in zip(samples, decisions):
+        trace = trace.with_decision(inst, dec, remove_postproc=True)
+    sch = tvm.s_tir.Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=True)
+    return sch
+
+
+def _stages_of(trace) -> int:
+    for inst in trace.insts:
+        if inst.kind.name == "Annotate" and "software_pipeline_stage" in str(inst.attrs):
+            return max(int(x) for x in inst.inputs[1]) + 1
+    raise ValueError("no software pipeline in the trace")
+
+
+def build(out_dir: Path, seeds: int, dtype: str) -> None:
+    import tvm  # noqa: PLC0415
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+
+    from schedules import cuda_recompute, cuda_space, targets  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from tuning_db import database as dbm  # noqa: PLC0415
+    from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
+    arch = "sm_90"
+    targets.register_intrinsics(arch)
+    wl = parse(WORKLOAD, dtype)
+    modules = tuning_modules(wl, arch)
+    form, mod = next(fm for fm in modules if fm[0].name == "recompute")
+    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
+                               space_generator=cuda_space.design_space(arch)).space_generator.postprocs
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = []
+
+    def export(sch, name, postprocessed=False):
+        sch = sch.copy()
+        if not postprocessed and not all(p.apply(sch) for p in postprocs):
+            return None
+        t0 = time.time()
+        cuda_space.build(sch.mod, arch).export_library(str(out_dir / f"{name}.so"))
+        print(f"built {name} in {time.time() - t0:.0f} s", flush=True)
+        return name
+
+    db_dir = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / wl.dir_name
+    top = [r for r in dbm.top_records([m for _, m in modules], [dbm.open_json_db(db_dir)], 10)
+           if form_of(r, modules).name == "recompute"][:1]
+    for rec in top:
+        decisions = [rec.trace.decisions[i] for i in rec.trace.insts if i in rec.trace.decisions]
+        stages = _stages_of(rec.trace)
+        direct = tvm.s_tir.Schedule(mod)
+        rec.trace.apply_to_schedule(direct, remove_postproc=False)
+        sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=True)
+        staged = _replay_with(decisions, sketch.trace, mod)
+        names = (export(direct, "best_direct", postprocessed=True), export(staged, "best_staged"))
+        pairs.append({"label": f"best record ({dbm.mean_secs(rec) * 1e6:.1f} us in tuning)", "stages": stages,
+                      "decisions": [str(d) for d in decisions], "direct": names[0], "staged": names[1]})
+    seed = 0
+    while sum(p["label"].startswith("seed") for p in pairs) < seeds and seed < 20 * seeds:
+        seed += 1
+        stages = cuda_recompute.CHUNK_STAGES[seed % 2]
+        direct = cuda_recompute._schedule(tvm.s_tir.Schedule(mod, seed=seed), stages, staged_p=False)
+        staged = cuda_recompute._schedule(tvm.s_tir.Schedule(mod, seed=seed), stages, staged_p=True)
+        d1 = [str(v) for v in direct.trace.decisions.values()]
+        assert d1 == [str(v) for v in staged.trace.decisions.values()], "the same seed drew other decisions"
+        names = (export(direct, f"seed{seed}_direct"), export(staged, f"seed{seed}_staged"))
+        if None in names:
+            continue
+        pairs.append({"label": f"seed {seed}", "stages": stages, "decisions": d1, "direct": names[0],
+                      "staged": names[1]})
+    (out_dir / "pairs.json").write_text(json.dumps({"workload": WORKLOAD, "dtype": dtype, "pairs": pairs}, indent=1))
+
+
+def time_pairs(out_dir: Path, out_json: Path) -> None:
+    import numpy as np  # noqa: PLC0415
+    import tvm  # noqa: PLC0415
+
+    from tir_kernels import fused_gemm_softmax_ref  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    meta = json.loads((out_dir / "pairs.json").read_text())
+    dtype = meta["dtype"]
+    wl = parse(meta["workload"], dtype)
+    np_dtype = np.float16 if dtype == "float16" else __import__("ml_dtypes").bfloat16
+    b0, b1, m, n, k = wl.canonical.sizes
+    dev = tvm.cuda(0)
+    rng = np.random.default_rng(0)
+    a_np = rng.standard_normal((b0, b1, m, k)).astype(np_dtype)
+    b_np = rng.standard_normal((b0, b1, n, k)).astype(np_dtype)
+    a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_np, dev)
+    p = tvm.runtime.empty((b0, b1, m, n), dtype, dev)
+    ref = fused_gemm_softmax_ref(a_np[:, :2], b_np[:, :2], scale=wl.scale, trans_b=True)
+    rows = []
+    for pair in meta["pairs"]:
+        row = {k_: pair[k_] for k_ in ("label", "stages", "decisions")}
+        outs = {}
+        for kind in ("direct", "staged"):
+            f = tvm.runtime.load_module(str(out_dir / f"{pair[kind]}.so"))
+            f["main"](a, b, p)
+            dev.sync()
+            row[kind + "_us"] = round(f.time_evaluator("main", dev, number=10, repeat=3)(a, b, p).median * 1e6, 1)
+            outs[kind] = p.numpy()[:, :2].astype(np.float64)
+        row["max_abs_diff"] = float(np.abs(outs["direct"] - outs["staged"]).max())
+        row["staged_err_fp64"] = float(np.abs(outs["staged"] - ref).max())
+        row["speedup"] = round(row["direct_us"] / row["staged_us"], 3)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    gpu = os.popen("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").read().strip()
+    out_json.write_text(json.dumps({"gpu": gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                    "workload": meta["workload"], "dtype": dtype, "rows": rows}, indent=1))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("out_dir", type=Path)
+    b.add_argument("--seeds", type=int, default=6)
+    b.add_argument("--dtype", default="float16")
+    t = sub.add_parser("time")
+    t.add_argument("out_dir", type=Path)
+    t.add_argument("out_json", type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "build":
+        build(args.out_dir, args.seeds, args.dtype)
+    else:
+        time_pairs(args.out_dir, args.out_json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
