@@ -755,6 +755,9 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
     def key(f):  # a kernel's variant and sizes: a twin's are its plain kernel's
         return (f["dtype"], f["trans_b"], f["bias"], f["mask"], f["causal"], *f["sizes"])
     twins = {key(f): f for f in manifest["functions"] if f["tuned"] and f.get("fixed_batch")}
+    from tuning_db import database, twins as verdicts  # noqa: PLC0415
+    left_out = {p.name for p in (database.default_root() / manifest["target"]).iterdir()
+                if (p / database.PROVENANCE).exists() and not verdicts.ships_twin(database.read_provenance(p))}
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     rng = np.random.default_rng(15)
     for f in tuned:
@@ -762,12 +765,15 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
         if b1 * m * max(n, k) > 2**25:
             continue  # the LM head: its reference in float64 takes minutes on the host
         dtype, twin = f["dtype"], twins.get(key(f))
-        assert twin is not None, f"{f['name']}: no fixed-batch twin in the bundle"
-        dim, value = twin["fixed_batch"]
         calls = [([batch, b1], [batch, b1]) for batch in (b0, 1, b0 + 3)]  # (A's batch dims, B's)
-        # one call the twin cannot take: B0 = 2 that does not merge into B1 (B broadcast over A's first dim), or
-        # B1 = one head more than the twin's
-        calls.append(([2, b1], [b1]) if dim == 0 else ([b0, value + 1], [b0, value + 1]))
+        if twin is None:  # left out by a benchmark's verdict (tuning_db/twins.py): the plain kernel serves every call
+            assert f["workload"] in left_out, f"{f['name']}: no fixed-batch twin in the bundle"
+            dim, value = 0, None
+        else:
+            dim, value = twin["fixed_batch"]
+            # one call the twin cannot take: B0 = 2 that does not merge into B1 (B broadcast over A's first dim), or
+            # B1 = one head more than the twin's
+            calls.append(([2, b1], [b1]) if dim == 0 else ([b0, value + 1], [b0, value + 1]))
         served = set()
         for a_batch, b_batch in calls:
             a_shape = [*a_batch, m, k]
@@ -783,7 +789,7 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
             tag = f"tuned, B{dim}={value}" if by is twin else "tuned"
             assert f"{by['name']} ({tag}) sizes=[{','.join(map(str, sizes))}]" in capfd.readouterr().err, (f, a_batch)
             served.add(by["name"])
-        assert served == {f["name"], twin["name"]}, (f["name"], served)
+        assert served == {f["name"]} | ({twin["name"]} if twin else set()), (f["name"], served)
 
 
 @pytest.mark.gpu

@@ -15,6 +15,7 @@ from tir_kernels import CanonicalShape, Variant, runtime_func
 from tir_kernels.workloads import parse
 
 from . import database as dbm
+from . import twins
 from .tuner import Form, form_of, forms, tuning_module, tuning_modules
 
 
@@ -99,8 +100,10 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     except Exception as err:  # noqa: BLE001
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
+    # the twin, unless a benchmark of this record found it slower than the plain kernel (tuning_db/twins.py)
+    twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) else {}
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
-                       form=form.name, **_twin(top[0].trace, wl, target, form, any_batch))
+                       form=form.name, **twin)
 
 
 def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
@@ -193,7 +196,10 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     for wl_dir in sorted(p for p in own.iterdir() if (p / dbm.PROVENANCE).exists()) if own.is_dir() else []:
         kernels.append(load_tuned(wl_dir, target))
         names.add(wl_dir.name)
-        log(f"[build] tuned {wl_dir.name}: {kernels[-1].run_secs * 1e6:.1f} us measured")
+        prov = dbm.read_provenance(wl_dir)
+        left = "" if twins.ships_twin(prov) or not kernels[-1].any_batch else \
+            f" (fixed-batch twin left out: slower than the plain kernel in {prov['twin'].get('source')})"
+        log(f"[build] tuned {wl_dir.name}: {kernels[-1].run_secs * 1e6:.1f} us measured{left}")
     src = root / str(transfer_from)
     if targets.is_cuda(target) and transfer_from and transfer_from != target and src.is_dir():
         for wl_dir in sorted(p for p in src.iterdir() if (p / dbm.PROVENANCE).exists()):
