@@ -76,7 +76,7 @@ def padded_sizes(variant, m: int, n: int, k: int):
 
 def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAGES, staged_p=(False, True)) -> list:
     """One sketch per pipeline depth of the chunk loops; the three-sweep form also one per way P leaves the
-    fragments (staged_p: directly, or through shared memory, _stage_p)."""
+    fragments (staged_p: directly, or through shared memory: the staged-P note below)."""
     if not is_recompute_form(sch):
         raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the template's recompute form")
     if is_two_sweep_form(sch):
@@ -163,7 +163,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False) -> t
         sch.compute_at(sch.cache_read(consumer, idx, "local", consumer_blocks=[consumer]), at)
 
     # ---- P: the anchor. blockIdx over (b0, b1, row group); the chunk loop; the lane's own fragment elements, or
-    # (staged_p) the chunk's rows, p_vector_width elements a thread, read from a tile the lanes fill (_stage_p)
+    # (staged_p) the chunk's rows, p_vector_width elements a thread, read from a tile the lanes fill (staged-P note)
     if staged_p:
         grp, wm_, fm_, r16 = sch.split(i, factors=[None, wm_rv, fm_rv, 16])
         c_p, wn_, fn_, c16 = sch.split(j, factors=[None, wn_rv, fn_rv, 16])
