@@ -105,10 +105,13 @@ def _leave_out_slow_llvm_kernels(funcs: dict, entries: list, target_name: str, l
     out are served by their variant's generic kernel. Generic kernels (our own fixed schedule) are not probed.
     CUDA bundles are not probed either: their device code goes through nvcc, which has not shown this."""
     from tvm.support.popen_pool import PopenPoolExecutor  # noqa: PLC0415
+
+    from tuning_db.tuner import _export_repo_path  # noqa: PLC0415
     tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
     if not tuned:
         return
     log(f"checking that each of {len(tuned)} tuned kernels compiles within {limit_s:g} s ...")
+    _export_repo_path()  # the workers unpickle _compile_alone by reference: a checkout run without install too
     pool = PopenPoolExecutor(max_workers=min(len(tuned), os.cpu_count() or 1), timeout=limit_s)
     futures = {n: pool.submit(_compile_alone, tvm.ir.save_json(tvm.IRModule({n: funcs[n]})), target_name)
                for n in tuned}
