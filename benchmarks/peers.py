@@ -121,6 +121,7 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     (LookupError when the workload has no such kernel); "tuned_any_batch" is the tuned kernel without its fixed-batch
     twin, to time what the twin saves."""
     import torch  # noqa: PLC0415
+    import tvm  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
     from ort_integration.kernel_library import generic_schedule  # noqa: PLC0415
@@ -135,8 +136,9 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
         tk = best.load_tuned(wl_dir, target_name)
         # what the bundle serves this call: the fixed-batch twin where the call has its static value (bundle.cc Find)
         twin = _serves(tk, c) and kind != "tuned_any_batch"
-        mod = (tk.twin if twin else tk.schedule).mod
-        which = f"tuned ({wl_dir.name}{', fixed-batch twin' if twin else ''}, {tk.run_secs * 1e6:.1f} us when tuned)"
+        mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main")})  # as it ships
+        which = (f"tuned ({wl_dir.name}{', fixed-batch twin' if twin else ''}, {tk.run_secs * 1e6:.1f} us when tuned"
+                 f"{f', at most {tk.max_registers} registers a thread' if tk.max_registers else ''})")
     if mod is None and kind in ("best", "default"):
         tk = best.default_kernel(wl, target_name, log=lambda msg: log("  " + msg))
         if tk is not None:

@@ -155,7 +155,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         for fname, sch, fixed in ((name, tk.schedule, None),
                                   *([(tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch), tk.twin,
                                       tk.fixed_batch)] if tk.twin is not None else [])):
-            funcs[fname] = sch.mod["main"].with_attr("global_symbol", fname)
+            funcs[fname] = tk.shipped_func(sch, fname)
             entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
                                   None if tk.kind == "default" else (tk.source_target or target_name),
                                   tk.source_target is not None,

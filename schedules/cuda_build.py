@@ -17,6 +17,9 @@ changing lowers them all (each run lowers one more; an already lowered buffer is
 from __future__ import annotations
 
 import os
+import re
+import struct
+from typing import Optional
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # nvrtc needs cuda-bindings; inherited by workers
 
@@ -81,6 +84,66 @@ def _register_mma_store_index_map() -> None:
 _register_mma_store_index_map()
 
 
+# ---- occupancy of the shipped forms (tuning_db.best: TunedKernel.max_registers)
+# A tuned kernel ships as its runtime forms (symbolic strides, runtime scale, any batch or a fixed-batch twin), whose
+# index math can cost ptxas a few registers more than the form that was measured, and that can cross an occupancy
+# step: the W3 resident-A winner took 79 registers as tuned (4 blocks of 192 threads an SM) and 81 as its twin (3
+# blocks): 759.8 us in tuning, 806.3 us as shipped (H200, 2026-11-26). A function with MAX_REGISTERS_ATTR = R is
+# compiled with __maxnreg__(R) in place of __launch_bounds__(threads) (CUDA >= 12.4; nvcc refuses both on one kernel):
+# with R the measured form's count rounded up to the allocation unit, the shipped form keeps its occupancy (at worst
+# a few bytes of spills), and never needs more registers than the launch has.
+MAX_REGISTERS_ATTR = "flashgemm.max_registers"
+_launch_max_registers: dict = {}  # global symbol -> R while compile_cuda runs (the postproc callback reads it)
+
+
+@tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
+def _cap_registers(code, *_target):
+    """CodeGenCUDA's source hook: __launch_bounds__(T) -> __maxnreg__(R) on the kernels of functions with
+    MAX_REGISTERS_ATTR."""
+    for symbol, regs in _launch_max_registers.items():
+        code = re.sub(r"__launch_bounds__\(\d+\)(\s+%s_kernel\w*\()" % re.escape(symbol),
+                      lambda mt: f"__maxnreg__({regs}){mt.group(1)}", code)
+    return code
+
+
+def cubin_registers(cubin: bytes) -> int:
+    """The largest register count of a cubin's kernels: the EIATTR_REGCOUNT entries of its ELF ".nv.info" section
+    (cuobjdump -res-usage reads the same; it is not always installed where nvcc is)."""
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise ValueError("not a 64-bit ELF cubin")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names_at = sections[shstrndx][4]
+    regs = []
+    for name, _, _, _, off, size in sections:
+        if cubin[names_at + name:cubin.index(b"\0", names_at + name)] != b".nv.info":
+            continue
+        p = off
+        while p < off + size:  # entries: format byte, attribute byte, then a u16 value or (format 4) size + payload
+            fmt, attr = cubin[p], cubin[p + 1]
+            length = struct.unpack_from("<H", cubin, p + 2)[0] if fmt == 4 else 0
+            if fmt == 4 and attr == 0x2F:  # EIATTR_REGCOUNT: (symbol index, registers)
+                regs.append(struct.unpack_from("<I", cubin, p + 8)[0])
+            p += 4 + length
+    if not regs:
+        raise ValueError("no register count in the cubin")
+    return max(regs)
+
+
+def kernel_registers(mod, target) -> Optional[int]:
+    """Registers a thread of a one-kernel module's kernel, compiled as compile_cuda compiles it (the same nvcc options,
+    for target's arch), rounded up to the allocation unit (8 a thread, 256 a warp); None for a module of several
+    kernels (split-N's chunk and combine kernels: the cap is per function, not per kernel)."""
+    ex = compile_cuda(mod, target)
+    src = ex.mod.imports[0].inspect_source("cuda")
+    if src.count("__global__") != 2:  # (one kernel: its declaration and its definition)
+        return None
+    with target:
+        cubin = tvm.support.nvcc.compile_cuda(src, target_format="cubin", compiler="nvcc")
+    return -(-cubin_registers(bytes(cubin)) // 8) * 8
+
+
 class UnloweredWarpMemoryError(RuntimeError):
     """A kernel whose "warp" buffers LowerWarpMemory cannot lower and that no fallback compiles correctly."""
 
@@ -108,7 +171,21 @@ def compile_cuda(mod, target):
     local memory, as they were when it was measured). Only with one accumulator: TVM's pipeline lowers only
     the first "warp" buffer, and a second accumulator left unlowered computes wrong answers (its mma_fill
     zeroes lane 0's slot only), so a module with several raises UnloweredWarpMemoryError instead (a tuning
-    candidate then fails to build and is counted invalid)."""
+    candidate then fails to build and is counted invalid).
+
+    Functions with MAX_REGISTERS_ATTR get that register cap (note above)."""
+    _launch_max_registers.clear()
+    _launch_max_registers.update({str(f.attrs["global_symbol"]): int(f.attrs[MAX_REGISTERS_ATTR])
+                                  for _, f in mod.functions.items()
+                                  if f.attrs is not None and MAX_REGISTERS_ATTR in f.attrs
+                                  and "global_symbol" in f.attrs})
+    try:
+        return _compile_cuda(mod, target)
+    finally:
+        _launch_max_registers.clear()
+
+
+def _compile_cuda(mod, target):
     try:
         with target, tvm.transform.PassContext(config=PASS_CONFIG):
             return tvm.compile(mod, target=target, tir_pipeline=TIR_PIPELINE)

@@ -34,7 +34,8 @@ register accumulates across chunks, initialized before the sweep and written to 
 Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, CW/16 <= 16] then [WN, FN <= 4]
 (nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks, each
 with P stored from the fragments, two elements at a time where N is even (half2 / nv_bfloat162; see the note at the
-P block), or staged through shared memory (the staged-P note below; the W3 fp16 winner since 2026-11-26).
+P block), or staged through shared memory (the staged-P note below), each with A's fragments loaded at every k tile
+or once a block (the resident-A note below; the W3 winners in both dtypes since 2026-11-26).
 
 Measured (H100, results/h100/README.md). 2026-11-24, P stored one element at a time: correct (14 numerics tests,
 memcheck clean) but not faster than the one-pass form at W3, 1712 us after 128 trials against 1640 us in the same run;
@@ -74,14 +75,17 @@ def padded_sizes(variant, m: int, n: int, k: int):
     return mp, up(n, 64), up(k, 16)
 
 
-def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAGES, staged_p=(False, True)) -> list:
-    """One sketch per pipeline depth of the chunk loops; the three-sweep form also one per way P leaves the
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAGES, staged_p=(False, True),
+             resident_a=(False, True)) -> list:
+    """One sketch per pipeline depth of the chunk loops and per place of A's fragments (resident_a: loaded at
+    every k tile, or once a block: the resident-A note below); the three-sweep form also one per way P leaves the
     fragments (staged_p: directly, or through shared memory: the staged-P note below)."""
     if not is_recompute_form(sch):
         raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the template's recompute form")
     if is_two_sweep_form(sch):
-        return [_schedule2(sch.copy(), stages) for stages in stage_options]
-    return [_schedule(sch.copy(), stages, staged) for staged in staged_p for stages in stage_options]
+        return [_schedule2(sch.copy(), stages, res) for res in resident_a for stages in stage_options]
+    return [_schedule(sch.copy(), stages, staged, res)
+            for res in resident_a for staged in staged_p for stages in stage_options]
 
 
 def p_vector_width(n: int) -> int:
@@ -105,7 +109,20 @@ def p_vector_width(n: int) -> int:
 # the best direct one (845.4 before).
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False) -> tvm.s_tir.Schedule:
+# Resident A (the sketches with resident_a): A's fragments are loaded from shared memory once a block (ldmatrix,
+# FM x K/16 tiles a warp, K/4 registers a thread a row tile) and read by every chunk of the three (two) sweeps,
+# instead of once a k tile of every chunk. Why: the W3 fp16 kernel was bound by the shared-memory pipe (ncu
+# 2026-11-26: L1/TEX 81.5 %, MIO-throttle and short-scoreboard stalls), and A was half of its ldmatrix traffic
+# (FM = FN = 2) while it never changes within a block. One warp column (WN = 1): the fragments are per warp, and a
+# load loop bound to threadIdx.y can only cover the rows (a warp of another column would need its own copy, which
+# a TIR block cannot write without an extra buffer axis); a warp then holds all CW columns, FN <= 8.
+# Measured (H200, 2026-11-26, results/h200): the best W3 fp16 records re-tiled as resident (same BM, CW and other
+# decisions): 0.80-1.05x; after ~250 more trials with these sketches in the space the best kernels are resident in
+# both dtypes: fp16 782.5 -> 759.8 us (BM 96, CW 64, 6 warps of 16 rows), bf16 817.0 -> 757.4 us (BM 64, 4 warps).
+
+
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
+              resident_a: bool = False) -> tvm.s_tir.Schedule:
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A_pad")
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
     sch.compute_inline(sch.get_sblock("exp"))  # exp(logit - max) computed by the sum itself (no E buffer)
@@ -119,11 +136,14 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False) -> t
     i16, i_in = sch.split(i, factors=[None, 16])
     j16, j_in = sch.split(j, factors=[None, 16])
     grp_rv, bmt_rv = sch.sample_perfect_tile(i16, n=2, max_innermost_factor=16)
-    c_rv, cwt_rv = sch.sample_perfect_tile(j16, n=2, max_innermost_factor=16)
+    c_rv, cwt_rv = sch.sample_perfect_tile(j16, n=2, max_innermost_factor=8 if resident_a else 16)
     i_grp, i_bmt = sch.split(i16, factors=[grp_rv, bmt_rv])
     j_c, j_cwt = sch.split(j16, factors=[c_rv, cwt_rv])
     wm_rv, fm_rv = sch.sample_perfect_tile(i_bmt, n=2, max_innermost_factor=2)
-    wn_rv, fn_rv = sch.sample_perfect_tile(j_cwt, n=2, max_innermost_factor=4)
+    if resident_a:  # one warp column (resident-A note)
+        wn_rv, fn_rv = 1, cwt_rv
+    else:
+        wn_rv, fn_rv = sch.sample_perfect_tile(j_cwt, n=2, max_innermost_factor=4)
     i = sch.fuse(i_grp, i_bmt, i_in)
     j = sch.fuse(j_c, j_cwt, j_in)
 
@@ -250,7 +270,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False) -> t
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    _tensorize_and_pipeline(sch, gemms, bx, names, stages)
+    _tensorize_and_pipeline(sch, gemms, bx, names, stages, wm_rv if resident_a else None)
     return sch
 
 
@@ -281,24 +301,35 @@ def _gemm_at(sch: tvm.s_tir.Schedule, s_name: str, c_):
     return i_, j_, k_, sch.blockize(i_tc), s_blk
 
 
-def _tensorize_and_pipeline(sch: tvm.s_tir.Schedule, gemms: list, bx, names, stages: int) -> None:
+def _tensorize_and_pipeline(sch: tvm.s_tir.Schedule, gemms: list, bx, names, stages: int, resident_wm=None) -> None:
     """The sweeps' GEMMs (name, outer block, inner block, chunk loop, ko, ki) on tensor cores, and each chunk loop
-    software-pipelined (both recompute forms)."""
+    software-pipelined (both recompute forms). resident_wm: the warp rows (WM) where A's fragments are loaded once a
+    block (resident-A note; one warp column), None where each k tile loads its own."""
     # A [BM, K] once a block, read by every sweep. Plain scalar loads, not cp.async (it is outside the pipelined
     # loops): with the runtime form's symbolic batch strides TVM 0.27 cannot prove a vector load aligned and emits a
     # gather nvcc rejects (make_uint4 of 8 halves); the block amortizes it over its sweeps.
     outers = [g[1] for g in gemms]
     _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
+    a_res = None
+    if resident_wm is not None:  # the warp's A fragments, [FM x 16, K], by ldmatrix once a block, before the sweeps
+        a_res = sch.cache_read(outers[0], 0, "warp", consumer_blocks=outers)  # (placed after A's fetch, at bx)
+        rows_, _ = sch.get_loops(a_res)[-2:]
+        wm_, _ = sch.split(rows_, factors=[resident_wm, None])
+        sch.bind(wm_, "threadIdx.y")
+        sch.transform_layout(a_res, ("write", 0), cuda_space.mma_layout)
+        sch.tensorize(cuda_space.tile_fragment(sch, a_res), names["load_a"])
     for s_name, s_blk, s_inner, c_, ko, ki in gemms:
         # (consumer_blocks: without it cache_read redirects every reader of the buffer, the other sweeps' too)
         _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
-        a_w = sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
+        a_w = None if a_res is not None else sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
         b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
-        sch.compute_at(a_w, ki)
+        if a_w is not None:
+            sch.compute_at(a_w, ki)
         sch.compute_at(b_w, ki)
         sch.set_scope(s_blk, 0, "warp")  # the chunk of S is the accumulator: registers
         sch.decompose_reduction(s_blk, ko)
-        loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
+        loop_a = None if a_w is None else cuda_space.tile_fragment(sch, a_w)
+        loop_b = cuda_space.tile_fragment(sch, b_w)
         cuda_space.tensorize_fragments(sch, a_w, b_w, (s_blk, ("write", 0)), loop_a, loop_b, s_inner,
                                        sch.get_sblock(s_name + "_init"), names)
     for producer in ("A_pad", "Bm_pad"):  # zero-filling: predicates of the global->shared copies
@@ -316,7 +347,7 @@ def is_two_sweep_form(sch: tvm.s_tir.Schedule) -> bool:
     return any(buf.name == "part_max" for buf in sch.mod["main"].body.block.alloc_buffers)
 
 
-def _schedule2(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
+def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -> tvm.s_tir.Schedule:
     """Sweep 1: S chunk on tensor cores -> the lane's chunk (max, sum) in registers -> the lane's running pair (the
     online reducer, rfactor over the 4 quad lanes); combine one thread a row; sweep 2: S_p chunk -> P, half2 stores.
     One warp column (WN = 1): a warp holds all CW columns of its rows, so a lane's chunk statistics are its own."""
@@ -424,5 +455,5 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    _tensorize_and_pipeline(sch, gemms, bx, names, stages)
+    _tensorize_and_pipeline(sch, gemms, bx, names, stages, wm_rv if resident_a else None)
     return sch

@@ -144,11 +144,14 @@ def mma_layout(batch0, batch1, r, c):
 
 def tensorize_fragments(sch, a_w, b_w, acc, loop_a, loop_b, s_inner, init_inner, names) -> None:
     """Every tensor-core form's last step: the A/B fragments and the accumulator `acc` = (block, buffer access)
-    get the mma layout, then ldmatrix, mma.sync and the accumulator fill replace their loops."""
-    sch.transform_layout(a_w, ("write", 0), mma_layout)
+    get the mma layout, then ldmatrix, mma.sync and the accumulator fill replace their loops. a_w None: A's
+    fragments are already loaded (and laid out) elsewhere (cuda_recompute's resident A)."""
+    if a_w is not None:
+        sch.transform_layout(a_w, ("write", 0), mma_layout)
     sch.transform_layout(b_w, ("write", 0), mma_layout)
     sch.transform_layout(*acc, mma_layout)
-    sch.tensorize(loop_a, names["load_a"])
+    if a_w is not None:
+        sch.tensorize(loop_a, names["load_a"])
     sch.tensorize(loop_b, names["load_b"])
     sch.tensorize(sch.get_loops(s_inner)[-3], names["compute"])
     sch.tensorize(sch.get_loops(init_inner)[-2], names["init"])

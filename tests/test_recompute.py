@@ -9,6 +9,7 @@ B [K, N], and rows longer than any row-resident sketch takes.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import numpy as np
@@ -111,7 +112,7 @@ def test_two_sweep_sketches_build(codegen_two_sweeps, arch, dtype, spec):
     """The two-sweep form (S twice, FlashAttention's online statistics): valid, builds, two accumulators in the
     lanes' registers, the chunk statistics in registers, P two elements a store where N is even."""
     r = codegen_two_sweeps[spec]
-    assert r["sketches"] == 2
+    assert r["sketches"] == 4  # one per pipeline depth x A's fragments loaded per k tile or once a block
     assert r["valid"] >= VALID_FLOOR * r["seeds"], f"{r['valid']}/{r['seeds']} valid"
     assert r["builds"] and all(b["ok"] for b in r["builds"]), [b.get("error") for b in r["builds"]]
     for b in r["builds"]:
@@ -122,12 +123,21 @@ def test_two_sweep_sketches_build(codegen_two_sweeps, arch, dtype, spec):
             decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
             assert int(decl.split("[")[1].split("]")[0]) <= 64, decl
         assert "part_max_local_ptr[" in src and "part_sum_local_ptr[" in src
+        # resident A (sketches 2, 3): one register array for both sweeps; else one a sweep at least (the pipelined
+        # chunk loop's prologue has its own)
+        assert (_a_fragment_buffers(src) == 1) == (b["sketch"] >= 2)
+
+
+def _a_fragment_buffers(src: str) -> int:
+    """Register arrays of A's fragments (declarations): one for all sweeps where A's fragments are resident."""
+    return len(re.findall(r"alignas\(\d+\) \w+ A_pad_shared_dyn_warp_ptr(?:_\d+)?\[", src))
 
 
 @pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
 def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, dtype, spec):
     r = codegen[spec]
-    assert r["sketches"] == 4  # one per pipeline depth of the chunk loops x P from the fragments or staged
+    # one per pipeline depth of the chunk loops x P from the fragments or staged x A's fragments per k tile or resident
+    assert r["sketches"] == 8
     assert r["valid"] >= VALID_FLOOR * r["seeds"], f"{r['valid']}/{r['seeds']} valid"
     assert r["builds"] and all(b["ok"] for b in r["builds"]), [b.get("error") for b in r["builds"]]
     for b in r["builds"]:
@@ -138,22 +148,25 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
         # three sweeps, three accumulators, each lowered to the lane's registers (never a 32x per-thread copy, and
         # S never in shared memory: only A, the B chunks and the statistics are)
         assert src.count("_warp_ptr[") >= 3
+        staged, resident = (b["sketch"] // 2) % 2 == 1, b["sketch"] >= 4  # the order of cuda_recompute.schedule
         for name in ("S_warp_ptr", "S_sum_warp_ptr", "S_p_warp_ptr"):
             decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
-            assert int(decl.split("[")[1].split("]")[0]) <= 64, decl  # FM*FN*8 floats a lane at most
+            # FM*FN*8 floats a lane at most: FM <= 2, FN <= 4 (resident A, one warp column: FN <= 8)
+            assert int(decl.split("[")[1].split("]")[0]) <= (128 if resident else 64), decl
         # P leaves the fragments two elements a store where N is even (1.7x faster at W3 than one: results/h100);
-        # an odd N (197) keeps scalar stores, its rows being only 2-byte aligned. Staged (sketches 2, 3), P is
+        # an odd N (197) keeps scalar stores, its rows being only 2-byte aligned. Staged (sketches 2, 3, 6, 7), P is
         # stored p_vector_width(N) elements a store, read from the fp32 tile as wide
         from schedules.cuda_recompute import p_vector_width
         from tir_kernels.workloads import parse
         n = parse(spec, dtype).canonical.sizes[3]
-        lanes = p_vector_width(n) if b["sketch"] >= 2 else 2
+        assert (_a_fragment_buffers(src) == 1) == resident  # else one a sweep at least (see the two-sweep test)
+        lanes = p_vector_width(n) if staged else 2
         vec = f"*({'nv_bfloat16' if dtype == 'bfloat16' else 'half'}{lanes}*)(P_ptr"
         if lanes == 1:
             assert "P_ptr[" in src and "*(nv_bfloat16" not in src and "*(half" not in src
         else:
             assert (vec in src) == (n % lanes == 0), (n, vec)
-        if b["sketch"] >= 2 and lanes > 1:
+        if staged and lanes > 1:
             assert f"*(float{lanes}*)(((float*)buf_dyn_shmem_ptr)" in src  # the tile, read as wide
 
 
@@ -169,15 +182,17 @@ CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template tak
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", ["3sweeps", "3sweeps-staged", "2sweeps"])
+@pytest.mark.parametrize("form", ["3sweeps", "3sweeps-staged", "3sweeps-resident-a", "2sweeps", "2sweeps-resident-a"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_recompute_sketch_numerics(dtype, case, form):
     """Sampled candidates of the sketches against the FP64 reference: the three-sweep form with P stored from the
-    fragments or staged through shared memory, the two-sweep form (nothing read or written out of bounds:
+    fragments or staged through shared memory, the two-sweep form, each also with A's fragments resident (the
+    resident three-sweep candidates: one P direct, one staged; nothing read or written out of bounds:
     compute-sanitizer memcheck's job, results/ has the runs)."""
-    two_sweeps = form == "2sweeps"
-    staged = (form == "3sweeps-staged",)
+    two_sweeps = form.startswith("2sweeps")
+    resident = (form.endswith("resident-a"),)
+    staged = (False, True) if form == "3sweeps-resident-a" else (form == "3sweeps-staged",)
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
@@ -189,7 +204,8 @@ def test_recompute_sketch_numerics(dtype, case, form):
     assert pad is not None
     for rt in g._space_candidates(variant, shape, c["scale"], count=2, pad=pad, recompute=True,
                                   recompute_chunk=cuda_recompute.TWO_SWEEP_CHUNK if two_sweeps else 0,
-                                  space=lambda s: cuda_recompute.schedule(s, g.ARCH, staged_p=staged)):
+                                  space=lambda s: cuda_recompute.schedule(s, g.ARCH, staged_p=staged,
+                                                                          resident_a=resident)):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)
         if feat.get("causal") and m > n:

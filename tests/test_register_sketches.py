@@ -97,10 +97,10 @@ def test_padded_form_where_the_register_sketches_need_it():
 
 
 # (sketches, of which rfactor-ed ones) per form: the primary form, then the padded one where there is one, then
-# the recompute ones (cuda_recompute, rfactor-ed statistics too: three sweeps 4 sketches, P from the fragments or
-# staged through shared memory; two sweeps 2)
-@pytest.mark.parametrize("spec, expected", [("a=2x3x128x64,b=2x3x256x64,transB=1", [(7, 5), (4, 4), (2, 2)]),  # 2 shared-S + 5
-                                            ("a=2x3x197x64,b=2x3x197x64,transB=1", [(2, 0), (5, 5), (4, 4), (2, 2)]),
+# the recompute ones (cuda_recompute, rfactor-ed statistics too: three sweeps 8 sketches, P from the fragments or
+# staged through shared memory x A's fragments per k tile or resident; two sweeps 4)
+@pytest.mark.parametrize("spec, expected", [("a=2x3x128x64,b=2x3x256x64,transB=1", [(7, 5), (8, 8), (4, 4)]),  # 2 shared-S + 5
+                                            ("a=2x3x197x64,b=2x3x197x64,transB=1", [(2, 0), (5, 5), (8, 8), (4, 4)]),
                                             ("a=2x3x128x64,b=2x3x256x64,transB=1,bias=2x1x128x256", [(2, 0)])])
 def test_space_offers_register_sketches_where_they_apply(spec, expected):
     import tvm

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -38,6 +39,39 @@ class TunedKernel:
     # it (constant index math), the others by `schedule`
     twin: Optional[tvm.s_tir.Schedule] = None
     fixed_batch: Optional[tuple] = None
+    # CUDA: the registers a thread the measured (tuning) form took; the export compiles schedule and twin with that
+    # cap (schedules.cuda_build.MAX_REGISTERS_ATTR: their index math may cost the few registers that lose a block)
+    max_registers: Optional[int] = None
+
+    def shipped_func(self, sch: tvm.s_tir.Schedule, symbol: str) -> tvm.tirx.PrimFunc:
+        """`sch`'s (the schedule's or the twin's) function as compiled for shipping: named `symbol`, with the
+        measured form's register cap."""
+        func = sch.mod["main"].with_attr("global_symbol", symbol)
+        if self.max_registers:
+            from schedules.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415  (CUDA only)
+            func = func.with_attr(MAX_REGISTERS_ATTR, self.max_registers)
+        return func
+
+
+_MAX_REGISTERS_CACHE: dict = {}
+
+
+def _max_registers(rec, target: str) -> Optional[int]:
+    """TunedKernel.max_registers of a record: its tuning form compiled for `target` (None on llvm)."""
+    if not targets.is_cuda(target) or os.environ.get("FLASHGEMM_NO_REGISTER_CAP"):  # (the variable: for A/B timing)
+        return None
+    key = (str(rec.trace), str(rec.workload.mod), target)
+    if key not in _MAX_REGISTERS_CACHE:
+        from schedules import cuda_build  # noqa: PLC0415
+        sch = tvm.s_tir.Schedule(rec.workload.mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        try:
+            _MAX_REGISTERS_CACHE[key] = cuda_build.kernel_registers(sch.mod, targets.tvm_target(target))
+        except Exception as err:  # noqa: BLE001  (the shipped forms then compile without a cap, as before)
+            warnings.warn(f"the register use of a tuned kernel could not be measured ({str(err).strip()[:200]}); "
+                          f"its shipped forms are compiled without a register cap")
+            _MAX_REGISTERS_CACHE[key] = None
+    return _MAX_REGISTERS_CACHE[key]
 
 
 def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_tir.Schedule, bool]:
@@ -103,7 +137,7 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     # the twin, unless a benchmark of this record found it slower than the plain kernel (tuning_db/twins.py)
     twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) else {}
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
-                       form=form.name, **twin)
+                       form=form.name, max_registers=_max_registers(top[0], target), **twin)
 
 
 def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
@@ -142,7 +176,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
             continue
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
-                           any_batch=any_batch, form=form.name,
+                           any_batch=any_batch, form=form.name, max_registers=_max_registers(rec, target),
                            **_twin(rec.trace, wl, target, form, any_batch))
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "

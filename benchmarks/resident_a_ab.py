@@ -1,0 +1,108 @@
+"""A/B of the recompute form's A fragments at W3: loaded at every k tile of every chunk vs resident (loaded once a
+block; cuda_recompute's resident-A note), from the committed database's best recompute records.
+
+Resident A needs one warp column (WN = 1), so a record's (WM, FM) x (WN, FN) warp tiling has no identical resident
+twin: each record is paired with both resident tilings of its block, BM x CW (rows (BM/16, 1) and (BM/32, 2) warp
+rows x fragments, FN = CW/16), every other decision (row groups, chunks, k tiles, fetch widths, pipeline depth, P's
+way out) the record's own.
+  python -m benchmarks.resident_a_ab build OUT_DIR [--records 3] [--dtype float16]   # here, nvcc (stub driver is fine)
+  python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                             # on the GPU (the same timer)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.staged_p_ab import WORKLOAD, _stages_of
+
+
+def build(out_dir: Path, records: int, dtype: str) -> None:
+    import tvm  # noqa: PLC0415
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+
+    from schedules import cuda_recompute, cuda_space, targets  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from tuning_db import database as dbm  # noqa: PLC0415
+    from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
+    arch = "sm_90"
+    targets.register_intrinsics(arch)
+    wl = parse(WORKLOAD, dtype)
+    modules = tuning_modules(wl, arch)
+    form, mod = next(fm for fm in modules if fm[0].name == "recompute")
+    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
+                               space_generator=cuda_space.design_space(arch)).space_generator.postprocs
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def export(sch, name, postprocessed=False):
+        sch = sch.copy()
+        if not postprocessed and not all(p.apply(sch) for p in postprocs):
+            print(f"{name}: rejected by the postprocessors", flush=True)
+            return None
+        t0 = time.time()
+        cuda_space.build(sch.mod, arch).export_library(str(out_dir / f"{name}.so"))
+        print(f"built {name} in {time.time() - t0:.0f} s", flush=True)
+        return name
+
+    db_dir = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / wl.dir_name
+    top = [r for r in dbm.top_records([m for _, m in modules], [dbm.open_json_db(db_dir)], 10)
+           if form_of(r, modules).name == "recompute"][:records]
+    staged_kinds = _kinds(cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, staged_p=True).trace)
+    pairs = []
+    for n, rec in enumerate(top):
+        decisions = [rec.trace.decisions[i] for i in rec.trace.insts if i in rec.trace.decisions]
+        stages = _stages_of(rec.trace)
+        staged = _kinds(rec.trace).count("CacheRead") == staged_kinds.count("CacheRead")  # (the tile's is extra)
+        grp, cw, (wm, fm), (wn, fn) = decisions[0], decisions[1], *[[int(x) for x in d] for d in decisions[2:4]]
+        base = tvm.s_tir.Schedule(mod)
+        rec.trace.apply_to_schedule(base, remove_postproc=False)
+        base_name = export(base, f"rec{n}", postprocessed=True)
+        sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=staged, resident_a=True)
+        bmt = wm * fm
+        for wm_r, fm_r in ((bmt, 1), (bmt // 2, 2)) if bmt % 2 == 0 else ((bmt, 1),):
+            res = _replay(sketch.trace, mod, [grp, cw, [wm_r, fm_r], *decisions[4:]])
+            name = export(res, f"rec{n}_resident_wm{wm_r}")
+            if name is None or base_name is None:
+                continue
+            pairs.append({"label": f"record {n} ({dbm.mean_secs(rec) * 1e6:.1f} us in tuning; WM {wm} FM {fm} WN {wn}"
+                                   f" FN {fn}{', staged' if staged else ''}) vs resident WM {wm_r} FM {fm_r}",
+                          "stages": stages, "decisions": [str(d) for d in decisions],
+                          "per_k_tile": base_name, "resident": name})
+    (out_dir / "pairs.json").write_text(json.dumps({"workload": WORKLOAD, "dtype": dtype,
+                                                    "kinds": ["per_k_tile", "resident"], "pairs": pairs}, indent=1))
+
+
+def _kinds(trace) -> list:
+    """The trace's instruction kinds (the staged-P sketch has one more CacheRead, the tile's)."""
+    return [inst.kind.name for inst in trace.insts]
+
+
+def _replay(sketch_trace, mod, decisions: list):
+    import tvm  # noqa: PLC0415
+    trace = sketch_trace
+    samples = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
+    assert len(samples) == len(decisions), (len(samples), len(decisions))
+    for inst, dec in zip(samples, decisions):
+        if isinstance(dec, list):
+            dec = [int(v) for v in dec]
+        trace = trace.with_decision(inst, dec, remove_postproc=True)
+    sch = tvm.s_tir.Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=True)
+    return sch
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cmd", choices=["build"])
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--records", type=int, default=3)
+    ap.add_argument("--dtype", default="float16")
+    args = ap.parse_args(argv)
+    build(args.out_dir, args.records, args.dtype)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
