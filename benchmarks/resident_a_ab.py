@@ -1,5 +1,6 @@
 """A/B of the recompute form's A fragments at W3: loaded at every k tile of every chunk vs resident (loaded once a
-block; cuda_recompute's resident-A note), from the committed database's best recompute records.
+block; cuda_recompute's resident-A note), from the committed database's best recompute records that are not
+resident.
 
 Resident A needs one warp column (WN = 1), so a record's (WM, FM) x (WN, FN) warp tiling has no identical resident
 twin: each record is paired with both resident tilings of its block, BM x CW (rows (BM/16, 1) and (BM/32, 2) warp
@@ -13,42 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
-from benchmarks.staged_p_ab import WORKLOAD, _stages_of
+from benchmarks.staged_p_ab import WORKLOAD, _stages_of, is_resident, recompute_setup
 
 
 def build(out_dir: Path, records: int, dtype: str) -> None:
     import tvm  # noqa: PLC0415
-    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_recompute, cuda_space, targets  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from schedules import cuda_recompute  # noqa: PLC0415
     from tuning_db import database as dbm  # noqa: PLC0415
-    from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
-    arch = "sm_90"
-    targets.register_intrinsics(arch)
-    wl = parse(WORKLOAD, dtype)
-    modules = tuning_modules(wl, arch)
-    form, mod = next(fm for fm in modules if fm[0].name == "recompute")
-    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
-                               space_generator=cuda_space.design_space(arch)).space_generator.postprocs
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    def export(sch, name, postprocessed=False):
-        sch = sch.copy()
-        if not postprocessed and not all(p.apply(sch) for p in postprocs):
-            print(f"{name}: rejected by the postprocessors", flush=True)
-            return None
-        t0 = time.time()
-        cuda_space.build(sch.mod, arch).export_library(str(out_dir / f"{name}.so"))
-        print(f"built {name} in {time.time() - t0:.0f} s", flush=True)
-        return name
-
-    db_dir = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / wl.dir_name
-    top = [r for r in dbm.top_records([m for _, m in modules], [dbm.open_json_db(db_dir)], 10)
-           if form_of(r, modules).name == "recompute"][:records]
+    mod, top, export = recompute_setup(out_dir, dtype)
+    top = [r for r in top if not is_resident(r.trace, mod)][:records]  # (the committed best are resident since 96f1b0c)
     staged_kinds = _kinds(cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, staged_p=True).trace)
     pairs = []
     for n, rec in enumerate(top):

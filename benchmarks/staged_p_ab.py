@@ -4,8 +4,8 @@ through a shared-memory tile (row by row, p_vector_width elements a thread), sam
 Two steps, so that the GPU machine only times:
   python -m benchmarks.staged_p_ab build OUT_DIR [--seeds 6] [--dtype float16]   # here, nvcc (stub driver is fine)
   python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                          # on the GPU
-build: the committed database's best recompute record (as tuned) and the staged sketch with its decisions, then
-pairs of sketches sampled from the same seeds; each kernel exported to OUT_DIR/<name>.so, listed in pairs.json.
+build: the committed database's best recompute record's decisions on both sketches (its own kind of A fragments),
+then pairs of sketches sampled from the same seeds; each kernel exported to OUT_DIR/<name>.so, listed in pairs.json.
 time: each kernel 3 x 10 launches (TVM time_evaluator, as the tuner measures), P of each pair compared (max |dP|)
 and the second kernel's P of two heads against an FP64 reference (also for benchmarks.resident_a_ab's pairs).
 """
@@ -43,11 +43,26 @@ def _stages_of(trace) -> int:
     raise ValueError("no software pipeline in the trace")
 
 
-def build(out_dir: Path, seeds: int, dtype: str) -> None:
+def n_samples(trace) -> int:
+    """Sample instructions of a trace: a resident-A sketch of the three-sweep form has one fewer (no warp columns)."""
+    return sum(inst.kind.name.startswith("Sample") for inst in trace.insts)
+
+
+def is_resident(trace, mod) -> bool:
+    """Whether a recompute record comes from a resident-A sketch (cuda_recompute's resident-A note)."""
     import tvm  # noqa: PLC0415
+
+    from schedules import cuda_recompute  # noqa: PLC0415
+    return n_samples(trace) == n_samples(cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace)
+
+
+def recompute_setup(out_dir: Path, dtype: str):
+    """What the A/B builders (this one, benchmarks.resident_a_ab) start from: (the W3 recompute tuning module, the
+    committed database's best 10 recompute records, export(sch, name, postprocessed=False) -> name or None:
+    postprocessed (unless it is), built with nvcc, written to OUT_DIR/<name>.so)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_recompute, cuda_space, targets  # noqa: PLC0415
+    from schedules import cuda_space, targets  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
     from tuning_db import database as dbm  # noqa: PLC0415
     from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
@@ -55,15 +70,15 @@ def build(out_dir: Path, seeds: int, dtype: str) -> None:
     targets.register_intrinsics(arch)
     wl = parse(WORKLOAD, dtype)
     modules = tuning_modules(wl, arch)
-    form, mod = next(fm for fm in modules if fm[0].name == "recompute")
+    mod = next(m for f, m in modules if f.name == "recompute")
     postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                                space_generator=cuda_space.design_space(arch)).space_generator.postprocs
     out_dir.mkdir(parents=True, exist_ok=True)
-    pairs = []
 
     def export(sch, name, postprocessed=False):
         sch = sch.copy()
         if not postprocessed and not all(p.apply(sch) for p in postprocs):
+            print(f"{name}: rejected by the postprocessors", flush=True)
             return None
         t0 = time.time()
         cuda_space.build(sch.mod, arch).export_library(str(out_dir / f"{name}.so"))
@@ -72,15 +87,24 @@ def build(out_dir: Path, seeds: int, dtype: str) -> None:
 
     db_dir = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / wl.dir_name
     top = [r for r in dbm.top_records([m for _, m in modules], [dbm.open_json_db(db_dir)], 10)
-           if form_of(r, modules).name == "recompute"][:1]
-    for rec in top:
+           if form_of(r, modules).name == "recompute"]
+    return mod, top, export
+
+
+def build(out_dir: Path, seeds: int, dtype: str) -> None:
+    import tvm  # noqa: PLC0415
+
+    from schedules import cuda_recompute  # noqa: PLC0415
+    from tuning_db import database as dbm  # noqa: PLC0415
+    mod, top, export = recompute_setup(out_dir, dtype)
+    pairs = []
+    for rec in top[:1]:  # its decisions on both sketches (of its own kind of A fragments)
         decisions = [rec.trace.decisions[i] for i in rec.trace.insts if i in rec.trace.decisions]
-        stages = _stages_of(rec.trace)
-        direct = tvm.s_tir.Schedule(mod)
-        rec.trace.apply_to_schedule(direct, remove_postproc=False)
-        sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=True)
-        staged = _replay_with(decisions, sketch.trace, mod)
-        names = (export(direct, "best_direct", postprocessed=True), export(staged, "best_staged"))
+        stages, resident = _stages_of(rec.trace), is_resident(rec.trace, mod)
+        direct, staged = (_replay_with(decisions, cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=st,
+                                                                          resident_a=resident).trace, mod)
+                          for st in (False, True))
+        names = (export(direct, "best_direct"), export(staged, "best_staged"))
         pairs.append({"label": f"best record ({dbm.mean_secs(rec) * 1e6:.1f} us in tuning)", "stages": stages,
                       "decisions": [str(d) for d in decisions], "direct": names[0], "staged": names[1]})
     seed = 0
