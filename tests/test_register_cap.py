@@ -44,7 +44,8 @@ def test_the_cap_is_per_function_and_leaves_others_alone(w3):
 
 def test_no_cap_on_llvm_or_when_asked_not_to(monkeypatch):
     from tuning_db import best
-    assert best.load_tuned(REPO / "tests" / "data" / "llvm-slow-export" / "llvm" / "demo.f16", "llvm").max_registers is None
+    llvm_db = REPO / "tests" / "data" / "llvm-slow-export" / "llvm" / "demo.f16"  # (a committed llvm database)
+    assert best.load_tuned(llvm_db, "llvm").max_registers is None
     monkeypatch.setenv("FLASHGEMM_NO_REGISTER_CAP", "1")
     assert best.load_tuned(W3, "sm_90").max_registers is None
 
