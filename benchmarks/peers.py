@@ -143,7 +143,7 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
         tk = best.default_kernel(wl, target_name, log=lambda msg: log("  " + msg))
         if tk is not None:
             twin = _serves(tk, c)
-            mod = (tk.twin if twin else tk.schedule).mod
+            mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main")})  # as it ships
             which = f"default schedule (untuned{', fixed-batch twin' if twin else ''})"
     if mod is None and kind in ("best", "generic"):
         mod, which = generic_schedule(target_name, runtime_func(wl.variant)).mod, "generic (untuned)"
