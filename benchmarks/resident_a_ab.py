@@ -2,10 +2,9 @@
 block; cuda_recompute's resident-A note), from the committed database's best recompute records that are not
 resident.
 
-Resident A needs one warp column (WN = 1), so a record's (WM, FM) x (WN, FN) warp tiling has no identical resident
-twin: each record is paired with both resident tilings of its block, BM x CW (rows (BM/16, 1) and (BM/32, 2) warp
-rows x fragments, FN = CW/16), every other decision (row groups, chunks, k tiles, fetch widths, pipeline depth, P's
-way out) the record's own.
+Resident A needed one warp column (WN = 1) until 2026-11-26, so each record is paired with both one-column resident
+tilings of its block, BM x CW (rows (BM/16, 1) and (BM/32, 2) warp rows x fragments, FN = CW/16), every other
+decision (row groups, chunks, k tiles, fetch widths, pipeline depth, P's way out) the record's own.
   python -m benchmarks.resident_a_ab build OUT_DIR [--records 3] [--dtype float16]   # here, nvcc (stub driver is fine)
   python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                             # on the GPU (the same timer)
 """
@@ -39,7 +38,7 @@ def build(out_dir: Path, records: int, dtype: str) -> None:
         sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=staged, resident_a=True)
         bmt = wm * fm
         for wm_r, fm_r in ((bmt, 1), (bmt // 2, 2)) if bmt % 2 == 0 else ((bmt, 1),):
-            res = _replay(sketch.trace, mod, [grp, cw, [wm_r, fm_r], *decisions[4:]])
+            res = _replay(sketch.trace, mod, [grp, cw, [wm_r, fm_r], [1, wn * fn], *decisions[4:]])
             name = export(res, f"rec{n}_resident_wm{wm_r}")
             if name is None or base_name is None:
                 continue
@@ -70,15 +69,20 @@ def _replay(sketch_trace, mod, decisions: list):
     return sch
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cli(doc: str, build_fn, records: int, argv=None) -> int:
+    """The command line of an A/B builder (this one, benchmarks.warp_columns_ab): build OUT_DIR [--records] [--dtype]."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cmd", choices=["build"])
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--records", type=int, default=3)
+    ap.add_argument("--records", type=int, default=records)
     ap.add_argument("--dtype", default="float16")
     args = ap.parse_args(argv)
-    build(args.out_dir, args.records, args.dtype)
+    build_fn(args.out_dir, args.records, args.dtype)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli(__doc__, build, 3, argv)
 
 
 if __name__ == "__main__":

@@ -44,16 +44,34 @@ def _stages_of(trace) -> int:
 
 
 def n_samples(trace) -> int:
-    """Sample instructions of a trace: a resident-A sketch of the three-sweep form has one fewer (no warp columns)."""
     return sum(inst.kind.name.startswith("Sample") for inst in trace.insts)
 
 
+def _warp_cache_reads(trace) -> int:
+    return sum(inst.kind.name == "CacheRead" and "warp" in str(inst.attrs) for inst in trace.insts)
+
+
 def is_resident(trace, mod) -> bool:
-    """Whether a recompute record comes from a resident-A sketch (cuda_recompute's resident-A note)."""
+    """Whether a recompute record comes from a resident-A sketch (cuda_recompute's resident-A note): one register
+    copy of A for all sweeps, so fewer cache reads into warp registers than one a sweep."""
     import tvm  # noqa: PLC0415
 
     from schedules import cuda_recompute  # noqa: PLC0415
-    return n_samples(trace) == n_samples(cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace)
+    sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
+    return _warp_cache_reads(trace) == _warp_cache_reads(sketch)
+
+
+def record_decisions(trace, mod) -> list:
+    """A record's sample decisions in the order of today's sketches: resident records tuned before the resident
+    sketches sampled warp columns (2026-11-26) lack that decision; they had one warp column, [WN, FN] = [1, CW/16]."""
+    import tvm  # noqa: PLC0415
+
+    from schedules import cuda_recompute  # noqa: PLC0415
+    decisions = [trace.decisions[i] for i in trace.insts if i in trace.decisions]
+    sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
+    if is_resident(trace, mod) and len(decisions) == n_samples(sketch) - 1:
+        decisions.insert(3, [1, int(decisions[1][1])])
+    return decisions
 
 
 def recompute_setup(out_dir: Path, dtype: str):
@@ -99,7 +117,7 @@ def build(out_dir: Path, seeds: int, dtype: str) -> None:
     mod, top, export = recompute_setup(out_dir, dtype)
     pairs = []
     for rec in top[:1]:  # its decisions on both sketches (of its own kind of A fragments)
-        decisions = [rec.trace.decisions[i] for i in rec.trace.insts if i in rec.trace.decisions]
+        decisions = record_decisions(rec.trace, mod)
         stages, resident = _stages_of(rec.trace), is_resident(rec.trace, mod)
         direct, staged = (_replay_with(decisions, cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=st,
                                                                           resident_a=resident).trace, mod)

@@ -7,7 +7,7 @@ block (its only HBM traffic worth counting) are not overlapped by anything: W3 r
 
 Here a block of BM rows sweeps N three times, in chunks of CW columns, each chunk recomputed on tensor cores:
 
-    blockIdx.x = (b0, b1, group of BM = WM*FM*16 rows)      warps = WM (rows) x WN (columns), 32 lanes
+    blockIdx.x = (b0, b1, group of BM = WM*FM*16 rows)      warps = WM (rows, threadIdx.y) x WN (columns, .z)
     A [BM, K] -> shared memory once (read by all three sweeps)
     sweep 1, for each chunk (software-pipelined: the next chunk's B [CW, K] cp.async overlaps this one):
         S chunk (FM x FN 16x16 fp32 fragments a warp, registers) = mma.sync m16n8k16
@@ -31,7 +31,7 @@ Statistics as in cuda_registers (rfactor over (warp column, quad lane); the part
 that owns the fragment elements), except that the chunk loop is the partial's outermost reduction loop: its
 register accumulates across chunks, initialized before the sweep and written to shared memory after it.
 
-Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, CW/16 <= 16] then [WN, FN <= 4]
+Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, CW/16 <= 16] then [WN, FN <= 4 (8)]
 (nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks, each
 with P stored from the fragments, two elements at a time where N is even (half2 / nv_bfloat162; see the note at the
 P block), or staged through shared memory (the staged-P note below), each with A's fragments loaded at every k tile
@@ -113,12 +113,65 @@ def p_vector_width(n: int) -> int:
 # FM x K/16 tiles a warp, K/4 registers a thread a row tile) and read by every chunk of the three (two) sweeps,
 # instead of once a k tile of every chunk. Why: the W3 fp16 kernel was bound by the shared-memory pipe (ncu
 # 2026-11-26: L1/TEX 81.5 %, MIO-throttle and short-scoreboard stalls), and A was half of its ldmatrix traffic
-# (FM = FN = 2) while it never changes within a block. One warp column (WN = 1): the fragments are per warp, and a
-# load loop bound to threadIdx.y can only cover the rows (a warp of another column would need its own copy, which
-# a TIR block cannot write without an extra buffer axis); a warp then holds all CW columns, FN <= 8.
+# (FM = FN = 2) while it never changes within a block. The load loop is bound to threadIdx.y (the warp row) only, so
+# the warps of every column (threadIdx.z, bind_warp) run it, each filling its own registers: a copy a warp column,
+# which a TIR block could not express with the warp index fused into one axis. FN <= 8.
+# The two-sweep form keeps one warp column (its lane's chunk statistics span the chunk's columns).
 # Measured (H200, 2026-11-26, results/h200): the best W3 fp16 records re-tiled as resident (same BM, CW and other
 # decisions): 0.80-1.05x; after ~250 more trials with these sketches in the space the best kernels are resident in
 # both dtypes: fp16 782.5 -> 759.8 us (BM 96, CW 64, 6 warps of 16 rows), bf16 817.0 -> 757.4 us (BM 64, 4 warps).
+# With warp columns (session 23): that fp16 record at every tiling of its block 735.6-1096.4 us (itself 756.5), and
+# after 256 more trials 675.7 us (BM 64, CW 64, 2 x 2 warps of 32 x 32: each warp reads half of each B chunk).
+
+
+def warp_tilings(bmt: int, cwt: int) -> list:
+    """(WM, FM, WN, FN) tilings of a block of bmt x cwt 16x16 tiles the three-sweep sketches can sample: FM <= 2,
+    FN <= 8, at most 32 warps."""
+    return [(bmt // fm, fm, cwt // fn, fn) for fm in (1, 2) for fn in (8, 4, 2, 1)
+            if bmt % fm == 0 and cwt % fn == 0 and (bmt // fm) * (cwt // fn) <= 32]
+
+
+def _n_samples(trace) -> int:
+    return sum(inst.kind.name.startswith("Sample") for inst in trace.insts)
+
+
+def _count(trace, kind: str, attr: str = "") -> int:
+    return sum(inst.kind.name == kind and attr in str(inst.attrs) for inst in trace.insts)
+
+
+def retiled(trace, mod: tvm.IRModule) -> list:
+    """Today's resident-A traces for a resident three-sweep record tuned before warp columns were sampled
+    (2026-11-26): its decisions at every warp tiling of its block (warp_tilings), on the sketch of its own pipeline
+    depth and P store; [] for any other record. Why: the search mutates a record's own decisions, and such a record
+    has no warp-column decision, so a database of them never reaches the new tilings by mutation; measured, these
+    traces seed it (tuning_db.tuner.tune's migrate_records)."""
+    direct = _schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
+    staged = _schedule(tvm.s_tir.Schedule(mod), 2, staged_p=True, resident_a=True).trace
+    one_column = _n_samples(trace) == _n_samples(direct) - 1  # (no [WN, FN] decision)
+    if not one_column or _count(trace, "CacheRead", "warp") != _count(direct, "CacheRead", "warp"):
+        return []
+    is_staged = _count(trace, "CacheRead") == _count(staged, "CacheRead")
+    stages = next(max(int(x) for x in inst.inputs[1]) + 1 for inst in trace.insts
+                  if inst.kind.name == "Annotate" and "software_pipeline_stage" in str(inst.attrs))
+    sketch = _schedule(tvm.s_tir.Schedule(mod), stages, staged_p=is_staged, resident_a=True).trace
+    old = [trace.decisions[i] for i in trace.insts if i in trace.decisions]
+    (_, bmt), (_, cwt) = [[int(x) for x in d] for d in old[:2]]
+    samples = [inst for inst in sketch.insts if inst.kind.name.startswith("Sample")]
+    out = []
+    for wm, fm, wn, fn in warp_tilings(bmt, cwt):
+        new = sketch
+        for inst, dec in zip(samples, old[:2] + [[wm, fm], [wn, fn]] + old[3:]):
+            new = new.with_decision(inst, [int(v) for v in dec] if hasattr(dec, "__len__") else dec,
+                                    remove_postproc=True)
+        out.append(new)
+    return out
+
+
+def bind_warp(sch: tvm.s_tir.Schedule, wm_, wn_) -> None:
+    """A block's warps: threadIdx.y the warp row, threadIdx.z the warp column (three-sweep form). Two axes, not
+    one fused, so that a loop bound to the rows alone runs in every column's warps (resident A, note above)."""
+    sch.bind(wm_, "threadIdx.y")
+    sch.bind(wn_, "threadIdx.z")
 
 
 def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
@@ -136,14 +189,11 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
     i16, i_in = sch.split(i, factors=[None, 16])
     j16, j_in = sch.split(j, factors=[None, 16])
     grp_rv, bmt_rv = sch.sample_perfect_tile(i16, n=2, max_innermost_factor=16)
-    c_rv, cwt_rv = sch.sample_perfect_tile(j16, n=2, max_innermost_factor=8 if resident_a else 16)
+    c_rv, cwt_rv = sch.sample_perfect_tile(j16, n=2, max_innermost_factor=16)
     i_grp, i_bmt = sch.split(i16, factors=[grp_rv, bmt_rv])
     j_c, j_cwt = sch.split(j16, factors=[c_rv, cwt_rv])
     wm_rv, fm_rv = sch.sample_perfect_tile(i_bmt, n=2, max_innermost_factor=2)
-    if resident_a:  # one warp column (resident-A note)
-        wn_rv, fn_rv = 1, cwt_rv
-    else:
-        wn_rv, fn_rv = sch.sample_perfect_tile(j_cwt, n=2, max_innermost_factor=4)
+    wn_rv, fn_rv = sch.sample_perfect_tile(j_cwt, n=2, max_innermost_factor=8 if resident_a else 4)
     i = sch.fuse(i_grp, i_bmt, i_in)
     j = sch.fuse(j_c, j_cwt, j_in)
 
@@ -154,7 +204,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
         return sch.split(loop, factors=([None] if outer else []) + [wn_rv, fn_rv, 2, 4, 2])
 
     def bind_owner(wm_, wn_, il_, jm_):
-        sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
+        bind_warp(sch, wm_, wn_)
         sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
 
     def iter_loops(block):
@@ -164,7 +214,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
     def all_threads(loop):
         """A row loop over every thread of the block, full thread extents (cuda_registers module doc)."""
         _, ry_m, ry_n, rx = sch.split(loop, factors=[None, wm_rv, wn_rv, 32])
-        sch.bind(sch.fuse(ry_m, ry_n), "threadIdx.y")
+        bind_warp(sch, ry_m, ry_n)
         sch.bind(rx, "threadIdx.x")
 
     def own_partial(wq, i_):
@@ -192,7 +242,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
         vec = p_vector_width(int(sch.get(p_blk).writes[0].source.shape[3]))
         col, v = sch.split(col, factors=[None, vec])  # (the vector within a row: its bounds test stays uniform)
         _, ry_m, ry_n, rx = sch.split(sch.fuse(row, col), factors=[None, wm_rv, wn_rv, 32])
-        sch.bind(sch.fuse(ry_m, ry_n), "threadIdx.y")
+        bind_warp(sch, ry_m, ry_n)
         sch.bind(rx, "threadIdx.x")
         sch.vectorize(v)
         s_idx = next(q for q, r in enumerate(sch.get(p_blk).reads) if r.source.name == "S_p")
@@ -266,21 +316,29 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, staged_p: bool = False,
         wn_, fn_ = sch.split(j_, factors=[wn_rv, fn_rv])
         ko, ki = sch.split(k_, factors=k_f)
         sch.reorder(wm_, wn_, ko, ki, fm_, fn_)
-        sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
+        bind_warp(sch, wm_, wn_)
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    _tensorize_and_pipeline(sch, gemms, bx, names, stages, wm_rv if resident_a else None)
+    _tensorize_and_pipeline(sch, gemms, bx, names, stages, wm_rv if resident_a else None, warps=(wm_rv, wn_rv))
     return sch
 
 
-def _fetch(sch: tvm.s_tir.Schedule, blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6)) -> None:
+def _fetch(sch: tvm.s_tir.Schedule, blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 0.6), warps=None) -> None:
     """A global->shared copy at loop `at`, cooperatively fetched `vec` elements a thread (sampled from widths), rows
-    padded against bank conflicts (both recompute forms)."""
+    padded against bank conflicts (both recompute forms). warps: (WM, WN) where the warps span threadIdx.y and .z
+    (bind_warp), which Meta-Schedule's cooperative-fetch rewrite does not know (it binds .x and .y only, and every
+    warp column would copy the whole tile): then bound here, else by that rewrite."""
     sch.compute_at(blk, at)
-    sch.fuse(*sch.get_loops(blk)[-2:])
+    fused = sch.fuse(*sch.get_loops(blk)[-2:])
     vec = sch.sample_categorical(candidates=list(widths), probs=list(probs))
-    sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
+    if warps is None:
+        sch.annotate(blk, "meta_schedule.cooperative_fetch", vec)
+    else:
+        _, ty, tz, tx, v = sch.split(fused, factors=[None, *warps, 32, vec])
+        bind_warp(sch, ty, tz)
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(v)
     sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
 
 
@@ -301,15 +359,16 @@ def _gemm_at(sch: tvm.s_tir.Schedule, s_name: str, c_):
     return i_, j_, k_, sch.blockize(i_tc), s_blk
 
 
-def _tensorize_and_pipeline(sch: tvm.s_tir.Schedule, gemms: list, bx, names, stages: int, resident_wm=None) -> None:
+def _tensorize_and_pipeline(sch: tvm.s_tir.Schedule, gemms: list, bx, names, stages: int, resident_wm=None,
+                            warps=None) -> None:
     """The sweeps' GEMMs (name, outer block, inner block, chunk loop, ko, ki) on tensor cores, and each chunk loop
     software-pipelined (both recompute forms). resident_wm: the warp rows (WM) where A's fragments are loaded once a
-    block (resident-A note; one warp column), None where each k tile loads its own."""
+    block (resident-A note), None where each k tile loads its own. warps: (WM, WN) of bind_warp (_fetch)."""
     # A [BM, K] once a block, read by every sweep. Plain scalar loads, not cp.async (it is outside the pipelined
     # loops): with the runtime form's symbolic batch strides TVM 0.27 cannot prove a vector load aligned and emits a
     # gather nvcc rejects (make_uint4 of 8 halves); the block amortizes it over its sweeps.
     outers = [g[1] for g in gemms]
-    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,))
+    _fetch(sch, sch.cache_read(outers[0], 0, SMEM, consumer_blocks=outers), bx, widths=(1,), probs=(1.0,), warps=warps)
     a_res = None
     if resident_wm is not None:  # the warp's A fragments, [FM x 16, K], by ldmatrix once a block, before the sweeps
         a_res = sch.cache_read(outers[0], 0, "warp", consumer_blocks=outers)  # (placed after A's fetch, at bx)
@@ -320,7 +379,7 @@ def _tensorize_and_pipeline(sch: tvm.s_tir.Schedule, gemms: list, bx, names, sta
         sch.tensorize(cuda_space.tile_fragment(sch, a_res), names["load_a"])
     for s_name, s_blk, s_inner, c_, ko, ki in gemms:
         # (consumer_blocks: without it cache_read redirects every reader of the buffer, the other sweeps' too)
-        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_)  # this chunk's B [CW, K] (or [K, CW])
+        _fetch(sch, sch.cache_read(s_blk, 1, SMEM, consumer_blocks=[s_blk]), c_, warps=warps)  # this chunk's B [CW, K]
         a_w = None if a_res is not None else sch.cache_read(s_blk, 0, "warp", consumer_blocks=[s_blk])
         b_w = sch.cache_read(s_blk, 1, "warp", consumer_blocks=[s_blk])
         if a_w is not None:

@@ -83,7 +83,14 @@ def main(argv=None) -> int:
                     help="tune exactly these template forms, overriding the three flags above: one-pass or split-n "
                          "(the primary form), padded, recompute, recompute2 (those the shape has); e.g. "
                          "--forms recompute2 gives that form all the trials")
+    ap.add_argument("--migrate-records", type=int, default=0, metavar="N",
+                    help="before searching, re-express the best N records that predate a knob of today's sketches "
+                         "on them (the recompute form's resident-A records at every warp tiling since 2026-11-26) "
+                         "and measure them, so that the search starts from them (default 0: off; the search "
+                         "mutates only a record's own decisions and never reaches a knob its records lack)")
     args = ap.parse_args(argv)
+    if args.migrate_records < 0:
+        ap.error("--migrate-records must be >= 0")
     if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
            args.searches) < 1:
         ap.error("--trials, --top-k, --batch-size, --population, --jobs, --searches and --rpc-timeout must be at "
@@ -121,7 +128,7 @@ def main(argv=None) -> int:
                    max_seconds=None if args.max_minutes is None else args.max_minutes * 60,
                    padded_form=args.padded_form,
                    recompute_form={"auto": None, "on": True, "off": False}[args.recompute_form],
-                   two_sweep_form=args.two_sweep_form,
+                   two_sweep_form=args.two_sweep_form, migrate_records=args.migrate_records,
                    only_forms=tuple(x.strip() for x in args.forms.split(",") if x.strip()) if args.forms else None)
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)

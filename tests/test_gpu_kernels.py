@@ -160,16 +160,17 @@ def test_generic_causal_shapes(dtype, m, n):
 
 # ----------------------------------------------------------------------------- tensor-core space
 def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False,
-                      recompute_chunk=0):
+                      recompute_chunk=0, accept=None):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
     postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels), with
-    recompute: its recompute form."""
+    recompute: its recompute form; accept: a test of a sampled schedule's decisions (list, in trace order)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from schedules import cuda_space  # noqa: PLC0415
     from schedules import cuda_split_n  # noqa: PLC0415
-    # long rows: the split-N form; recompute_chunk: the two-sweep recompute form's chunk statistics
-    chunk = recompute_chunk or cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
+    # long rows: the split-N form (not for the recompute forms, whose template takes a chunk only for the two-sweep
+    # form's chunk statistics: recompute_chunk)
+    chunk = recompute_chunk if recompute else cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
     func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute).with_attr("global_symbol",
                                                                                                   "main")
     mod = tvm.IRModule({"main": func})
@@ -184,6 +185,9 @@ def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=No
     for seed in range(1, seeds + 1):
         sch = tvm.s_tir.Schedule(mod, seed=seed)
         Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        if accept is not None and not accept([sch.trace.decisions[i] for i in sch.trace.insts
+                                              if i in sch.trace.decisions]):
+            continue
         if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
             continue
         # what ships: the same trace (decisions included) replayed on the runtime form

@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
+REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 SEEDS = 10
 VALID_FLOOR = 0.3  # measured 2026-11-24 (CPU, compile-only): 4/10 .. 10/10; invalid: more than 1024 threads a block
 CODEGEN = [("sm_90", "float16", "a=1x2x1500x64,b=1x2x1500x64,transB=1"),        # W3's rows, padded
@@ -170,6 +171,93 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
             assert f"*(float{lanes}*)(((float*)buf_dyn_shmem_ptr)" in src  # the tile, read as wide
 
 
+def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(tmp_path):
+    """Resident A with two warp columns (threadIdx.z, cuda_recompute.bind_warp): one register array of A's fragments
+    (each warp fills its own, by rows only), while the shared-memory copies are split over both columns (not done
+    once a column); each warp accumulates its half of the chunk. W3's recompute form, sm_90, compile-only."""
+    import tvm
+
+    from schedules import cuda_build, cuda_recompute, cuda_space, targets
+    from tir_kernels.workloads import parse
+    from tuning_db.tuner import tuning_modules
+    mod = next(m for f, m in tuning_modules(parse("whisper-enc"), "sm_90") if f.name == "recompute")
+    sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
+    # BM 96 = 3 warp rows x 2 fragments, CW 64 = 2 warp columns x 2 fragments; k tiles 4 x 1; fetch widths 1, 8
+    decisions = [[16, 6], [24, 4], [3, 2], [2, 2], [4, 1], 0, 2, 2, 2]
+    samples = [i for i in sketch.insts if i.kind.name.startswith("Sample")]
+    assert len(samples) == len(decisions)
+    for inst, dec in zip(samples, decisions):
+        sketch = sketch.with_decision(inst, dec, remove_postproc=True)
+    sch = tvm.s_tir.Schedule(mod)
+    sketch.apply_to_schedule(sch, remove_postproc=True)
+    from tvm.s_tir import meta_schedule as ms
+    targets.register_intrinsics("sm_90")
+    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), task_name="main",
+                               space_generator=cuda_space.design_space("sm_90")).space_generator.postprocs
+    assert all(p.apply(sch) for p in postprocs)
+    src = cuda_build.compile_cuda(sch.mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
+    assert re.search(r"__launch_bounds__\(192\)", src)  # 3 x 2 warps
+    assert _a_fragment_buffers(src) == 1
+    # every global->shared copy (A's once, B's chunks) spans both warp columns: no column copies a tile again
+    stores = [ln for ln in src.splitlines() if "buf_dyn_shmem_ptr" in ln and ("cp_async" in ln or "= condval" in ln)]
+    assert stores and all("threadIdx.z" in ln for ln in stores), stores
+    for name in ("S_warp_ptr", "S_sum_warp_ptr", "S_p_warp_ptr"):  # FM x FN x 8 floats a lane
+        decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
+        assert int(decl.split("[")[1].split("]")[0]) == 2 * 2 * 8, decl
+
+
+def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, monkeypatch):
+    """tune(migrate_records=N) (tuning_db.tuner._migrate): the best resident W3 records of session 22 (one warp column,
+    tuned before warp columns were sampled; tests/data holds those two with their provenance) re-expressed at every
+    warp tiling of their blocks, each measured (here by a stand-in runner) and committed to the work database,
+    once."""
+    from types import SimpleNamespace
+
+    from schedules import targets
+    from tir_kernels.workloads import parse
+    from tuning_db import database as dbm
+    from tuning_db import tuner
+    measured = []
+
+    class Builder:
+        def build(self, inputs):
+            return [SimpleNamespace(error_msg=None, artifact_path=f"k{i}") for i, _ in enumerate(inputs)]
+
+    class Runner:
+        def run(self, inputs):
+            measured.extend(inputs)
+            return [SimpleNamespace(result=lambda i=i: SimpleNamespace(error_msg=None, run_secs=[1e-3 + i * 1e-6]))
+                    for i, _ in enumerate(inputs)]
+
+    monkeypatch.setattr(tuner, "_builder_runner", lambda *a, **k: (Builder(), Runner()))
+    targets.register_intrinsics("sm_90")
+    wl = parse("whisper-enc")
+    fixture = REPO / "tests" / "data" / "w3-resident-one-column" / "sm_90" / "whisper-enc.f16"
+    committed = dbm.open_json_db(fixture)
+    work = tmp_path / "work"
+    n = tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print)
+    assert n == len(measured) >= 8  # two records, six tilings each at most (a few may exceed 1024 threads)
+    mod = next(m for f, m in tuner.tuning_modules(wl, "sm_90") if f.name == "recompute")
+    recs = dbm.open_json_db(work).get_all_tuning_records()
+    assert len(recs) == n and all(dbm.mean_secs(r) for r in recs)
+    tilings = {str(list(r.trace.decisions.values())[2:4]) for r in recs}
+    assert len(tilings) == n
+    assert {int(list(r.trace.decisions.values())[3][0]) for r in recs} == {1, 2, 4}  # warp columns (WN)
+    assert all(tuner.form_of(r, tuner.tuning_modules(wl, "sm_90")).name == "recompute" for r in recs)
+    assert recs[0].workload.mod.script() == mod.script()
+    assert tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print) == 0  # once a work directory
+
+    # through tune(): the migrated trials add to the committed ones (a budget they fill leaves no search to run)
+    import shutil
+    db = tmp_path / "db" / "sm_90" / "whisper-enc.f16"
+    shutil.copytree(fixture, db)
+    before = json.loads((db / "provenance.json").read_text())["trials"]
+    measured.clear()
+    prov = tuner.tune(wl, "sm_90", before + n, db_root=tmp_path / "db", migrate_records=2, progress=False)
+    assert len(measured) == n and prov["trials"] == before + n
+    assert prov["runs"][-1]["strategy"] == "migrated" and prov["runs"][-1]["trials"] == n
+
+
 CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template takes none)
     "w3-rows1500": ((1, 2, 1500, 1500, 64), dict()),
     "w1-aligned": ((2, 4, 512, 512, 64), dict()),
@@ -182,17 +270,21 @@ CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template tak
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", ["3sweeps", "3sweeps-staged", "3sweeps-resident-a", "2sweeps", "2sweeps-resident-a"])
+@pytest.mark.parametrize("form", ["3sweeps", "3sweeps-staged", "3sweeps-resident-a", "3sweeps-resident-a-columns",
+                                  "2sweeps", "2sweeps-resident-a"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_recompute_sketch_numerics(dtype, case, form):
     """Sampled candidates of the sketches against the FP64 reference: the three-sweep form with P stored from the
     fragments or staged through shared memory, the two-sweep form, each also with A's fragments resident (the
-    resident three-sweep candidates: one P direct, one staged; nothing read or written out of bounds:
-    compute-sanitizer memcheck's job, results/ has the runs)."""
+    resident three-sweep candidates: one P direct, one staged; "-columns": candidates with two or more warp
+    columns, each holding its own copy of A's fragments; nothing read or written out of bounds: compute-sanitizer
+    memcheck's job, results/ has the runs)."""
     two_sweeps = form.startswith("2sweeps")
-    resident = (form.endswith("resident-a"),)
-    staged = (False, True) if form == "3sweeps-resident-a" else (form == "3sweeps-staged",)
+    resident = ("resident-a" in form,)
+    staged = (False, True) if form.startswith("3sweeps-resident-a") else (form == "3sweeps-staged",)
+    # [WN, FN], the three-sweep sketches' fourth decision (cuda_recompute._schedule)
+    accept = (lambda d: int(d[3][0]) > 1) if form.endswith("-columns") else None
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
@@ -205,7 +297,7 @@ def test_recompute_sketch_numerics(dtype, case, form):
     for rt in g._space_candidates(variant, shape, c["scale"], count=2, pad=pad, recompute=True,
                                   recompute_chunk=cuda_recompute.TWO_SWEEP_CHUNK if two_sweeps else 0,
                                   space=lambda s: cuda_recompute.schedule(s, g.ARCH, staged_p=staged,
-                                                                          resident_a=resident)):
+                                                                          resident_a=resident), accept=accept):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)
         if feat.get("causal") and m > n:

@@ -377,6 +377,63 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     return out
 
 
+MIGRATED = "migrated.json"  # in work/: the records already re-expressed by _migrate (their traces' decisions)
+
+
+def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, records: int, workers: int,
+             log: Callable) -> int:
+    """Re-express the best `records` records of the recompute form that predate a knob of today's sketches on
+    those sketches (schedules/cuda_recompute.retiled: resident-A records at every warp tiling), measure them with
+    the tuning builder and runner into the work database, and return how many were measured. The search then
+    starts from them: it only mutates a record's own decisions, so it never reaches a knob its records lack.
+    Each source record is re-expressed once per work directory (work/migrated.json)."""
+    from schedules import cuda_recompute  # noqa: PLC0415
+    mod = next((m for f, m in tuning_modules(workload, target_name) if f.name == "recompute"), None)
+    if mod is None or not targets.is_cuda(target_name):
+        log(f"[tune] {workload.dir_name}: no recompute form on {target_name}: nothing to migrate")
+        return 0
+    done_path = work / MIGRATED
+    done = set(json.loads(done_path.read_text())) if done_path.exists() else set()
+    sources = [r for r in dbm.top_records([mod], dbs, records)
+               if str(list(r.trace.decisions.values())) not in done]
+    traces = [(r, t) for r in sources for t in cuda_recompute.retiled(r.trace, mod)]
+    if not traces:
+        log(f"[tune] {workload.dir_name}: no record of the best {records} to re-express on today's sketches")
+        return 0
+    target = targets.tvm_target(target_name)
+    ctx = ms.TuneContext(mod=mod, target=target, task_name="main", space_generator=design_space(target_name))
+    schs = []
+    for _, trace in traces:
+        sch = tvm.s_tir.Schedule(mod)
+        trace.apply_to_schedule(sch, remove_postproc=True)
+        schs.append(sch if all(p.apply(sch) for p in ctx.space_generator.postprocs) else None)
+    valid = [sch for sch in schs if sch is not None]
+    log(f"[tune] {workload.dir_name}: re-expressing {len(sources)} records on today's sketches: measuring "
+        f"{len(valid)} candidates ({len(schs) - len(valid)} rejected by the postprocessors)")
+    builder, runner = _builder_runner(target_name, workers, None, 0, 60)
+    built = list(builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in valid]))
+    args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    ok = [i for i, b in enumerate(built) if not b.error_msg]  # (indices: FFI results are new wrappers per access)
+    futures = dict(zip(ok, runner.run([ms.runner.RunnerInput(built[i].artifact_path, "cuda", args_info)
+                                        for i in ok]))) if ok else {}
+    work_db = dbm.open_json_db(work, create=True)
+    workload_entry = work_db.commit_workload(mod)
+    best, errors = math.inf, []
+    for i, sch in enumerate(valid):
+        res = futures[i].result() if i in futures else None
+        err = built[i].error_msg if res is None else res.error_msg
+        if err:
+            errors.append(str(err).strip().splitlines()[-1][:300] if str(err).strip() else "error")
+        secs = [dbm.INVALID_SECS] if err else [float(x) for x in res.run_secs]
+        work_db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload_entry, secs, target, args_info))
+        best = min(best, dbm.mean_secs(secs) or math.inf)
+    done_path.write_text(json.dumps(sorted(done | {str(list(r.trace.decisions.values())) for r in sources})))
+    log(f"[tune] {workload.dir_name}: {len(valid)} re-expressed candidates measured, best "
+        + (f"{best * 1e6:.1f} us" if best < math.inf else "none valid")
+        + (f"; {len(errors)} failed, the first: {errors[0]}" if errors else ""))
+    return len(valid)
+
+
 def _search_shards(workload: Workload, target_name: str, work: Path, remaining: int, seed: int, cores: int,
                    servers: int, shards: int, best0: float, log: Callable, **search) -> _SearchOutcome:
     """`shards` searches at once in spawned processes (TVM does not survive a fork), each with its share of the
@@ -471,7 +528,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
          shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False,
          recompute_form: Optional[bool] = None, two_sweep_form: bool = False,
-         only_forms: Optional[Sequence[str]] = None) -> dict:
+         only_forms: Optional[Sequence[str]] = None, migrate_records: int = 0) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
@@ -495,6 +552,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     column chunks instead of kept on chip); None (the default) tunes it where the rows are long (tuned_forms).
     two_sweep_form: tune the two-sweep recompute form too ("recompute2": S twice, FlashAttention's online statistics).
     only_forms: tune exactly these forms (names of forms()), e.g. ("recompute2",) to give one form all the trials.
+    migrate_records: first re-express this many of the best records that predate a knob of today's sketches on
+    them and measure them (_migrate; they count as trials), so that the search starts from them.
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
@@ -537,14 +596,26 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     targets.register_intrinsics(target_name)
     work = wl_dir / "work"
     work_dirs = [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())] if work.is_dir() else [work]
-    work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
-    done = sum(len(db.get_all_tuning_records()) for db in work_dbs)
     # Trials the committed provenance counts but this work directory never saw (a fresh clone, another machine's
     # slices): their top-k records are in the committed database, the rest are gone. They count toward the budget
     # (it is a total) and toward the provenance's trials; the search goes on from the committed top records.
+    # (Before _migrate: its ledger entry is trials of this work directory.)
     carried = _carried_trials(prov_old, _read_ledger(work), work)
-    # the best so far (the progress shows it) is also the committed database's: a clone's work/ starts empty
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
+    if migrate_records:
+        t_mig = time.time()
+        migrated = _migrate(workload, target_name, work, [dbm.open_json_db(d, create=True) for d in work_dirs]
+                            + committed, migrate_records, workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH),
+                            log)
+        if migrated:
+            _append_ledger(work, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                  "trials": migrated, "strategy": "migrated", "seconds": round(time.time() - t_mig, 1),
+                                  "note": "earlier records re-expressed on today's sketches and measured "
+                                          "(tuning_db.tuner._migrate)"})
+    work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
+    done = sum(len(db.get_all_tuning_records()) for db in work_dbs)
+    # the best so far (the progress shows it) is also the committed database's (committed, above): a clone's work/
+    # starts empty
     prior = dbm.top_records(mods, [*work_dbs, *committed], 1)
     best0 = dbm.mean_secs(prior[0]) if prior else math.inf
     remaining = trials - done - carried
