@@ -171,16 +171,17 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
             assert f"*(float{lanes}*)(((float*)buf_dyn_shmem_ptr)" in src  # the tile, read as wide
 
 
-def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(tmp_path):
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90"])
+def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
     """Resident A with two warp columns (threadIdx.z, cuda_recompute.bind_warp): one register array of A's fragments
     (each warp fills its own, by rows only), while the shared-memory copies are split over both columns (not done
-    once a column); each warp accumulates its half of the chunk. W3's recompute form, sm_90, compile-only."""
+    once a column); each warp accumulates its half of the chunk. W3's recompute form, compile-only (nvcc for each arch)."""
     import tvm
 
     from schedules import cuda_build, cuda_recompute, cuda_space, targets
     from tir_kernels.workloads import parse
     from tuning_db.tuner import tuning_modules
-    mod = next(m for f, m in tuning_modules(parse("whisper-enc"), "sm_90") if f.name == "recompute")
+    mod = next(m for f, m in tuning_modules(parse("whisper-enc"), arch) if f.name == "recompute")
     sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
     # BM 96 = 3 warp rows x 2 fragments, CW 64 = 2 warp columns x 2 fragments; k tiles 4 x 1; fetch widths 1, 8
     decisions = [[16, 6], [24, 4], [3, 2], [2, 2], [4, 1], 0, 2, 2, 2]
@@ -191,11 +192,11 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(tmp_path):
     sch = tvm.s_tir.Schedule(mod)
     sketch.apply_to_schedule(sch, remove_postproc=True)
     from tvm.s_tir import meta_schedule as ms
-    targets.register_intrinsics("sm_90")
-    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), task_name="main",
-                               space_generator=cuda_space.design_space("sm_90")).space_generator.postprocs
+    targets.register_intrinsics(arch)
+    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main",
+                               space_generator=cuda_space.design_space(arch)).space_generator.postprocs
     assert all(p.apply(sch) for p in postprocs)
-    src = cuda_build.compile_cuda(sch.mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
+    src = cuda_build.compile_cuda(sch.mod, targets.tvm_target(arch)).mod.imports[0].inspect_source("cuda")
     assert re.search(r"__launch_bounds__\(192\)", src)  # 3 x 2 warps
     assert _a_fragment_buffers(src) == 1
     # every global->shared copy (A's once, B's chunks) spans both warp columns: no column copies a tile again
