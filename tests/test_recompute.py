@@ -175,7 +175,8 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
 def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
     """Resident A with two warp columns (threadIdx.z, cuda_recompute.bind_warp): one register array of A's fragments
     (each warp fills its own, by rows only), while the shared-memory copies are split over both columns (not done
-    once a column); each warp accumulates its half of the chunk. W3's recompute form, compile-only (nvcc for each arch)."""
+    once a column); each warp accumulates its half of the chunk. W3's recompute form, compile-only (nvcc, each
+    arch)."""
     import tvm
 
     from schedules import cuda_build, cuda_recompute, cuda_space, targets
@@ -236,8 +237,8 @@ def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, mon
     fixture = REPO / "tests" / "data" / "w3-resident-one-column" / "sm_90" / "whisper-enc.f16"
     committed = dbm.open_json_db(fixture)
     work = tmp_path / "work"
-    n = tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print)
-    assert n == len(measured) >= 8  # two records, six tilings each at most (a few may exceed 1024 threads)
+    n, valid = tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print)
+    assert n == valid == len(measured) >= 8  # two records, six tilings each at most (a few may exceed 1024 threads)
     mod = next(m for f, m in tuner.tuning_modules(wl, "sm_90") if f.name == "recompute")
     recs = dbm.open_json_db(work).get_all_tuning_records()
     assert len(recs) == n and all(dbm.mean_secs(r) for r in recs)
@@ -246,7 +247,7 @@ def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, mon
     assert {int(list(r.trace.decisions.values())[3][0]) for r in recs} == {1, 2, 4}  # warp columns (WN)
     assert all(tuner.form_of(r, tuner.tuning_modules(wl, "sm_90")).name == "recompute" for r in recs)
     assert recs[0].workload.mod.script() == mod.script()
-    assert tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print) == 0  # once a work directory
+    assert tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print) == (0, 0)  # once a work directory
 
     # through tune(): the migrated trials add to the committed ones (a budget they fill leaves no search to run)
     import shutil
@@ -256,7 +257,8 @@ def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, mon
     measured.clear()
     prov = tuner.tune(wl, "sm_90", before + n, db_root=tmp_path / "db", migrate_records=2, progress=False)
     assert len(measured) == n and prov["trials"] == before + n
-    assert prov["runs"][-1]["strategy"] == "migrated" and prov["runs"][-1]["trials"] == n
+    last = prov["runs"][-1]
+    assert last["strategy"] == "migrated" and last["trials"] == last["valid"] == n
 
 
 CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template takes none)

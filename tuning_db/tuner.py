@@ -381,17 +381,17 @@ MIGRATED = "migrated.json"  # in work/: the records already re-expressed by _mig
 
 
 def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, records: int, workers: int,
-             log: Callable) -> int:
+             log: Callable) -> tuple:
     """Re-express the best `records` records of the recompute form that predate a knob of today's sketches on
     those sketches (schedules/cuda_recompute.retiled: resident-A records at every warp tiling), measure them with
-    the tuning builder and runner into the work database, and return how many were measured. The search then
+    the tuning builder and runner into the work database, and return (measured, valid). The search then
     starts from them: it only mutates a record's own decisions, so it never reaches a knob its records lack.
     Each source record is re-expressed once per work directory (work/migrated.json)."""
     from schedules import cuda_recompute  # noqa: PLC0415
     mod = next((m for f, m in tuning_modules(workload, target_name) if f.name == "recompute"), None)
     if mod is None or not targets.is_cuda(target_name):
         log(f"[tune] {workload.dir_name}: no recompute form on {target_name}: nothing to migrate")
-        return 0
+        return 0, 0
     done_path = work / MIGRATED
     done = set(json.loads(done_path.read_text())) if done_path.exists() else set()
     sources = [r for r in dbm.top_records([mod], dbs, records)
@@ -399,7 +399,7 @@ def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, record
     traces = [(r, t) for r in sources for t in cuda_recompute.retiled(r.trace, mod)]
     if not traces:
         log(f"[tune] {workload.dir_name}: no record of the best {records} to re-express on today's sketches")
-        return 0
+        return 0, 0
     target = targets.tvm_target(target_name)
     ctx = ms.TuneContext(mod=mod, target=target, task_name="main", space_generator=design_space(target_name))
     schs = []
@@ -431,7 +431,7 @@ def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, record
     log(f"[tune] {workload.dir_name}: {len(valid)} re-expressed candidates measured, best "
         + (f"{best * 1e6:.1f} us" if best < math.inf else "none valid")
         + (f"; {len(errors)} failed, the first: {errors[0]}" if errors else ""))
-    return len(valid)
+    return len(valid), len(valid) - len(errors)
 
 
 def _search_shards(workload: Workload, target_name: str, work: Path, remaining: int, seed: int, cores: int,
@@ -604,12 +604,13 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
     if migrate_records:
         t_mig = time.time()
-        migrated = _migrate(workload, target_name, work, [dbm.open_json_db(d, create=True) for d in work_dirs]
-                            + committed, migrate_records, workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH),
-                            log)
+        migrated, migrated_valid = _migrate(
+            workload, target_name, work, [dbm.open_json_db(d, create=True) for d in work_dirs] + committed,
+            migrate_records, workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH), log)
         if migrated:
             _append_ledger(work, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                                  "trials": migrated, "strategy": "migrated", "seconds": round(time.time() - t_mig, 1),
+                                  "trials": migrated, "valid": migrated_valid, "invalid": migrated - migrated_valid,
+                                  "strategy": "migrated", "seconds": round(time.time() - t_mig, 1),
                                   "note": "earlier records re-expressed on today's sketches and measured "
                                           "(tuning_db.tuner._migrate)"})
     work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
