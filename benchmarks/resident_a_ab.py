@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.staged_p_ab import WORKLOAD, _stages_of, is_resident, recompute_setup
+from benchmarks.staged_p_ab import WORKLOAD, _replay_with, recompute_setup
 
 
 def build(out_dir: Path, records: int, dtype: str) -> None:
@@ -24,13 +24,13 @@ def build(out_dir: Path, records: int, dtype: str) -> None:
     from schedules import cuda_recompute  # noqa: PLC0415
     from tuning_db import database as dbm  # noqa: PLC0415
     mod, top, export = recompute_setup(out_dir, dtype)
-    top = [r for r in top if not is_resident(r.trace, mod)][:records]  # (the committed best are resident since 96f1b0c)
-    staged_kinds = _kinds(cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, staged_p=True).trace)
+    # (the committed best are resident since 96f1b0c)
+    top = [r for r in top if not cuda_recompute.is_resident(r.trace, mod)][:records]
     pairs = []
     for n, rec in enumerate(top):
         decisions = [rec.trace.decisions[i] for i in rec.trace.insts if i in rec.trace.decisions]
-        stages = _stages_of(rec.trace)
-        staged = _kinds(rec.trace).count("CacheRead") == staged_kinds.count("CacheRead")  # (the tile's is extra)
+        stages = cuda_recompute.pipeline_stages(rec.trace)
+        staged = cuda_recompute.is_staged(rec.trace, mod)
         grp, cw, (wm, fm), (wn, fn) = decisions[0], decisions[1], *[[int(x) for x in d] for d in decisions[2:4]]
         base = tvm.s_tir.Schedule(mod)
         rec.trace.apply_to_schedule(base, remove_postproc=False)
@@ -38,7 +38,7 @@ def build(out_dir: Path, records: int, dtype: str) -> None:
         sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=staged, resident_a=True)
         bmt = wm * fm
         for wm_r, fm_r in ((bmt, 1), (bmt // 2, 2)) if bmt % 2 == 0 else ((bmt, 1),):
-            res = _replay(sketch.trace, mod, [grp, cw, [wm_r, fm_r], [1, wn * fn], *decisions[4:]])
+            res = _replay_with([grp, cw, [wm_r, fm_r], [1, wn * fn], *decisions[4:]], sketch.trace, mod)
             name = export(res, f"rec{n}_resident_wm{wm_r}")
             if name is None or base_name is None:
                 continue
@@ -50,27 +50,9 @@ def build(out_dir: Path, records: int, dtype: str) -> None:
                                                     "kinds": ["per_k_tile", "resident"], "pairs": pairs}, indent=1))
 
 
-def _kinds(trace) -> list:
-    """The trace's instruction kinds (the staged-P sketch has one more CacheRead, the tile's)."""
-    return [inst.kind.name for inst in trace.insts]
-
-
-def _replay(sketch_trace, mod, decisions: list):
-    import tvm  # noqa: PLC0415
-    trace = sketch_trace
-    samples = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
-    assert len(samples) == len(decisions), (len(samples), len(decisions))
-    for inst, dec in zip(samples, decisions):
-        if isinstance(dec, list):
-            dec = [int(v) for v in dec]
-        trace = trace.with_decision(inst, dec, remove_postproc=True)
-    sch = tvm.s_tir.Schedule(mod)
-    trace.apply_to_schedule(sch, remove_postproc=True)
-    return sch
-
-
 def cli(doc: str, build_fn, records: int, argv=None) -> int:
-    """The command line of an A/B builder (this one, benchmarks.warp_columns_ab): build OUT_DIR [--records] [--dtype]."""
+    """The command line of an A/B builder (this one, benchmarks.warp_columns_ab): build OUT_DIR [--records N]
+    [--dtype D]."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cmd", choices=["build"])
     ap.add_argument("out_dir", type=Path)

@@ -25,53 +25,11 @@ WORKLOAD = "whisper-enc"
 def _replay_with(decisions: list, sketch_trace, mod):
     """The sketch's trace with the given sample decisions (in order), applied to a fresh schedule of `mod`."""
     import tvm  # noqa: PLC0415
-    trace = sketch_trace
-    samples = [inst for inst in trace.insts if inst.kind.name.startswith("Sample")]
-    if len(samples) != len(decisions):
-        raise ValueError(f"{len(samples)} sample instructions, {len(decisions)} decisions")
-    for inst, dec in zip(samples, decisions):
-        trace = trace.with_decision(inst, dec, remove_postproc=True)
+
+    from schedules.cuda_recompute import with_decisions  # noqa: PLC0415
     sch = tvm.s_tir.Schedule(mod)
-    trace.apply_to_schedule(sch, remove_postproc=True)
+    with_decisions(sketch_trace, decisions).apply_to_schedule(sch, remove_postproc=True)
     return sch
-
-
-def _stages_of(trace) -> int:
-    for inst in trace.insts:
-        if inst.kind.name == "Annotate" and "software_pipeline_stage" in str(inst.attrs):
-            return max(int(x) for x in inst.inputs[1]) + 1
-    raise ValueError("no software pipeline in the trace")
-
-
-def n_samples(trace) -> int:
-    return sum(inst.kind.name.startswith("Sample") for inst in trace.insts)
-
-
-def _warp_cache_reads(trace) -> int:
-    return sum(inst.kind.name == "CacheRead" and "warp" in str(inst.attrs) for inst in trace.insts)
-
-
-def is_resident(trace, mod) -> bool:
-    """Whether a recompute record comes from a resident-A sketch (cuda_recompute's resident-A note): one register
-    copy of A for all sweeps, so fewer cache reads into warp registers than one a sweep."""
-    import tvm  # noqa: PLC0415
-
-    from schedules import cuda_recompute  # noqa: PLC0415
-    sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
-    return _warp_cache_reads(trace) == _warp_cache_reads(sketch)
-
-
-def record_decisions(trace, mod) -> list:
-    """A record's sample decisions in the order of today's sketches: resident records tuned before the resident
-    sketches sampled warp columns (2026-11-26) lack that decision; they had one warp column, [WN, FN] = [1, CW/16]."""
-    import tvm  # noqa: PLC0415
-
-    from schedules import cuda_recompute  # noqa: PLC0415
-    decisions = [trace.decisions[i] for i in trace.insts if i in trace.decisions]
-    sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
-    if is_resident(trace, mod) and len(decisions) == n_samples(sketch) - 1:
-        decisions.insert(3, [1, int(decisions[1][1])])
-    return decisions
 
 
 def recompute_setup(out_dir: Path, dtype: str):
@@ -117,8 +75,8 @@ def build(out_dir: Path, seeds: int, dtype: str) -> None:
     mod, top, export = recompute_setup(out_dir, dtype)
     pairs = []
     for rec in top[:1]:  # its decisions on both sketches (of its own kind of A fragments)
-        decisions = record_decisions(rec.trace, mod)
-        stages, resident = _stages_of(rec.trace), is_resident(rec.trace, mod)
+        decisions = cuda_recompute.current_decisions(rec.trace, mod)
+        stages, resident = cuda_recompute.pipeline_stages(rec.trace), cuda_recompute.is_resident(rec.trace, mod)
         direct, staged = (_replay_with(decisions, cuda_recompute._schedule(tvm.s_tir.Schedule(mod), stages, staged_p=st,
                                                                           resident_a=resident).trace, mod)
                           for st in (False, True))

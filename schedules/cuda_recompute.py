@@ -139,32 +139,67 @@ def _count(trace, kind: str, attr: str = "") -> int:
     return sum(inst.kind.name == kind and attr in str(inst.attrs) for inst in trace.insts)
 
 
+def pipeline_stages(trace) -> int:
+    """The software-pipeline depth of a three-sweep record's chunk loops (its sketch's `stages`)."""
+    for inst in trace.insts:
+        if inst.kind.name == "Annotate" and "software_pipeline_stage" in str(inst.attrs):
+            return max(int(x) for x in inst.inputs[1]) + 1
+    raise ValueError("no software pipeline in the trace")
+
+
+def is_resident(trace, mod: tvm.IRModule) -> bool:
+    """Whether a three-sweep record comes from a resident-A sketch (resident-A note): one register copy of A for all
+    sweeps, so fewer cache reads into warp registers than one a sweep."""
+    sketch = _schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
+    return _count(trace, "CacheRead", "warp") == _count(sketch, "CacheRead", "warp")
+
+
+def is_staged(trace, mod: tvm.IRModule) -> bool:
+    """Whether a three-sweep record stores P through a shared-memory tile (staged-P note): one more cache read."""
+    sketch = _schedule(tvm.s_tir.Schedule(mod), 2, staged_p=True, resident_a=is_resident(trace, mod)).trace
+    return _count(trace, "CacheRead") == _count(sketch, "CacheRead")
+
+
+def current_decisions(trace, mod: tvm.IRModule) -> list:
+    """A three-sweep record's sample decisions in the order of today's sketches: resident records tuned before warp
+    columns were sampled (2026-11-26) lack that decision; they had one warp column, [WN, FN] = [1, CW/16]."""
+    decisions = [trace.decisions[i] for i in trace.insts if i in trace.decisions]
+    if _is_one_column_resident(trace, mod):
+        decisions.insert(3, [1, int(decisions[1][1])])
+    return decisions
+
+
+def _is_one_column_resident(trace, mod: tvm.IRModule) -> bool:
+    sketch = _schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
+    return is_resident(trace, mod) and _n_samples(trace) == _n_samples(sketch) - 1  # (no [WN, FN] decision)
+
+
 def retiled(trace, mod: tvm.IRModule) -> list:
     """Today's resident-A traces for a resident three-sweep record tuned before warp columns were sampled
     (2026-11-26): its decisions at every warp tiling of its block (warp_tilings), on the sketch of its own pipeline
     depth and P store; [] for any other record. Why: the search mutates a record's own decisions, and such a record
     has no warp-column decision, so a database of them never reaches the new tilings by mutation; measured, these
     traces seed it (tuning_db.tuner.tune's migrate_records)."""
-    direct = _schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
-    staged = _schedule(tvm.s_tir.Schedule(mod), 2, staged_p=True, resident_a=True).trace
-    one_column = _n_samples(trace) == _n_samples(direct) - 1  # (no [WN, FN] decision)
-    if not one_column or _count(trace, "CacheRead", "warp") != _count(direct, "CacheRead", "warp"):
+    if not _is_one_column_resident(trace, mod):
         return []
-    is_staged = _count(trace, "CacheRead") == _count(staged, "CacheRead")
-    stages = next(max(int(x) for x in inst.inputs[1]) + 1 for inst in trace.insts
-                  if inst.kind.name == "Annotate" and "software_pipeline_stage" in str(inst.attrs))
-    sketch = _schedule(tvm.s_tir.Schedule(mod), stages, staged_p=is_staged, resident_a=True).trace
-    old = [trace.decisions[i] for i in trace.insts if i in trace.decisions]
+    sketch = _schedule(tvm.s_tir.Schedule(mod), pipeline_stages(trace), staged_p=is_staged(trace, mod),
+                       resident_a=True).trace
+    old = current_decisions(trace, mod)
     (_, bmt), (_, cwt) = [[int(x) for x in d] for d in old[:2]]
-    samples = [inst for inst in sketch.insts if inst.kind.name.startswith("Sample")]
-    out = []
-    for wm, fm, wn, fn in warp_tilings(bmt, cwt):
-        new = sketch
-        for inst, dec in zip(samples, old[:2] + [[wm, fm], [wn, fn]] + old[3:]):
-            new = new.with_decision(inst, [int(v) for v in dec] if hasattr(dec, "__len__") else dec,
+    return [with_decisions(sketch, old[:2] + [[wm, fm], [wn, fn]] + old[4:])
+            for wm, fm, wn, fn in warp_tilings(bmt, cwt)]
+
+
+def with_decisions(sketch_trace, decisions: list):
+    """A sketch's trace with these sample decisions, in the order of its sample instructions."""
+    samples = [inst for inst in sketch_trace.insts if inst.kind.name.startswith("Sample")]
+    if len(samples) != len(decisions):
+        raise ValueError(f"{len(samples)} sample instructions, {len(decisions)} decisions")
+    trace = sketch_trace
+    for inst, dec in zip(samples, decisions):
+        trace = trace.with_decision(inst, [int(v) for v in dec] if hasattr(dec, "__len__") else dec,
                                     remove_postproc=True)
-        out.append(new)
-    return out
+    return trace
 
 
 def bind_warp(sch: tvm.s_tir.Schedule, wm_, wn_) -> None:
