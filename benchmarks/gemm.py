@@ -34,8 +34,9 @@ def measured_trials(work: Path) -> int:
 
 
 def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, workers: int, log: Callable = print,
-         batch_size: int = 64, seed: int = 0) -> int:
-    """Measure candidates until the work database holds `trials` of them; returns how many this call measured."""
+         batch_size: int = 64, seed: int = 0, fragment_pipeline=None) -> int:
+    """Measure candidates until the work database holds `trials` of them; returns how many this call measured.
+    fragment_pipeline: cuda_gemm's sketch choice (default cuda_gemm.FRAGMENT_PIPELINE)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
     from schedules import cuda_gemm, cuda_space, targets  # noqa: PLC0415
@@ -53,7 +54,8 @@ def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, wor
                 builder=cuda_space.builder(target_name, workers), runner=cuda_space.runner(),
                 database=dbm.open_json_db(work, create=True), cost_model="xgb",
                 strategy=ms.search_strategy.EvolutionarySearch(population_size=512, init_min_unmeasured=50),
-                space=cuda_gemm.design_space(target_name), num_tuning_cores=workers, seed=seed)
+                space=cuda_gemm.design_space(target_name, fragment_pipeline or cuda_gemm.FRAGMENT_PIPELINE),
+                num_tuning_cores=workers, seed=seed)
     return measured_trials(work) - done
 
 

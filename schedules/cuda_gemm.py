@@ -13,7 +13,8 @@ half2 / bfloat162 (cuda_registers' P store).
     C = cast(accumulators) from registers
 
 Sampled knobs: row tiles [blocks, WM, FM <= 4], column tiles [blocks, WN, FN <= 8], K tiles [KO, KI <= 4] (16 each),
-A/B fetch vector widths; sketches: 2, 3 or 4 pipeline stages. Not done (so not claimed): block rasterization for
+A/B fetch vector widths; sketches: 2, 3 or 4 pipeline stages, and (opt-in, FRAGMENT_PIPELINE) the A/B fragments
+double-buffered in registers across the k-steps. Not done (so not claimed): block rasterization for
 L2 reuse, a k-split, Hopper's wgmma/TMA (TVM 0.27 has no intrinsics for them; mma.sync is what the space uses on
 sm_90 too).
 """
@@ -28,24 +29,36 @@ from .tensor_intrin import intrin_group
 STAGES = (2, 3, 4)
 
 
-def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=STAGES) -> list:
-    """One sketch per pipeline depth."""
+# The fragment pipeline (register double buffer of the A/B fragments, _schedule) is opt-in: on 4096^3 fp16 (H100,
+# 2026-11-26, 192 trials with both forms in the space) its best candidate ran 485.4 us against 408.7 us without it
+# (results/h100/gemm-records-fragment-pipeline-2026-11-26.txt): nvcc already schedules the unrolled k-steps' ldmatrix
+# ahead of their mma, and the second fragment buffer costs registers.
+FRAGMENT_PIPELINE = (False,)
+
+
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=STAGES,
+             fragment_pipeline=FRAGMENT_PIPELINE) -> list:
+    """One sketch per pipeline depth and fragment_pipeline choice (False, True or both)."""
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     if m % 16 or n % 16 or k % 16:
         raise UnsupportedShapeError(f"the plain GEMM path takes M, N, K multiples of 16 (got {m}, {n}, {k})")
-    return [_schedule(sch.copy(), stages) for stages in stage_options]
+    return [_schedule(sch.copy(), stages, frag) for stages in stage_options for frag in fragment_pipeline]
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = False) -> tvm.s_tir.Schedule:
     dtype = str(next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A"))
     names = intrin_group(dtype, cuda_space._is_trans_b(sch), SMEM)
     b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, sch.get_sblock("S"))
     i_f = sch.sample_perfect_tile(i, n=3, max_innermost_factor=4)   # [blocks, WM, FM]
     j_f = sch.sample_perfect_tile(j, n=3, max_innermost_factor=8)   # [blocks, WN, FN]
-    k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)  # [KO, KI]
+    if fragment_pipeline:  # KI even (>= 2): the register pipeline needs a next k-step inside every k-tile
+        kk, k_pair = sch.split(kk, factors=[None, 2])
+    k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)  # [KO, KI] (KI in pairs with fragment_pipeline)
     bi, wm, fm = sch.split(i, factors=i_f)
     bj, wn, fn = sch.split(j, factors=j_f)
     ko, ki = sch.split(kk, factors=k_f)
+    if fragment_pipeline:
+        ki = sch.fuse(ki, k_pair)
     sch.reorder(b0, b1, bi, bj, wm, wn, ko, ki, fm, fn)
     bx = sch.fuse(b0, b1, bi, bj)
     sch.bind(bx, "blockIdx.x")
@@ -84,16 +97,26 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int) -> tvm.s_tir.Schedule:
     cuda_space.tensorize_fragments(sch, a_w, b_w, (s_outer, ("write", 0)), loop_a, loop_b, s_inner, init_inner,
                                    names)
     # [A->shared, B->shared, ldmatrix+mma]: the copies of k-tile t+stages-1 overlap the mma of k-tile t
-    sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
-    sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+    if fragment_pipeline:
+        # [ldmatrix A, ldmatrix B, mma] of k-step ki+1 / ki: the next fragments load into a second register buffer
+        # while this k-step's mma runs, so the tensor cores do not wait on shared memory at every step. The inner
+        # pipeline is injected first; the k-tile's body is then [A->shared, B->shared, prologue (ldmatrix of the
+        # first k-step), pipelined ki loop, epilogue (last mma)], and all three read the k-tile's shared memory
+        sch.annotate(ki, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ki, "software_pipeline_order", [0, 1, 2])
+        sch.annotate(ko, "software_pipeline_stage", [0, 0] + [stages - 1] * 3)
+        sch.annotate(ko, "software_pipeline_order", [0, 1, 2, 3, 4])
+    else:
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
+        sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
     sch.annotate(ko, "software_pipeline_async_stages", [0])
     return sch
 
 
-def design_space(target_name: str):
+def design_space(target_name: str, fragment_pipeline=FRAGMENT_PIPELINE):
     """The plain GEMM's Meta-Schedule space (the fused op's postprocessors and mutators)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     target_name = cuda_space.targets.resolve(target_name)
     return ms.space_generator.ScheduleFn(
-        lambda s: schedule(s, target_name), sch_rules=[], postprocs=cuda_space.postprocs(target_name),
+        lambda s: schedule(s, target_name, fragment_pipeline=fragment_pipeline), sch_rules=[], postprocs=cuda_space.postprocs(target_name),
         mutator_probs=cuda_space.mutator_probs())

@@ -25,6 +25,9 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=256, help="trial budget of the work database (default 256)")
     ap.add_argument("--work", default=None, help="tuning work directory (default build/gemm/<target>-<M>x<N>x<K>-<dtype>)")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--fragment-pipeline", choices=["off", "on", "both"], default="off",
+                    help="sketches with the A/B fragments double-buffered in registers: off (default; measured slower "
+                         "on the H100), on, or both (an A/B inside one tuning run)")
     ap.add_argument("--out", required=True, help="results JSON (a .md table is written beside it)")
     args = ap.parse_args(argv)
     if any(s % 16 for s in args.size):
@@ -37,7 +40,8 @@ def main(argv=None) -> int:
     work = Path(args.work or f"build/gemm/{target}-{'x'.join(map(str, size))}-{args.dtype}")
     from benchmarks import gemm  # noqa: PLC0415
     if args.trials > 0:
-        gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2)
+        frag = {"off": (False,), "on": (True,), "both": (False, True)}[args.fragment_pipeline]
+        gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2, fragment_pipeline=frag)
     result = gemm.bench(size, args.dtype, target, work, args.reps)
     out = Path(args.out)
     gemm.save(result, out)
