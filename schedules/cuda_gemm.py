@@ -118,5 +118,5 @@ def design_space(target_name: str, fragment_pipeline=FRAGMENT_PIPELINE):
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     target_name = cuda_space.targets.resolve(target_name)
     return ms.space_generator.ScheduleFn(
-        lambda s: schedule(s, target_name, fragment_pipeline=fragment_pipeline), sch_rules=[], postprocs=cuda_space.postprocs(target_name),
-        mutator_probs=cuda_space.mutator_probs())
+        lambda s: schedule(s, target_name, fragment_pipeline=fragment_pipeline), sch_rules=[],
+        postprocs=cuda_space.postprocs(target_name), mutator_probs=cuda_space.mutator_probs())

@@ -75,8 +75,8 @@ def test_gemm_space_leaves_the_fragment_pipeline_out_unless_asked():
     mod = tvm.IRModule({"main": gemm_func(64, 64, 64)})
     assert len(cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90")) == len(cuda_gemm.STAGES)
     both = cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90", fragment_pipeline=(False, True))
-    pipelined = [sum(i.kind.name == "Annotate" and "software_pipeline_stage" in str(i.attrs) for i in s.trace.insts) == 2
-                 for s in both]
+    pipelined = [sum(i.kind.name == "Annotate" and "software_pipeline_stage" in str(i.attrs)
+                     for i in s.trace.insts) == 2 for s in both]
     assert pipelined == [False, True] * len(cuda_gemm.STAGES)
 
 
