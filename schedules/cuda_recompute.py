@@ -55,6 +55,7 @@ from .tensor_intrin import intrin_group
 
 CHUNK_STAGES = (2, 3)
 TWO_SWEEP_CHUNK = 64  # CW of the two-sweep form's chunk statistics (the three-sweep W3 winners' chunk width)
+TWO_SWEEP_STAT_COLS = 32  # its statistics' column groups: 2 warp columns of 32 (the three-sweep W3 winners' tiling)
 
 
 def is_recompute_form(sch: tvm.s_tir.Schedule) -> bool:
@@ -442,19 +443,21 @@ def is_two_sweep_form(sch: tvm.s_tir.Schedule) -> bool:
 
 
 def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -> tvm.s_tir.Schedule:
-    """Sweep 1: S chunk on tensor cores -> the lane's chunk (max, sum) in registers -> the lane's running pair (the
-    online reducer, rfactor over the 4 quad lanes); combine one thread a row; sweep 2: S_p chunk -> P, half2 stores.
-    One warp column (WN = 1): a warp holds all CW columns of its rows, so a lane's chunk statistics are its own."""
+    """Sweep 1: S chunk on tensor cores -> the lane's (max, sum) of each of its column groups in the chunk, in
+    registers -> the lane's running pairs (the online reducer, rfactor over the (group, quad lane) pairs); combine
+    one thread a row; sweep 2: S_p chunk -> P, half2 stores. Warp columns:
+    the template's column groups (stat_cols; WN = CW / G, FN = G / 16), so each warp's statistics are over its own
+    fragments."""
     from . import online_softmax  # noqa: PLC0415
     online_softmax.register()
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A_pad")
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
     part_buf = next(b for b in sch.mod["main"].body.block.alloc_buffers if b.name == "part_max")
-    n_chunks = int(part_buf.shape[3])
+    n_chunks, wn_n = int(part_buf.shape[3]), int(part_buf.shape[4]) // 4
 
     p_blk = sch.get_sblock("P")
     b0, b1, i, j = sch.get_loops(p_blk)
-    fn_n = int(sch.get(j).extent) // n_chunks // 16  # CW / 16 fragments a warp
+    fn_n = int(sch.get(j).extent) // n_chunks // wn_n // 16  # G / 16 fragments a warp
     i16, i_in = sch.split(i, factors=[None, 16])
     grp_rv, bmt_rv = sch.sample_perfect_tile(i16, n=2, max_innermost_factor=16)
     i_grp, i_bmt = sch.split(i16, factors=[grp_rv, bmt_rv])
@@ -468,9 +471,19 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -
         return sch.get_loops(block)[-len(sch.get(block).iter_vars):]
 
     def all_threads(loop):
-        _, ry, rx = sch.split(loop, factors=[None, wm_rv, 32])
-        sch.bind(ry, "threadIdx.y")
+        _, ry_m, ry_n, rx = sch.split(loop, factors=[None, wm_rv, wn_n, 32])
+        bind_warp(sch, ry_m, ry_n)
         sch.bind(rx, "threadIdx.x")
+
+    def own_pairs(gq, i_):
+        """A (group x quad lane, row) nest of the lanes' pairs -> bound like the fragments it reads; returns the
+        row loop ih (the lane's rows below it)."""
+        wn_, q_ = sch.split(gq, factors=[wn_n, 4])
+        wm_, ti_, ih_, il_ = rows(i_)
+        sch.reorder(wm_, wn_, il_, q_, ti_, ih_)
+        bind_warp(sch, wm_, wn_)
+        sch.bind(sch.fuse(il_, q_), "threadIdx.x")
+        return ih_
 
     def stat_local(consumer, name, at):
         blk = sch.get(consumer)
@@ -479,11 +492,11 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -
 
     # ---- P: blockIdx over (b0, b1, row group); the sweep-2 chunk loop; the lane's own fragment elements
     grp, wm_, ti_, ih_, il_ = rows(i, outer=True)
-    c_p, fn_, jh_, jm_, jl_ = sch.split(j, factors=[n_chunks, fn_n, 2, 4, 2])
-    sch.reorder(grp, c_p, wm_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
+    c_p, wn_, fn_, jh_, jm_, jl_ = sch.split(j, factors=[n_chunks, wn_n, fn_n, 2, 4, 2])
+    sch.reorder(grp, c_p, wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
     bx = sch.fuse(b0, b1, grp)
     sch.bind(bx, "blockIdx.x")
-    sch.bind(wm_, "threadIdx.y")
+    bind_warp(sch, wm_, wn_)
     sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
     stat_local(p_blk, "row_max", ih_)
     stat_local(p_blk, "row_sum", ih_)
@@ -491,31 +504,25 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -
     sch.compute_at(sch.cache_read(p_blk, s_idx, "local", consumer_blocks=[p_blk]), jh_)  # see _schedule
     sch.vectorize(jl_)
 
-    # ---- statistics: the online reducer rfactored over the quad lane q; its chunk loop the partial's reduction loop
+    # ---- statistics: the online reducer rfactored over the pairs gq; its chunk loop the partial's reduction loop
     stats = sch.get_sblock("row_stats")
-    _, _, _, c_s, q_s = sch.get_loops(stats)
-    rf = sch.rfactor(q_s, factor_axis=3)
+    _, _, _, c_s, gq_s = sch.get_loops(stats)
+    rf = sch.rfactor(gq_s, factor_axis=3)
     sch.compute_at(stats, bx, preserve_unit_loops=True)
     sch.compute_at(rf, bx, preserve_unit_loops=True)
     for idx in (0, 1):
         sch.set_scope(rf, idx, SMEM)
     accs = [sch.cache_write(rf, idx, "local") for idx in (0, 1)]
-    q_, _, _, i_, c_ = iter_loops(rf)
-    sch.reorder(c_, q_, i_)
-    wm_, ti_, ih_, il_ = rows(i_)
-    sch.reorder(wm_, il_, q_, ti_, ih_)
-    sch.bind(wm_, "threadIdx.y")
-    sch.bind(sch.fuse(il_, q_), "threadIdx.x")
+    gq_, _, _, i_, c_ = iter_loops(rf)
+    sch.reorder(c_, gq_, i_)
+    own_pairs(gq_, i_)
     sweep1 = c_
     sch.decompose_reduction(rf, c_)
-    for acc in accs:  # the write-back of the lane's pair, by the owning lane
-        _, _, i_, q_ = sch.get_loops(acc)[-4:]
-        sch.reorder(q_, i_)
-        wm_, ti_, ih_, il_ = rows(i_)
-        sch.reorder(wm_, il_, q_, ti_, ih_)
-        sch.bind(wm_, "threadIdx.y")
-        sch.bind(sch.fuse(il_, q_), "threadIdx.x")
-    # the combine: one thread a row over the 4 lane pairs
+    for acc in accs:  # the write-back of the lane's pairs, by the owning lane
+        _, _, i_, gq_ = sch.get_loops(acc)[-4:]
+        sch.reorder(gq_, i_)
+        own_pairs(gq_, i_)
+    # the combine: one thread a row over the 4 x WN lane pairs
     red, _, _, i_ = iter_loops(stats)
     sch.reorder(i_, red)
     all_threads(i_)
@@ -523,19 +530,20 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -
         sch.set_scope(stats, idx, SMEM)
         all_threads(sch.get_loops(sch.cache_write(stats, idx, "local"))[-1])
 
-    # ---- the lane's chunk (max, sum): computed in sweep 1 from the fragments, kept in registers
+    # ---- the lane's chunk (max, sum) of each of its groups: computed in sweep 1 from the fragments, in registers
     for name in ("part_sum", "part_max"):
         blk = sch.get_sblock(name)
         sch.compute_at(blk, sweep1, preserve_unit_loops=True)
-        _, _, i_, _, q_, r_, jl_ = iter_loops(blk)
+        _, _, i_, _, gq_, r_, jl_ = iter_loops(blk)
+        wn_, q_ = sch.split(gq_, factors=[wn_n, 4])
         wm_, ti_, ih_, il_ = rows(i_)
-        sch.reorder(wm_, il_, q_, ti_, ih_, r_, jl_)
-        sch.bind(wm_, "threadIdx.y")
+        sch.reorder(wm_, wn_, il_, q_, ti_, ih_, r_, jl_)
+        bind_warp(sch, wm_, wn_)
         sch.bind(sch.fuse(il_, q_), "threadIdx.x")
         sch.set_scope(blk, 0, "local")
         sch.decompose_reduction(blk, r_)  # its init inside the sweep, not hoisted out of the pipelined loop
 
-    # ---- the two GEMMs, each at its sweep's chunk loop: [WM, FM] x [1, FN] fragments, k tiles
+    # ---- the two GEMMs, each at its sweep's chunk loop: [WM, FM] x [WN, FN] fragments, k tiles
     k_f = None
     gemms = []
     for s_name, c_ in (("S", sweep1), ("S_p", c_p)):
@@ -543,11 +551,12 @@ def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -
         if k_f is None:
             k_f = sch.sample_perfect_tile(k_, n=2, max_innermost_factor=4)
         wm_, fm_ = sch.split(i_, factors=[wm_rv, fm_rv])
+        wn_, fn_ = sch.split(j_, factors=[wn_n, fn_n])
         ko, ki = sch.split(k_, factors=k_f)
-        sch.reorder(wm_, ko, ki, fm_, j_)
-        sch.bind(wm_, "threadIdx.y")
+        sch.reorder(wm_, wn_, ko, ki, fm_, fn_)
+        bind_warp(sch, wm_, wn_)
         sch.annotate(s_outer, "warp_execution", 1)
         gemms.append((s_name, s_outer, s_inner, c_, ko, ki))
 
-    _tensorize_and_pipeline(sch, gemms, bx, names, stages, wm_rv if resident_a else None)
+    _tensorize_and_pipeline(sch, gemms, bx, names, stages, wm_rv if resident_a else None, warps=(wm_rv, wn_n))
     return sch

@@ -160,10 +160,11 @@ def test_generic_causal_shapes(dtype, m, n):
 
 # ----------------------------------------------------------------------------- tensor-core space
 def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False,
-                      recompute_chunk=0, accept=None):
+                      recompute_chunk=0, accept=None, stat_cols=0):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
     postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels), with
-    recompute: its recompute form; accept: a test of a sampled schedule's decisions (list, in trace order)."""
+    recompute: its recompute form (stat_cols: the two-sweep form's column groups); accept: a test of a sampled
+    schedule's decisions (list, in trace order)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from schedules import cuda_space  # noqa: PLC0415
@@ -171,8 +172,8 @@ def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=No
     # long rows: the split-N form (not for the recompute forms, whose template takes a chunk only for the two-sweep
     # form's chunk statistics: recompute_chunk)
     chunk = recompute_chunk if recompute else cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
-    func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute).with_attr("global_symbol",
-                                                                                                  "main")
+    func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute,
+                       stat_cols=stat_cols).with_attr("global_symbol", "main")
     mod = tvm.IRModule({"main": func})
     generator = cuda_space.design_space(ARCH) if space is None else ms.space_generator.ScheduleFn(
         space, sch_rules=[], postprocs=cuda_space.postprocs(ARCH), mutator_probs={})
@@ -180,7 +181,7 @@ def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=No
                          space_generator=generator)
     sketches = ctx.generate_design_space()
     rt_mod = tvm.IRModule({"main": runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, chunk=chunk, pad=pad,
-                                                recompute=recompute)})
+                                                recompute=recompute, stat_cols=stat_cols)})
     out = []
     for seed in range(1, seeds + 1):
         sch = tvm.s_tir.Schedule(mod, seed=seed)

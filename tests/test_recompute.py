@@ -43,7 +43,8 @@ WORKER = textwrap.dedent(r'''
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                              space_generator=cuda_space.design_space(arch))
         out.append({"arch": arch, "spec": spec,
-                    **sample_and_build(ctx, mod, wl, arch, seeds, pad=form.pad, recompute=True, chunk=form.chunk)})
+                    **sample_and_build(ctx, mod, wl, arch, seeds, pad=form.pad, recompute=True, chunk=form.chunk,
+                                     stat_cols=form.stat_cols)})
     print("RESULT" + json.dumps(out))
 ''')
 
@@ -299,6 +300,7 @@ def test_recompute_sketch_numerics(dtype, case, form):
     assert pad is not None
     for rt in g._space_candidates(variant, shape, c["scale"], count=2, pad=pad, recompute=True,
                                   recompute_chunk=cuda_recompute.TWO_SWEEP_CHUNK if two_sweeps else 0,
+                                  stat_cols=cuda_recompute.TWO_SWEEP_STAT_COLS if two_sweeps else 0,
                                   space=lambda s: cuda_recompute.schedule(s, g.ARCH, staged_p=staged,
                                                                           resident_a=resident), accept=accept):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)

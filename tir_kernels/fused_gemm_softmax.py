@@ -38,7 +38,7 @@ def _strides(name: str, n: int):
 
 
 def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2,
-              chunk: int = 0, pad: Optional[tuple] = None, recompute: bool = False):
+              chunk: int = 0, pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
     bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'.
     pad: (Mp, Np, Kp) for the padded form (_padded), else None."""
@@ -136,7 +136,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
     if pad:
         return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
-                                           logit, recompute, chunk), variant)
+                                           logit, recompute, chunk, stat_cols), variant)
     if recompute:
         raise ValueError("the recompute form is a padded form: give pad=(Mp, Np, Kp)")
     if not chunk:
@@ -230,7 +230,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
 
 def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit,
-            recompute: bool = False, chunk: int = 0):
+            recompute: bool = False, chunk: int = 0, stat_cols: int = 0):
     """The padded form: every block iterates over (Mp, Np, Kp), multiples of the register sketches' tiles, so their
     splits are perfect and no predicate reaches a reduction (schedules/cuda_registers: why that matters).
     A/B are read through zero-filled "A_pad"/"Bm_pad" blocks (the names and meaning pad_einsum gives them, so a
@@ -387,17 +387,21 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                         / row_sum[v0, v1, vi], T.float32(0)), dt)
 
     # The two-sweep recompute form (recompute with chunk=CW): FlashAttention's statistics. Sweep 1 computes, per row,
-    # chunk c of CW columns and quad lane q (the columns an mma lane holds: (j // 2) % 4), the plain max and the sum of
-    # exp(logit - that max) ("part_max", "part_sum": one exp an element), and folds the (max, sum) pairs into the
-    # row's with the online-softmax reducer ("row_stats", schedules/online_softmax.py registers it so rfactor takes
-    # it: one rescale a chunk and row, not an element). Sweep 2 ("S_p", "P") as in the three-sweep form.
+    # chunk c of CW columns, column group g of G = stat_cols columns (G = CW unless asked) and quad lane q (the columns
+    # an mma lane holds: (j // 2) % 4), the plain max and the sum of exp(logit - that max) ("part_max", "part_sum":
+    # one exp an element), and folds the (max, sum) pairs into the row's with the online-softmax reducer ("row_stats",
+    # schedules/online_softmax.py registers it so rfactor takes it: one rescale a pair, not an element). Sweep 2
+    # ("S_p", "P") as in the three-sweep form. The pairs are indexed by gq = g * 4 + q (schedules/cuda_recompute binds g to the warp
+    # columns, each warp owning its own groups' statistics).
     CW = int(chunk)
-    if recompute and CW and (Np % CW or CW % 8):
-        raise ValueError(f"the two-sweep recompute form needs CW | Np and 8 | CW (Np={Np}, chunk={CW})")
-    C, R = (Np // CW, CW // 8) if CW else (1, 1)
+    G = int(stat_cols) or CW
+    if recompute and CW and (Np % CW or CW % G or G % 8):
+        raise ValueError(f"the two-sweep recompute form needs CW | Np, G | CW and 8 | G (Np={Np}, chunk={CW}, "
+                         f"stat_cols={G})")
+    C, QG, R = (Np // CW, 4 * (CW // G), G // 8) if CW else (1, 4, 1)
 
-    def chunk_col(c, q, r, jl):  # column of element (r, jl) of lane q in chunk c
-        return c * CW + r * 8 + q * 2 + jl
+    def chunk_col(c, gq, r, jl):  # column of element (r, jl) of pair gq (group gq // 4, lane gq % 4) in chunk c
+        return c * CW + (gq // 4) * G + r * 8 + (gq % 4) * 2 + jl
 
     def chunk_logit(S, scale, v0, v1, vi, c, q, r, jl):
         """The masked logit of element (r, jl) of lane q in chunk c, as S * scale + (0 or -inf): the S read sits in no
@@ -423,8 +427,8 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
         S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
         S_p = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
-        part_max = T.sblock_alloc_buffer((B0, B1, Mp, C, 4), "float32")
-        part_sum = T.sblock_alloc_buffer((B0, B1, Mp, C, 4), "float32")
+        part_max = T.sblock_alloc_buffer((B0, B1, Mp, C, QG), "float32")
+        part_sum = T.sblock_alloc_buffer((B0, B1, Mp, C, QG), "float32")
         row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
         row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
         for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
@@ -442,21 +446,21 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                     S[v0, v1, vi, vj] = T.float32(0)
                 S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
                     bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
-        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, 4, R, 2):
+        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, QG, R, 2):
             with T.sblock("part_max"):
                 v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
                 with T.init():
                     part_max[v0, v1, vi, vc, vq] = T.min_value("float32")
                 part_max[v0, v1, vi, vc, vq] = T.max(part_max[v0, v1, vi, vc, vq],
                                                      chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl))
-        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, 4, R, 2):
+        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, QG, R, 2):
             with T.sblock("part_sum"):
                 v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
                 with T.init():
                     part_sum[v0, v1, vi, vc, vq] = T.float32(0)
                 part_sum[v0, v1, vi, vc, vq] = part_sum[v0, v1, vi, vc, vq] + T.exp(
                     chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl) - part_max[v0, v1, vi, vc, vq])
-        for b0, b1, i, c, q in T.grid(B0, B1, Mp, C, 4):
+        for b0, b1, i, c, q in T.grid(B0, B1, Mp, C, QG):
             with T.sblock("row_stats"):
                 v0, v1, vi, vc, vq = T.axis.remap("SSSRR", [b0, b1, i, c, q])
                 with T.init():
@@ -504,7 +508,7 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
                  align: int = 2, any_batch: bool = False, chunk: int = 0,
                  pad: Optional[tuple] = None, recompute: bool = False,
-                 fixed_batch: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
+                 fixed_batch: Optional[tuple] = None, stat_cols: int = 0) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
@@ -522,7 +526,8 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     chunk: 0 for the one-pass form; CW > 0 for the long-row (split-N) form with chunks of CW columns
     (schedules/cuda_split_n; N must be static).
     pad: (Mp, Np, Kp) for the padded form (_padded: static M, N, K, no bias or mask), else None.
-    recompute: with pad, the recompute form (_padded; schedules/cuda_recompute).
+    recompute: with pad, the recompute form (_padded; schedules/cuda_recompute); with chunk too, its two-sweep form,
+    whose chunk statistics are per group of stat_cols columns (0: the chunk).
     """
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
@@ -534,17 +539,19 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     else:
         sizes = shape.sizes
     return _template(variant, sizes, strided=True, align=align, chunk=chunk, pad=pad,
-                     recompute=recompute).with_attr("global_symbol", name)
+                     recompute=recompute, stat_cols=stat_cols).with_attr("global_symbol", name)
 
 
 def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: int = 0,
-                pad: Optional[tuple] = None, recompute: bool = False) -> tvm.tirx.PrimFunc:
-    """The kernel as Meta-Schedule measures it (see the module docstring); chunk, pad, recompute as in runtime_func."""
+                pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0) -> tvm.tirx.PrimFunc:
+    """The kernel as Meta-Schedule measures it (see the module docstring); chunk, pad, recompute, stat_cols as in
+    runtime_func."""
     bcast = {"a": tuple(s == 0 for s in shape.a_strides[:2]) + (False, False),
              "b": tuple(s == 0 for s in shape.b_strides[:2]) + (False, False)}
     if shape.bias_strides is not None:
         bcast["bias"] = tuple(s == 0 for s in shape.bias_strides)
     if shape.mask_strides is not None:
         bcast["mask"] = tuple(s == 0 for s in shape.mask_strides)
-    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk, pad=pad, recompute=recompute)
+    func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk, pad=pad, recompute=recompute,
+                     stat_cols=stat_cols)
     return func.specialize({func.params[-1]: tvm.tirx.FloatImm("float32", float(scale))})

@@ -92,6 +92,7 @@ def _on_runtime_func(trace, wl, target: str, form: Form, any_batch: bool, fixed_
     align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
     sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
                                           chunk=form.chunk, pad=form.pad, recompute=form.recompute,
+                                          stat_cols=form.stat_cols,
                                           fixed_batch=fixed_batch))
     trace.apply_to_schedule(sch, remove_postproc=False)
     return sch

@@ -59,6 +59,7 @@ class Form:
     chunk: int = 0
     pad: Optional[tuple] = None
     recompute: bool = False
+    stat_cols: int = 0  # the two-sweep form's column groups of chunk statistics (0: the chunk)
 
 
 def forms(workload: Workload, target_name: Optional[str] = None) -> list:
@@ -82,7 +83,8 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
         pad = cuda_recompute.padded_sizes(workload.variant, m, n, k)
         if pad is not None:
             out.append(Form("recompute", 0, pad, recompute=True))
-            out.append(Form("recompute2", cuda_recompute.TWO_SWEEP_CHUNK, pad, recompute=True))
+            out.append(Form("recompute2", cuda_recompute.TWO_SWEEP_CHUNK, pad, recompute=True,
+                            stat_cols=cuda_recompute.TWO_SWEEP_STAT_COLS))
     return out
 
 
@@ -119,7 +121,7 @@ def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: boo
 
 def form_module(workload: Workload, form: Form) -> tvm.IRModule:
     func = tuning_func(workload.variant, workload.canonical, workload.scale, chunk=form.chunk, pad=form.pad,
-                       recompute=form.recompute)
+                       recompute=form.recompute, stat_cols=form.stat_cols)
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
