@@ -117,7 +117,7 @@ def p_vector_width(n: int) -> int:
 # (FM = FN = 2) while it never changes within a block. The load loop is bound to threadIdx.y (the warp row) only, so
 # the warps of every column (threadIdx.z, bind_warp) run it, each filling its own registers: a copy a warp column,
 # which a TIR block could not express with the warp index fused into one axis. FN <= 8.
-# The two-sweep form keeps one warp column (its lane's chunk statistics span the chunk's columns).
+# The two-sweep form has TWO_SWEEP_STAT_COLS-wide warp columns (its statistics are per column group: _schedule2).
 # Measured (H200, 2026-11-26, results/h200): the best W3 fp16 records re-tiled as resident (same BM, CW and other
 # decisions): 0.80-1.05x; after ~250 more trials with these sketches in the space the best kernels are resident in
 # both dtypes: fp16 782.5 -> 759.8 us (BM 96, CW 64, 6 warps of 16 rows), bf16 817.0 -> 757.4 us (BM 64, 4 warps).
@@ -379,9 +379,12 @@ def _fetch(sch: tvm.s_tir.Schedule, blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The two-sweep form (tir_kernels: recompute=True with chunk=CW); opt-in (tune.py --two-sweep-form / --forms). On the
-# H100 (2026-11-25): numerics pass in both dtypes, memcheck clean; at W3 fp16 its best after ~470 trials is 900.7 us
-# against the three-sweep form's 845.4 (results/h100/README.md).
+# The two-sweep form (tir_kernels: recompute=True with chunk=CW, stat_cols=G); opt-in (tune.py --two-sweep-form /
+# --forms). On the H100: numerics pass in both dtypes, memcheck and racecheck clean. At W3 fp16, with one warp column
+# (2026-11-25) its best after ~470 trials was 900.7 us against the three-sweep form's 845.4; with two of 32 columns
+# (2026-11-26) 763.8 us after ~500 trials, benched at parity with the three-sweep kernel (761-764 against 751-757 us):
+# a third less tensor-core work, but sweep 1's per-pair combine adds exps (ncu: XU 40.6 % against 33.8 %) and its
+# 120 registers leave 16 warps an SM (results/h100/README.md).
 def _gemm_at(sch: tvm.s_tir.Schedule, s_name: str, c_):
     """A GEMM block of S at chunk loop `c_`, its (i, j, k) loops split by 16 and the 16x16x16 inner block, which
     mma.sync matches, blockized. Returns (i, j, k, outer block, inner block) (both recompute forms)."""

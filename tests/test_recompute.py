@@ -93,6 +93,12 @@ def test_recompute_template_form_needs_padded_sizes():
     wl = parse("whisper-enc")
     with pytest.raises(ValueError, match="pad="):
         tuning_func(wl.variant, wl.canonical, wl.scale, recompute=True)
+    pad = (1536, 1536, 64)
+    with pytest.raises(ValueError, match=re.escape("G | CW")):  # two-sweep statistics' column groups must tile the chunk
+        tuning_func(wl.variant, wl.canonical, wl.scale, chunk=64, pad=pad, recompute=True, stat_cols=24)
+    part = next(b for b in tuning_func(wl.variant, wl.canonical, wl.scale, chunk=64, pad=pad, recompute=True,
+                                       stat_cols=32).body.block.alloc_buffers if b.name == "part_max")
+    assert [int(x) for x in part.shape[3:]] == [1536 // 64, 2 * 4]  # (chunks, column groups x quad lanes)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +118,7 @@ def codegen_two_sweeps(tmp_path_factory):
 @pytest.mark.parametrize("arch, dtype, spec", CODEGEN)
 def test_two_sweep_sketches_build(codegen_two_sweeps, arch, dtype, spec):
     """The two-sweep form (S twice, FlashAttention's online statistics): valid, builds, two accumulators in the
-    lanes' registers, the chunk statistics in registers, P two elements a store where N is even."""
+    lanes' registers, the chunk statistics in registers, two warp columns, P two elements a store where N is even."""
     r = codegen_two_sweeps[spec]
     assert r["sketches"] == 4  # one per pipeline depth x A's fragments loaded per k tile or once a block
     assert r["valid"] >= VALID_FLOOR * r["seeds"], f"{r['valid']}/{r['seeds']} valid"
@@ -125,6 +131,7 @@ def test_two_sweep_sketches_build(codegen_two_sweeps, arch, dtype, spec):
             decl = next(ln for ln in src.splitlines() if f" {name}[" in ln and "alignas" in ln)
             assert int(decl.split("[")[1].split("]")[0]) <= 64, decl
         assert "part_max_local_ptr[" in src and "part_sum_local_ptr[" in src
+        assert "threadIdx.z" in src  # warp columns: CW / TWO_SWEEP_STAT_COLS = 2 of them
         # resident A (sketches 2, 3): one register array for both sweeps; else one a sweep at least (the pipelined
         # chunk loop's prologue has its own)
         assert (_a_fragment_buffers(src) == 1) == (b["sketch"] >= 2)
