@@ -92,8 +92,9 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
 # (2026-11-25, results/h100/README.md): at W3 (N = 1500) it won in both dtypes once its P stores were half2
 # (935.8 us fp16 and 923.4 us bf16 after ~260 trials of it, against 1143.8 and 1157.6 us for the one-pass form
 # after 1024+). On W1 (N = 512) it lost: 152.3 us against the one-pass form's 121.9 after 256 trials of each
-# (results/h100/recompute-records-bert-large-f16-2026-11-25.txt); W2 (197) is not measured. Shorter rows keep one
-# form and all the trials.
+# (results/h100/recompute-records-bert-large-f16-2026-11-25.txt); on W2 (N = 197, 2026-11-26, with warp columns and
+# resident A) too: 34.3 us (two sweeps: 50.9) against 31.3 (results/h100/w2-recompute-records-2026-11-26.txt).
+# Shorter rows keep one form and all the trials.
 RECOMPUTE_AUTO_MIN_N = 1024
 
 
