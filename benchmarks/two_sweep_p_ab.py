@@ -1,10 +1,13 @@
 """A/B of two versions of the two-sweep recompute form at W3 (e.g. P = exp(x - max) / sum against
 P = exp(x - (max + log sum))), same sketches and decisions, each version built from its own checkout.
 
-  python -m benchmarks.two_sweep_p_ab build OUT_DIR LABEL [--dtype float16]   # in each checkout (nvcc; stub driver ok)
+  python -m benchmarks.two_sweep_p_ab build OUT_DIR LABEL [--dtype float16] [--max-registers R] [--stages S]
+                                                     # in each checkout (nvcc; stub driver ok)
   python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                        # on the GPU, once both are built
 build: each of DECISIONS on the resident-A sketches of both pipeline depths, exported to OUT_DIR/<LABEL>_<i>.so;
-OUT_DIR/pairs.json lists the kernels (kinds: the labels in build order; the time step compares the first two).
+OUT_DIR/pairs.json lists the kernels (kinds: the labels in build order; the time step times every kind and compares
+the first two). --max-registers: compiled with that register cap (schedules/cuda_build.MAX_REGISTERS_ATTR), e.g. to
+see whether more warps an SM help; --stages: only that pipeline depth.
 """
 from __future__ import annotations
 
@@ -20,11 +23,11 @@ DECISIONS = [[[48, 2], [1, 2], [4, 1], 0, 1, 1], [[48, 2], [1, 2], [4, 1], 0, 1,
              [[24, 4], [2, 2], [1, 4], 0, 1, 1], [[32, 3], [3, 1], [1, 4], 0, 1, 1]]
 
 
-def build(out_dir: Path, label: str, dtype: str) -> None:
+def build(out_dir: Path, label: str, dtype: str, max_registers: int = 0, stages_only: int = 0) -> None:
     import tvm  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_recompute, cuda_space, targets  # noqa: PLC0415
+    from schedules import cuda_build, cuda_recompute, cuda_space, targets  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
     from tuning_db.tuner import tuning_modules  # noqa: PLC0415
     arch = "sm_90"
@@ -40,14 +43,17 @@ def build(out_dir: Path, label: str, dtype: str) -> None:
         meta["kinds"].append(label)
     i = 0
     for decisions in DECISIONS:
-        for stages in cuda_recompute.CHUNK_STAGES:
+        for stages in [s_ for s_ in cuda_recompute.CHUNK_STAGES if stages_only in (0, s_)]:
             sketch = cuda_recompute._schedule2(tvm.s_tir.Schedule(mod), stages, resident_a=True).trace
             sch = tvm.s_tir.Schedule(mod)
             cuda_recompute.with_decisions(sketch, decisions).apply_to_schedule(sch, remove_postproc=True)
             if not all(p.apply(sch) for p in postprocs):
                 raise RuntimeError(f"{decisions} at {stages} stages: rejected by the postprocessors")
             name = f"{label}_{i}"
-            cuda_space.build(sch.mod, arch).export_library(str(out_dir / f"{name}.so"))
+            built = sch.mod
+            if max_registers:
+                built = tvm.IRModule({"main": built["main"].with_attr(cuda_build.MAX_REGISTERS_ATTR, max_registers)})
+            cuda_space.build(built, arch).export_library(str(out_dir / f"{name}.so"))
             if i >= len(meta["pairs"]):
                 meta["pairs"].append({"label": f"{decisions} stages {stages}", "stages": stages,
                                       "decisions": [str(d) for d in decisions]})
@@ -64,8 +70,10 @@ def main() -> None:
     b.add_argument("out_dir", type=Path)
     b.add_argument("label")
     b.add_argument("--dtype", default="float16")
+    b.add_argument("--max-registers", type=int, default=0)
+    b.add_argument("--stages", type=int, default=0)
     args = ap.parse_args()
-    build(args.out_dir, args.label, args.dtype)
+    build(args.out_dir, args.label, args.dtype, args.max_registers, args.stages)
 
 
 if __name__ == "__main__":
