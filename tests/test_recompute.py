@@ -94,7 +94,7 @@ def test_recompute_template_form_needs_padded_sizes():
     with pytest.raises(ValueError, match="pad="):
         tuning_func(wl.variant, wl.canonical, wl.scale, recompute=True)
     pad = (1536, 1536, 64)
-    with pytest.raises(ValueError, match=re.escape("G | CW")):  # two-sweep statistics' column groups must tile the chunk
+    with pytest.raises(ValueError, match=re.escape("G | CW")):  # the statistics' column groups must tile the chunk
         tuning_func(wl.variant, wl.canonical, wl.scale, chunk=64, pad=pad, recompute=True, stat_cols=24)
     part = next(b for b in tuning_func(wl.variant, wl.canonical, wl.scale, chunk=64, pad=pad, recompute=True,
                                        stat_cols=32).body.block.alloc_buffers if b.name == "part_max")

@@ -391,8 +391,8 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     # an mma lane holds: (j // 2) % 4), the plain max and the sum of exp(logit - that max) ("part_max", "part_sum":
     # one exp an element), and folds the (max, sum) pairs into the row's with the online-softmax reducer ("row_stats",
     # schedules/online_softmax.py registers it so rfactor takes it: one rescale a pair, not an element). Sweep 2
-    # ("S_p", "P") as in the three-sweep form. The pairs are indexed by gq = g * 4 + q (schedules/cuda_recompute binds g to the warp
-    # columns, each warp owning its own groups' statistics).
+    # ("S_p", "P") as in the three-sweep form. The pairs are indexed by gq = g * 4 + q (schedules/cuda_recompute binds
+    # g to the warp columns, each warp owning its own groups' statistics).
     CW = int(chunk)
     G = int(stat_cols) or CW
     if recompute and CW and (Np % CW or CW % G or G % 8):
