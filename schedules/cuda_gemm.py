@@ -7,16 +7,17 @@ padded rows, ldmatrix fragments (cuda_space.tile_fragment), mma.sync m16n8k16 in
 LowerWarpMemory turns into registers (cuda_space.tensorize_fragments), and C stored straight from the fragments as
 half2 / bfloat162 (cuda_registers' P store).
 
-    blockIdx.x = (block row, block column)      warps = WM x WN, each FM x FN 16x16 fragments
+    blockIdx.x = (row group, block column, block row in the group)    warps = WM x WN, each FM x FN 16x16 fragments
     for ko (software pipeline, `stages` deep, copies cp.async):  A, B k-tiles -> shared memory
         for ki: ldmatrix A, B fragments; mma.sync
     C = cast(accumulators) from registers
 
-Sampled knobs: row tiles [blocks, WM, FM <= 4], column tiles [blocks, WN, FN <= 8], K tiles [KO, KI <= 4] (16 each),
-A/B fetch vector widths; sketches: 2, 3 or 4 pipeline stages, and (opt-in, FRAGMENT_PIPELINE) the A/B fragments
-double-buffered in registers across the k-steps. Not done (so not claimed): block rasterization for
-L2 reuse, a k-split, Hopper's wgmma/TMA (TVM 0.27 has no intrinsics for them; mma.sync is what the space uses on
-sm_90 too).
+Sampled knobs: row tiles [row groups, R, WM, FM <= 4], column tiles [blocks, WN, FN <= 8], K tiles [KO, KI <= 4]
+(16 each), A/B fetch vector widths. R is the rasterization: the R block rows of a group walk the block columns
+together (Triton's GROUP_M), so that the blocks resident at once share A's row tiles and B's column tiles in L2;
+R = 1 is row-major block order, R = all block rows column-major. Sketches: 2, 3 or 4 pipeline stages, and (opt-in,
+FRAGMENT_PIPELINE) the A/B fragments double-buffered in registers across the k-steps. Not done (so not claimed): a
+k-split, Hopper's wgmma/TMA (TVM 0.27 has no intrinsics for them; mma.sync is what the space uses on sm_90 too).
 """
 from __future__ import annotations
 
@@ -49,22 +50,24 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = Fa
     dtype = str(next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A"))
     names = intrin_group(dtype, cuda_space._is_trans_b(sch), SMEM)
     b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, sch.get_sblock("S"))
-    i_f = sch.sample_perfect_tile(i, n=3, max_innermost_factor=4)   # [blocks, WM, FM]
+    # [row groups, R, WM, FM]: R block rows a rasterization group, a level of the perfect tile (not a categorical
+    # knob of its own) so that it always divides the block rows and MutateTileSize moves rows between it and the rest
+    i_f = sch.sample_perfect_tile(i, n=4, max_innermost_factor=4)
     j_f = sch.sample_perfect_tile(j, n=3, max_innermost_factor=8)   # [blocks, WN, FN]
     if fragment_pipeline:  # KI even (>= 2): the register pipeline needs a next k-step inside every k-tile
         kk, k_pair = sch.split(kk, factors=[None, 2])
     k_f = sch.sample_perfect_tile(kk, n=2, max_innermost_factor=4)  # [KO, KI] (KI in pairs with fragment_pipeline)
-    bi, wm, fm = sch.split(i, factors=i_f)
+    b_grp, b_row, wm, fm = sch.split(i, factors=i_f)
     bj, wn, fn = sch.split(j, factors=j_f)
     ko, ki = sch.split(kk, factors=k_f)
     if fragment_pipeline:
         ki = sch.fuse(ki, k_pair)
-    sch.reorder(b0, b1, bi, bj, wm, wn, ko, ki, fm, fn)
-    bx = sch.fuse(b0, b1, bi, bj)
+    sch.reorder(b0, b1, b_grp, bj, b_row, wm, wn, ko, ki, fm, fn)
+    bx = sch.fuse(b0, b1, b_grp, bj, b_row)
     sch.bind(bx, "blockIdx.x")
     sch.bind(sch.fuse(wm, wn), "threadIdx.y")
     sch.annotate(s_outer, "warp_execution", 1)
-    wm_rv, fm_rv = i_f[1:]
+    wm_rv, fm_rv = i_f[2:]
     wn_rv, fn_rv = j_f[1:]
 
     for idx in (0, 1):  # A, B k-tiles: cooperative cp.async fetch, rows padded by 8 elements (no bank conflicts)

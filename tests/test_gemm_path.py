@@ -154,3 +154,72 @@ def test_gemm_candidate_numerics(arch_dtype_size):
         if min(checked.values()) >= 2:
             break
     assert min(checked.values()) >= 1, f"candidates checked (without, with the fragment pipeline): {checked}"
+
+
+# Rasterization (cuda_gemm: row tiles [row groups, R, WM, FM]): M = 192 is 12 row fragments, 6 block rows of 2
+# fragments; R = 1 is row-major block order, 2 groups of 3 rows, and 6 (all block rows) column-major
+RASTER_SIZE = (192, 128, 64)
+RASTER_ROWS = {1: [6, 1, 1, 2], 3: [2, 3, 1, 2], 6: [1, 6, 1, 2]}
+
+
+def _raster_schedule(mod, r: int, stages: int = 2):
+    import tvm
+
+    from benchmarks.gemm_raster_ab import parse_decisions
+    from schedules import cuda_gemm
+    from schedules.cuda_recompute import with_decisions
+    sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), stages).trace
+    sch = tvm.s_tir.Schedule(mod)
+    with_decisions(sketch, [RASTER_ROWS[r]] + parse_decisions("6,1,2 2,2,2 2,2 0 0")[1:]).apply_to_schedule(
+        sch, remove_postproc=True)
+    return sch
+
+
+def test_gemm_rasterization_is_a_level_of_the_row_tile():
+    import tvm
+
+    from schedules import cuda_gemm
+    from tir_kernels.gemm import gemm_func
+    mod = tvm.IRModule({"main": gemm_func(*RASTER_SIZE)})
+    sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), 2)
+    tiles = [i for i in sketch.trace.insts if i.kind.name == "SamplePerfectTile"]
+    assert [int(t.attrs[0]) for t in tiles[:2]] == [4, 3]  # rows: [groups, R, WM, FM]; columns: [blocks, WN, FN]
+    row_of_block = set()
+    for r in RASTER_ROWS:
+        text = str(_raster_schedule(mod, r).mod)
+        assert 'T.thread_binding(12, thread="blockIdx.x")' in text, f"R = {r}: 6 block rows x 2 columns, once each"
+        # C's row index as a function of the block index: a different block order for every R
+        row_of_block.add(re.search(r"vi = T\.axis\.spatial\(192, (.*)\)", text).group(1))
+    assert len(row_of_block) == len(RASTER_ROWS)
+    with pytest.raises(ValueError, match="want 5 fields"):
+        from benchmarks.gemm_raster_ab import parse_decisions
+        parse_decisions("16,8,2 32,1,8 64,4")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("r", sorted(RASTER_ROWS))
+def test_gemm_rasterized_numerics(r):
+    import tests.test_gpu_kernels as g
+    if g.ARCH is None:
+        pytest.skip("no CUDA GPU visible to TVM")
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from schedules import cuda_gemm, cuda_space, targets
+    from tir_kernels.gemm import gemm_func
+    m, n, k = RASTER_SIZE
+    mod = tvm.IRModule({"main": gemm_func(m, n, k, "float16")})
+    targets.register_intrinsics(g.ARCH)
+    sch = _raster_schedule(mod, r)
+    postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=5,
+                               space_generator=cuda_gemm.design_space(g.ARCH)).space_generator.postprocs
+    assert all(p.apply(sch) for p in postprocs)
+    fn = cuda_space.build(sch.mod, g.ARCH)["main"]
+    rng = np.random.default_rng(r)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((n, k)).astype(np.float16)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    dev = tvm.cuda(0)
+    args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, np.zeros((m, n), np.float16))]
+    fn(*args)
+    c = args[2].numpy().reshape(m, n).astype(np.float64)
+    assert np.abs(c - ref).max() <= 2e-3 * np.abs(ref).max(), f"R = {r}: max abs error {np.abs(c - ref).max():.3g}"
