@@ -88,9 +88,20 @@ def main(argv=None) -> int:
                          "on them (the recompute form's resident-A records at every warp tiling since 2026-11-26) "
                          "and measure them, so that the search starts from them (default 0: off; the search "
                          "mutates only a record's own decisions and never reaches a knob its records lack)")
+    ap.add_argument("--seed-from-dtype", default=None, choices=["float16", "bfloat16"], metavar="DTYPE",
+                    help="before searching, replay the best --seed-records records of the same workload in the other "
+                         "dtype's committed database (float16 or bfloat16; CUDA targets) and measure them, so that "
+                         "the search starts from that dtype's kernels too (each is replayed once per work directory)")
+    ap.add_argument("--seed-records", type=int, default=10, metavar="N",
+                    help="how many records --seed-from-dtype replays (default 10)")
     args = ap.parse_args(argv)
     if args.migrate_records < 0:
         ap.error("--migrate-records must be >= 0")
+    if args.seed_records < 1:
+        ap.error("--seed-records must be >= 1")
+    if args.seed_from_dtype and args.dtype in (args.seed_from_dtype, "both"):
+        ap.error(f"--seed-from-dtype {args.seed_from_dtype}: give the workloads' own dtype with --dtype (the other "
+                 "one)")
     if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
            args.searches) < 1:
         ap.error("--trials, --top-k, --batch-size, --population, --jobs, --searches and --rpc-timeout must be at "
@@ -129,6 +140,7 @@ def main(argv=None) -> int:
                    padded_form=args.padded_form,
                    recompute_form={"auto": None, "on": True, "off": False}[args.recompute_form],
                    two_sweep_form=args.two_sweep_form, migrate_records=args.migrate_records,
+                   seed_from_dtype=args.seed_from_dtype, seed_records=args.seed_records,
                    only_forms=tuple(x.strip() for x in args.forms.split(",") if x.strip()) if args.forms else None)
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)

@@ -454,3 +454,52 @@ def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
     monkeypatch.setattr(tuner, "tune_many", lambda workloads, target, trials, jobs=1, **kw: seen.update(kw) or [])
     assert script.main(["--target", "llvm", "--workload", "demo", "--trials", "1", *flag]) == 0
     assert seen["recompute_form"] is expected
+
+
+def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, monkeypatch):
+    """tune(seed_from_dtype=...) (tuner._seed_from_dtype): the committed W1 fp16 database's best records replayed on
+    the bf16 module with bf16 tensor intrinsics, measured (a stand-in builder and runner here) into the work
+    database and counted as trials, once per work directory; the wrong dtype or target is refused up front."""
+    from types import SimpleNamespace
+
+    from schedules import targets
+    measured = []
+
+    class Builder:
+        def build(self, inputs):
+            return [SimpleNamespace(error_msg=None, artifact_path=f"k{i}") for i, _ in enumerate(inputs)]
+
+    class Runner:
+        def run(self, inputs):
+            measured.extend(inputs)
+            return [SimpleNamespace(result=lambda i=i: SimpleNamespace(error_msg=None, run_secs=[1e-4 + i * 1e-6]))
+                    for i, _ in enumerate(inputs)]
+
+    monkeypatch.setattr(tuner, "_builder_runner", lambda *a, **k: (Builder(), Runner()))
+    targets.register_intrinsics("sm_90")
+    root = tmp_path / "db"
+    shutil.copytree(REPO / "tuning_db" / "sm_90" / "bert-large.f16", root / "sm_90" / "bert-large.f16",
+                    ignore=shutil.ignore_patterns("work"))
+    wl = parse("bert-large", "bfloat16")
+    items, keys, rejected = tuner.seed_candidates(wl, "sm_90", "float16", root, 3)
+    assert len(items) == len(set(keys)) == 3 and rejected == 0
+    for mod, sch in items:
+        text = sch.mod.script()
+        assert '"m16n8k16", "row", "col", "bf16", "bf16", "fp32"' in text and '"fp16"' not in text
+        assert mod.script() == dict((f.name, m) for f, m in tuner.tuning_modules(wl, "sm_90"))[
+            keys[items.index((mod, sch))].split(":")[0]].script()
+
+    prov = tuner.tune(wl, "sm_90", 3, db_root=root, seed_from_dtype="float16", seed_records=3, progress=False)
+    assert len(measured) == 3 and prov["trials"] == 3
+    assert prov["runs"][-1]["strategy"] == "seeded" and prov["runs"][-1]["valid"] == 3
+    work = root / "sm_90" / "bert-large.bf16" / "work"
+    assert tuner._seed_from_dtype(wl, "sm_90", work, "float16", root, 3, 2, print) == (0, 0)  # once
+
+    with pytest.raises(ValueError, match="name the other of float16 / bfloat16"):
+        tuner.tune(wl, "sm_90", 3, db_root=root, seed_from_dtype="bfloat16", progress=False)
+    with pytest.raises(ValueError, match="for the CUDA targets"):
+        tuner.tune(wl, "llvm", 3, db_root=root, seed_from_dtype="float16", progress=False)
+    proc = subprocess.run(TUNE + ["--target", "sm_90", "--workload", "bert-large", "--dtype", "float16",
+                                  "--seed-from-dtype", "float16", "--db", str(root)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2 and "give the workloads' own dtype" in proc.stderr, proc.stderr

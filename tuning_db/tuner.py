@@ -413,28 +413,132 @@ def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, record
     valid = [sch for sch in schs if sch is not None]
     log(f"[tune] {workload.dir_name}: re-expressing {len(sources)} records on today's sketches: measuring "
         f"{len(valid)} candidates ({len(schs) - len(valid)} rejected by the postprocessors)")
+    measured, ok, best, errors = _measure_into(work, target_name, [(mod, sch) for sch in valid], workers)
+    done_path.write_text(json.dumps(sorted(done | {str(list(r.trace.decisions.values())) for r in sources})))
+    log(f"[tune] {workload.dir_name}: {measured} re-expressed candidates measured, best "
+        + (f"{best * 1e6:.1f} us" if best < math.inf else "none valid")
+        + (f"; {len(errors)} failed, the first: {errors[0]}" if errors else ""))
+    return measured, ok
+
+
+def _measure_into(work: Path, target_name: str, items: list, workers: int) -> tuple:
+    """Build and measure postprocessed schedules [(module, schedule)] with the tuning builder and runner and commit
+    each (failures as invalid) to the work database: (measured, valid, best seconds, error lines)."""
+    if not items:
+        return 0, 0, math.inf, []
+    target = targets.tvm_target(target_name)
     builder, runner = _builder_runner(target_name, workers, None, 0, 60)
-    built = list(builder.build([ms.builder.BuilderInput(sch.mod, target) for sch in valid]))
-    args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    built = list(builder.build([ms.builder.BuilderInput(sch.mod, target) for _, sch in items]))
+    args = [ms.arg_info.ArgInfo.from_prim_func(mod["main"]) for mod, _ in items]
     ok = [i for i, b in enumerate(built) if not b.error_msg]  # (indices: FFI results are new wrappers per access)
-    futures = dict(zip(ok, runner.run([ms.runner.RunnerInput(built[i].artifact_path, "cuda", args_info)
+    futures = dict(zip(ok, runner.run([ms.runner.RunnerInput(built[i].artifact_path, "cuda", args[i])
                                         for i in ok]))) if ok else {}
     work_db = dbm.open_json_db(work, create=True)
-    workload_entry = work_db.commit_workload(mod)
     best, errors = math.inf, []
-    for i, sch in enumerate(valid):
+    for i, (mod, sch) in enumerate(items):
         res = futures[i].result() if i in futures else None
         err = built[i].error_msg if res is None else res.error_msg
         if err:
             errors.append(str(err).strip().splitlines()[-1][:300] if str(err).strip() else "error")
         secs = [dbm.INVALID_SECS] if err else [float(x) for x in res.run_secs]
-        work_db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload_entry, secs, target, args_info))
+        work_db.commit_tuning_record(ms.database.TuningRecord(sch.trace, work_db.commit_workload(mod), secs,
+                                                              target, args[i]))
         best = min(best, dbm.mean_secs(secs) or math.inf)
-    done_path.write_text(json.dumps(sorted(done | {str(list(r.trace.decisions.values())) for r in sources})))
-    log(f"[tune] {workload.dir_name}: {len(valid)} re-expressed candidates measured, best "
+    return len(items), len(items) - len(errors), best, errors
+
+
+SEEDED = "seeded.json"  # in work/: the other dtype's records already replayed by _seed_from_dtype
+
+
+def _plain_json(obj):
+    """A trace's as_json() (TVM containers and immediates) as plain Python for json.dumps."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return obj.value
+    if hasattr(obj, "items"):
+        return {str(k): _plain_json(v) for k, v in obj.items()}
+    try:
+        return [_plain_json(x) for x in obj]
+    except TypeError:
+        return str(obj)
+
+
+def _dtype_renames(source_dtype: str, dtype: str) -> dict:
+    """Tensor-intrinsic names of source_dtype -> those of dtype (ldmatrix and mma: every layout and scope)."""
+    from schedules.tensor_intrin import intrin_group  # noqa: PLC0415
+    out = {}
+    for trans_b in (False, True):
+        for scope in ("shared", "shared.dyn"):
+            a, b = intrin_group(source_dtype, trans_b, scope), intrin_group(dtype, trans_b, scope)
+            out.update({a[k]: b[k] for k in ("load_a", "load_b", "compute") if a[k] != b[k]})
+    return out
+
+
+def _check_seed_dtype(workload: Workload, target_name: str, source_dtype: str) -> None:
+    if source_dtype not in ("float16", "bfloat16") or source_dtype == workload.dtype:
+        raise ValueError(f"--seed-from-dtype {source_dtype}: name the other of float16 / bfloat16 than the "
+                         f"workload's own ({workload.dtype})")
+    if not targets.is_cuda(target_name):
+        raise ValueError(f"--seed-from-dtype is for the CUDA targets (the {target_name} space has no dtype-specific "
+                         "intrinsics to rename)")
+
+
+def seed_candidates(workload: Workload, target_name: str, source_dtype: str, db_root=None, records: int = 10,
+                    skip: frozenset = frozenset()) -> tuple:
+    """The best `records` records of the same shape in source_dtype's committed database, replayed on this
+    workload's modules with their tensor intrinsics renamed to this dtype's (the sketches are the same for fp16 and
+    bf16): ([(module, schedule)], their keys, how many did not replay). Keys in `skip` are left out."""
+    _check_seed_dtype(workload, target_name, source_dtype)
+    source = workload.with_dtype(source_dtype)
+    src_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, source.dir_name)
+    src_db = dbm.open_json_db(src_dir)  # a DatabaseError naming the directory when there is none
+    src_forms = tuning_modules(source, target_name)
+    dst_mods = {f.name: m for f, m in tuning_modules(workload, target_name)}
+    renames = _dtype_renames(source_dtype, workload.dtype)
+    items, keys, rejected = [], [], 0
+    for rec in dbm.top_records([m for _, m in src_forms], [src_db], records):
+        form = form_of(rec, src_forms).name
+        key = f"{form}:{list(rec.trace.decisions.values())}"
+        if key in skip or form not in dst_mods:
+            continue
+        text = json.dumps(_plain_json(rec.trace.as_json()))
+        for old, new in renames.items():
+            text = text.replace(json.dumps(old), json.dumps(new))
+        sch = tvm.s_tir.Schedule(dst_mods[form])
+        try:  # the whole trace, its postprocessors' steps included (as the export replays a record)
+            tvm.s_tir.schedule.Trace.apply_json_to_schedule(json.loads(text), sch)
+        except Exception:  # noqa: BLE001 - a record that does not replay on this dtype's module is skipped
+            rejected += 1
+            continue
+        items.append((dst_mods[form], sch))
+        keys.append(key)
+    return items, keys, rejected
+
+
+def _seed_from_dtype(workload: Workload, target_name: str, work: Path, source_dtype: str, db_root, records: int,
+                     workers: int, log: Callable) -> tuple:
+    """Measure seed_candidates into the work database and return (measured, valid). Why: the search mutates its
+    own records, and one dtype's database can hold a kernel family the other's search never reached (W1: fp16's
+    row-pipelined winner, bf16's K-pipelined one, 2026-11-24). Each source record is replayed once per work
+    directory (work/seeded.json)."""
+    source = workload.with_dtype(source_dtype).dir_name
+    done_path = work / SEEDED
+    done = set(json.loads(done_path.read_text())) if done_path.exists() else set()
+    items, keys, rejected = seed_candidates(workload, target_name, source_dtype, db_root, records, frozenset(done))
+    if not items:
+        log(f"[tune] {workload.dir_name}: no {source} record left to replay"
+            + (f" ({rejected} did not replay)" if rejected else ""))
+        return 0, 0
+    log(f"[tune] {workload.dir_name}: replaying the best {len(items)} records of {source}"
+        + (f" ({rejected} did not replay)" if rejected else ""))
+    work.mkdir(parents=True, exist_ok=True)
+    measured, ok, best, errors = _measure_into(work, target_name, items, workers)
+    done_path.write_text(json.dumps(sorted(done | set(keys))))
+    log(f"[tune] {workload.dir_name}: {measured} records of {source} measured, best "
         + (f"{best * 1e6:.1f} us" if best < math.inf else "none valid")
         + (f"; {len(errors)} failed, the first: {errors[0]}" if errors else ""))
-    return len(valid), len(valid) - len(errors)
+    return measured, ok
 
 
 def _search_shards(workload: Workload, target_name: str, work: Path, remaining: int, seed: int, cores: int,
@@ -531,7 +635,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
          progress: bool = True, tracker: Optional[rpc_runner.Tracker] = None, rpc_timeout: int = 60,
          shards: int = 1, max_seconds: Optional[float] = None, padded_form: bool = False,
          recompute_form: Optional[bool] = None, two_sweep_form: bool = False,
-         only_forms: Optional[Sequence[str]] = None, migrate_records: int = 0) -> dict:
+         only_forms: Optional[Sequence[str]] = None, migrate_records: int = 0,
+         seed_from_dtype: Optional[str] = None, seed_records: int = 10) -> dict:
     """Tune toward a total budget of `trials` candidates; returns the provenance written.
 
     max_seconds: stop after the first batch that ends past this many seconds (and on SIGTERM/SIGINT, after the
@@ -557,6 +662,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     only_forms: tune exactly these forms (names of forms()), e.g. ("recompute2",) to give one form all the trials.
     migrate_records: first re-express this many of the best records that predate a knob of today's sketches on
     them and measure them (_migrate; they count as trials), so that the search starts from them.
+    seed_from_dtype: first replay the best seed_records records of the same shape in that dtype's committed
+    database on this dtype and measure them (_seed_from_dtype; they count as trials), so that the search starts
+    from them too.
     """
     target_name = targets.resolve(target_name)
     if strategy not in STRATEGIES:
@@ -570,6 +678,8 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         raise ValueError("shards > 1 needs an RPC tracker (--runner rpc): searches measured at once on one local "
                          "device would time each other's kernels")
     tuned_forms(workload, target_name, only=only_forms)  # an unknown form name fails here, before any work
+    if seed_from_dtype is not None:
+        _check_seed_dtype(workload, target_name, seed_from_dtype)
     target = targets.tvm_target(target_name)
     wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
     try:
@@ -616,6 +726,16 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                                   "strategy": "migrated", "seconds": round(time.time() - t_mig, 1),
                                   "note": "earlier records re-expressed on today's sketches and measured "
                                           "(tuning_db.tuner._migrate)"})
+    if seed_from_dtype:
+        t_seed = time.time()
+        seeded, seeded_valid = _seed_from_dtype(workload, target_name, work, seed_from_dtype, db_root, seed_records,
+                                                workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH), log)
+        if seeded:
+            _append_ledger(work, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                  "trials": seeded, "valid": seeded_valid, "invalid": seeded - seeded_valid,
+                                  "strategy": "seeded", "seconds": round(time.time() - t_seed, 1),
+                                  "note": f"the best records of the {seed_from_dtype} database replayed in "
+                                          f"{workload.dtype} and measured (tuning_db.tuner._seed_from_dtype)"})
     work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
     done = sum(len(db.get_all_tuning_records()) for db in work_dbs)
     # the best so far (the progress shows it) is also the committed database's (committed, above): a clone's work/
