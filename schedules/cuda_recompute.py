@@ -448,9 +448,8 @@ def is_two_sweep_form(sch: tvm.s_tir.Schedule) -> bool:
 def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -> tvm.s_tir.Schedule:
     """Sweep 1: S chunk on tensor cores -> the lane's (max, sum) of each of its column groups in the chunk, in
     registers -> the lane's running pairs (the online reducer, rfactor over the (group, quad lane) pairs); combine
-    one thread a row; sweep 2: S_p chunk -> P, half2 stores. Warp columns:
-    the template's column groups (stat_cols; WN = CW / G, FN = G / 16), so each warp's statistics are over its own
-    fragments."""
+    one thread a row; sweep 2: S_p chunk -> P, half2 stores. Warp columns: the template's column groups (stat_cols;
+    WN = CW / G, FN = G / 16), so each warp's statistics are over its own fragments."""
     from . import online_softmax  # noqa: PLC0415
     online_softmax.register()
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A_pad")

@@ -24,3 +24,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def stand_in_measurement(monkeypatch):
+    """tuning_db.tuner's builder and runner replaced by stand-ins (every candidate builds, and runs in 1 ms plus
+    1 us per place in its batch): the list they fill with the runner inputs is returned. For tests of what the tuner
+    measures and records, on machines without a GPU."""
+    from types import SimpleNamespace
+
+    from tuning_db import tuner
+    measured = []
+
+    class Builder:
+        def build(self, inputs):
+            return [SimpleNamespace(error_msg=None, artifact_path=f"k{i}") for i, _ in enumerate(inputs)]
+
+    class Runner:
+        def run(self, inputs):
+            measured.extend(inputs)
+            return [SimpleNamespace(result=lambda i=i: SimpleNamespace(error_msg=None, run_secs=[1e-3 + i * 1e-6]))
+                    for i, _ in enumerate(inputs)]
+
+    monkeypatch.setattr(tuner, "_builder_runner", lambda *a, **k: (Builder(), Runner()))
+    return measured

@@ -216,30 +216,16 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
         assert int(decl.split("[")[1].split("]")[0]) == 2 * 2 * 8, decl
 
 
-def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, monkeypatch):
+def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, stand_in_measurement):
     """tune(migrate_records=N) (tuning_db.tuner._migrate): the best resident W3 records of session 22 (one warp column,
     tuned before warp columns were sampled; tests/data holds those two with their provenance) re-expressed at every
     warp tiling of their blocks, each measured (here by a stand-in runner) and committed to the work database,
     once."""
-    from types import SimpleNamespace
-
     from schedules import targets
     from tir_kernels.workloads import parse
     from tuning_db import database as dbm
     from tuning_db import tuner
-    measured = []
-
-    class Builder:
-        def build(self, inputs):
-            return [SimpleNamespace(error_msg=None, artifact_path=f"k{i}") for i, _ in enumerate(inputs)]
-
-    class Runner:
-        def run(self, inputs):
-            measured.extend(inputs)
-            return [SimpleNamespace(result=lambda i=i: SimpleNamespace(error_msg=None, run_secs=[1e-3 + i * 1e-6]))
-                    for i, _ in enumerate(inputs)]
-
-    monkeypatch.setattr(tuner, "_builder_runner", lambda *a, **k: (Builder(), Runner()))
+    measured = stand_in_measurement
     targets.register_intrinsics("sm_90")
     wl = parse("whisper-enc")
     fixture = REPO / "tests" / "data" / "w3-resident-one-column" / "sm_90" / "whisper-enc.f16"

@@ -456,26 +456,12 @@ def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
     assert seen["recompute_form"] is expected
 
 
-def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, monkeypatch):
+def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_in_measurement):
     """tune(seed_from_dtype=...) (tuner._seed_from_dtype): the committed W1 fp16 database's best records replayed on
     the bf16 module with bf16 tensor intrinsics, measured (a stand-in builder and runner here) into the work
     database and counted as trials, once per work directory; the wrong dtype or target is refused up front."""
-    from types import SimpleNamespace
-
     from schedules import targets
-    measured = []
-
-    class Builder:
-        def build(self, inputs):
-            return [SimpleNamespace(error_msg=None, artifact_path=f"k{i}") for i, _ in enumerate(inputs)]
-
-    class Runner:
-        def run(self, inputs):
-            measured.extend(inputs)
-            return [SimpleNamespace(result=lambda i=i: SimpleNamespace(error_msg=None, run_secs=[1e-4 + i * 1e-6]))
-                    for i, _ in enumerate(inputs)]
-
-    monkeypatch.setattr(tuner, "_builder_runner", lambda *a, **k: (Builder(), Runner()))
+    measured = stand_in_measurement
     targets.register_intrinsics("sm_90")
     root = tmp_path / "db"
     shutil.copytree(REPO / "tuning_db" / "sm_90" / "bert-large.f16", root / "sm_90" / "bert-large.f16",
