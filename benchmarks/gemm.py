@@ -34,9 +34,10 @@ def measured_trials(work: Path) -> int:
 
 
 def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, workers: int, log: Callable = print,
-         batch_size: int = 64, seed: int = 0, fragment_pipeline=None) -> int:
+         batch_size: int = 64, seed: int = 0, fragment_pipeline=None, k_split=None) -> int:
     """Measure candidates until the work database holds `trials` of them; returns how many this call measured.
-    fragment_pipeline: cuda_gemm's sketch choice (default cuda_gemm.FRAGMENT_PIPELINE)."""
+    fragment_pipeline, k_split: cuda_gemm's sketch choices (defaults: cuda_gemm.FRAGMENT_PIPELINE; k-split
+    sketches where cuda_gemm.k_split_offered)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
     from schedules import cuda_gemm, cuda_space, targets  # noqa: PLC0415
@@ -54,13 +55,13 @@ def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, wor
                 builder=cuda_space.builder(target_name, workers), runner=cuda_space.runner(),
                 database=dbm.open_json_db(work, create=True), cost_model="xgb",
                 strategy=ms.search_strategy.EvolutionarySearch(population_size=512, init_min_unmeasured=50),
-                space=cuda_gemm.design_space(target_name, fragment_pipeline or cuda_gemm.FRAGMENT_PIPELINE),
+                space=cuda_gemm.design_space(target_name, fragment_pipeline or cuda_gemm.FRAGMENT_PIPELINE, k_split),
                 num_tuning_cores=workers, seed=seed)
     return measured_trials(work) - done
 
 
 def best_module(size: tuple, dtype: str, target_name: str, work: Path):
-    """(scheduled module, its measured seconds) of the work database's best record."""
+    """(scheduled module, its measured seconds, its k-split factor) of the work database's best record."""
     import tvm  # noqa: PLC0415
 
     from schedules import targets  # noqa: PLC0415
@@ -71,7 +72,8 @@ def best_module(size: tuple, dtype: str, target_name: str, work: Path):
         raise dbm.DatabaseError(f"{work} has no valid GEMM record for {size} {dtype}: run the tuning first")
     sch = tvm.s_tir.Schedule(mod)
     top[0].trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch.mod, dbm.mean_secs(top[0])
+    from schedules import cuda_gemm  # noqa: PLC0415
+    return sch.mod, dbm.mean_secs(top[0]), cuda_gemm.k_split_of(top[0].trace)
 
 
 def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log: Callable = print) -> dict:
@@ -80,7 +82,7 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
 
     from schedules import cuda_space  # noqa: PLC0415
     m, n, k = size
-    mod, tuned_secs = best_module(size, dtype, target_name, work)
+    mod, tuned_secs, k_split = best_module(size, dtype, target_name, work)
     fn = cuda_space.build(mod, target_name)["main"]
     tdt = getattr(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -104,8 +106,9 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
         log(f"[gemm] {name}: {t['median_us']:.1f} us, {t['tflops']:.1f} TFLOP/s, max |err| / max |C| "
             f"{err[name]:.2e}")
     ratio = rows["cublas"]["median_us"] / rows["ours"]["median_us"]
-    log(f"[gemm] ours / cuBLAS throughput: {ratio:.1%}")
+    log(f"[gemm] ours / cuBLAS throughput: {ratio:.1%} (ours: k-split {k_split})")
     return {"size": list(size), "dtype": dtype, "target": target_name, "trials": measured_trials(work),
+            "k_split": k_split,
             "tuned_us": None if tuned_secs is None else tuned_secs * 1e6, "ours": rows["ours"],
             "cublas": rows["cublas"], "ours_over_cublas": ratio}
 
@@ -120,9 +123,11 @@ def save(result: dict, out: Path) -> None:
     r = result
     md = [f"# Plain GEMM path of the space vs cuBLAS: {env['gpu']}, driver {env.get('driver')}, {env['date']} "
           f"(commit {env['commit']})", "",
-          "| M x N x K | dtype | trials | ours µs | ours TFLOP/s | cuBLAS µs | cuBLAS TFLOP/s | ours / cuBLAS |",
-          "|---|---|---|---|---|---|---|---|",
-          f"| {'x'.join(map(str, r['size']))} | {r['dtype']} | {r['trials']} | {r['ours']['median_us']:.1f} | "
+          "| M x N x K | dtype | trials | ours: k-split | ours µs | ours TFLOP/s | cuBLAS µs | cuBLAS TFLOP/s | "
+          "ours / cuBLAS |",
+          "|---|---|---|---|---|---|---|---|---|",
+          f"| {'x'.join(map(str, r['size']))} | {r['dtype']} | {r['trials']} | {r.get('k_split', 1)} | "
+          f"{r['ours']['median_us']:.1f} | "
           f"{r['ours']['tflops']:.1f} | {r['cublas']['median_us']:.1f} | {r['cublas']['tflops']:.1f} | "
           f"{r['ours_over_cublas']:.1%} |", ""]
     out.with_suffix(".md").write_text("\n".join(md))

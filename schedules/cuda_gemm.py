@@ -16,8 +16,19 @@ Sampled knobs: row tiles [row groups, R, WM, FM <= 4], column tiles [blocks, WN,
 (16 each), A/B fetch vector widths. R is the rasterization: the R block rows of a group walk the block columns
 together (Triton's GROUP_M), so that the blocks resident at once share A's row tiles and B's column tiles in L2;
 R = 1 is row-major block order, R = all block rows column-major. Sketches: 2, 3 or 4 pipeline stages, and (opt-in,
-FRAGMENT_PIPELINE) the A/B fragments double-buffered in registers across the k-steps. Not done (so not claimed): a
-k-split, Hopper's wgmma/TMA (TVM 0.27 has no intrinsics for them; mma.sync is what the space uses on sm_90 too).
+FRAGMENT_PIPELINE) the A/B fragments double-buffered in registers across the k-steps.
+
+K-split (blockIdx over K slices, for long K and few output tiles: a 256 x 256 output is 4 blocks of 128 x 128 on a
+132-SM GPU). Separate sketches, offered when the output is small (k_split_offered): the K loop is split into KS
+slices (KS sampled, a categorical knob) and rfactor'ed, so that
+
+    kernel 1  blockIdx.x = (k slice, row group, block column, block row): the GEMM above over K/KS, the fp32
+              partial tile stored from the fragments to a workspace S_rf [KS, M, N]
+    kernel 2  one thread per output element: C = cast(sum over the KS partials)
+
+The reduction is a second pass over KS x M x N x 4 bytes rather than atomics: fp32 atomicAdd into a zeroed
+buffer would need a third kernel for the cast, and its sum order (so the result) would change from run to run.
+Not done (so not claimed): Hopper's wgmma/TMA (TVM 0.27 has no intrinsics for them; mma.sync on sm_90 too).
 """
 from __future__ import annotations
 
@@ -28,6 +39,11 @@ from .cuda_space import SMEM, UnsupportedShapeError
 from .tensor_intrin import intrin_group
 
 STAGES = (2, 3, 4)
+K_SPLITS = (2, 4, 8, 16)
+K_SLICE_MIN = 64  # elements of K per slice: at least 4 k-steps of 16, or the partial pass costs more than it saves
+K_SPLIT_WORKSPACE = 64 << 20  # bytes of fp32 partials at most
+K_SPLIT_OUTPUT_MAX = 1 << 20  # output elements (64 blocks of 128 x 128) above which k-split sketches are left out
+REDUCE_THREADS = 256
 
 
 # The fragment pipeline (register double buffer of the A/B fragments, _schedule) is opt-in: on 4096^3 fp16 (H100,
@@ -37,19 +53,62 @@ STAGES = (2, 3, 4)
 FRAGMENT_PIPELINE = (False,)
 
 
+def k_split_factors(m: int, n: int, k: int) -> list:
+    """The k-split factors KS the space may sample for a shape: KS divides K's 16-element steps, every slice
+    keeps K_SLICE_MIN elements, and the partials fit K_SPLIT_WORKSPACE."""
+    return [ks for ks in K_SPLITS
+            if (k // 16) % ks == 0 and k // ks >= K_SLICE_MIN and ks * m * n * 4 <= K_SPLIT_WORKSPACE]
+
+
+def k_split_offered(m: int, n: int, k: int) -> bool:
+    """Whether the k-split sketches join the space by default: a small output (few blocks) and a K to split."""
+    return m * n <= K_SPLIT_OUTPUT_MAX and bool(k_split_factors(m, n, k))
+
+
 def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=STAGES,
-             fragment_pipeline=FRAGMENT_PIPELINE) -> list:
-    """One sketch per pipeline depth and fragment_pipeline choice (False, True or both)."""
+             fragment_pipeline=FRAGMENT_PIPELINE, k_split=None) -> list:
+    """One sketch per pipeline depth, fragment_pipeline choice (False, True or both) and k-split form
+    (k_split: None = without, plus with where k_split_offered; False = without only; True = with only)."""
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     if m % 16 or n % 16 or k % 16:
         raise UnsupportedShapeError(f"the plain GEMM path takes M, N, K multiples of 16 (got {m}, {n}, {k})")
-    return [_schedule(sch.copy(), stages, frag) for stages in stage_options for frag in fragment_pipeline]
+    forms = {None: (False, True) if k_split_offered(m, n, k) else (False,), False: (False,), True: (True,)}[k_split]
+    if True in forms and not k_split_factors(m, n, k):
+        raise UnsupportedShapeError(f"no k-split factor of {K_SPLITS} fits M={m}, N={n}, K={k} (slices of at least "
+                                    f"{K_SLICE_MIN}, partials of at most {K_SPLIT_WORKSPACE >> 20} MiB)")
+    return [_schedule(sch.copy(), stages, frag, split, (m, n, k))
+            for split in forms for stages in stage_options for frag in fragment_pipeline]
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = False) -> tvm.s_tir.Schedule:
+def _split_k(sch: tvm.s_tir.Schedule, size: tuple):
+    """rfactor S over KS sampled K slices: block S_rf [KS, b0, b1, M, N] (slice loop outermost), then S (the sum
+    over the slices) and C, which become the reduction kernel. Returns S_rf."""
+    factors = k_split_factors(*size)
+    b0, b1, i, j, kk = sch.get_loops(sch.get_sblock("S"))
+    ks = sch.sample_categorical(candidates=factors, probs=[1 / len(factors)] * len(factors))
+    kc, _ = sch.split(kk, factors=[ks, None])
+    rf = sch.rfactor(kc, 0)
+    loops = sch.get_loops(rf)  # b0, b1, i, j, kc, k in the slice
+    sch.reorder(loops[4], *loops[:4])
+
+    # kernel 2: one thread per output element, the KS partials summed in a register, then the cast
+    c_blk = sch.get_sblock("C")
+    _, tx = sch.split(sch.fuse(*sch.get_loops(c_blk)), factors=[None, REDUCE_THREADS])
+    sch.bind(sch.get_loops(c_blk)[0], "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    s_sum = sch.get_sblock("S")
+    sch.compute_at(s_sum, tx)
+    sch.set_scope(s_sum, 0, "local")
+    return rf
+
+
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = False, k_split: bool = False,
+              size: tuple = ()) -> tvm.s_tir.Schedule:
     dtype = str(next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A"))
     names = intrin_group(dtype, cuda_space._is_trans_b(sch), SMEM)
-    b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, sch.get_sblock("S"))
+    s_blk = _split_k(sch, size) if k_split else sch.get_sblock("S")
+    lead = (sch.get_loops(s_blk)[0],) if k_split else ()  # the slice loop
+    *_, b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, s_blk)
     # [row groups, R, WM, FM]: R block rows a rasterization group, a level of the perfect tile (not a categorical
     # knob of its own) so that it always divides the block rows and MutateTileSize moves rows between it and the rest
     i_f = sch.sample_perfect_tile(i, n=4, max_innermost_factor=4)
@@ -62,8 +121,8 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = Fa
     ko, ki = sch.split(kk, factors=k_f)
     if fragment_pipeline:
         ki = sch.fuse(ki, k_pair)
-    sch.reorder(b0, b1, b_grp, bj, b_row, wm, wn, ko, ki, fm, fn)
-    bx = sch.fuse(b0, b1, b_grp, bj, b_row)
+    sch.reorder(*lead, b0, b1, b_grp, bj, b_row, wm, wn, ko, ki, fm, fn)
+    bx = sch.fuse(*lead, b0, b1, b_grp, bj, b_row)
     sch.bind(bx, "blockIdx.x")
     sch.bind(sch.fuse(wm, wn), "threadIdx.y")
     sch.annotate(s_outer, "warp_execution", 1)
@@ -81,13 +140,19 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = Fa
     b_w = sch.cache_read(s_outer, 1, "warp")
     sch.compute_at(a_w, ki)
     sch.compute_at(b_w, ki)
-    sch.set_scope(s_outer, 0, "warp")  # the accumulators: registers
+    if k_split:  # the accumulators: registers, stored (fp32) to the partials' workspace like C below
+        c_blk = sch.cache_write(s_outer, 0, "warp")
+        acc, acc_layout = (c_blk, ("read", 0)), cuda_space.mma_layout_k_split
+    else:
+        sch.set_scope(s_outer, 0, "warp")  # the accumulators: registers
+        c_blk = sch.get_sblock("C")
+        acc, acc_layout = (s_outer, ("write", 0)), cuda_space.mma_layout
     sch.decompose_reduction(s_outer, ko)
-    init_inner = sch.get_sblock("S_init")
+    init_inner = sch.get_sblock("S_rf_init" if k_split else "S_init")
     loop_a, loop_b = cuda_space.tile_fragment(sch, a_w), cuda_space.tile_fragment(sch, b_w)
 
-    # C from the fragments: each thread stores the elements its accumulators hold (the mma layout), 2 at a time
-    c_blk = sch.get_sblock("C")
+    # C (or the partials) from the fragments: each thread stores the elements its accumulators hold (the mma
+    # layout), 2 at a time
     sch.reverse_compute_at(c_blk, bx, preserve_unit_loops=True)
     i_c, j_c = sch.get_loops(c_blk)[-2:]
     wm_, ti_, ih_, il_ = sch.split(i_c, factors=[wm_rv, fm_rv, 2, 8])
@@ -95,10 +160,9 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = Fa
     sch.reorder(wm_, wn_, il_, jm_, ti_, ih_, fn_, jh_, jl_)
     sch.bind(sch.fuse(wm_, wn_), "threadIdx.y")
     sch.bind(sch.fuse(il_, jm_), "threadIdx.x")
-    # sch.vectorize(jl_)
+    # (vectorizing jl_, the 2 neighbouring elements of a thread, fails LowerWarpMemory's rewrite in TVM 0.27)
 
-    cuda_space.tensorize_fragments(sch, a_w, b_w, (s_outer, ("write", 0)), loop_a, loop_b, s_inner, init_inner,
-                                   names)
+    cuda_space.tensorize_fragments(sch, a_w, b_w, acc, loop_a, loop_b, s_inner, init_inner, names, acc_layout)
     # [A->shared, B->shared, ldmatrix+mma]: the copies of k-tile t+stages-1 overlap the mma of k-tile t
     if fragment_pipeline:
         # [ldmatrix A, ldmatrix B, mma] of k-step ki+1 / ki: the next fragments load into a second register buffer
@@ -116,10 +180,20 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = Fa
     return sch
 
 
-def design_space(target_name: str, fragment_pipeline=FRAGMENT_PIPELINE):
+def k_split_of(trace) -> int:
+    """KS of a scheduled trace: the k-split's sampled factor (the categorical before the RFactor), 1 without."""
+    insts = list(trace.insts)
+    for idx, inst in enumerate(insts):
+        if inst.kind.name == "RFactor":
+            sample = next(x for x in reversed(insts[:idx]) if x.kind.name == "SampleCategorical")
+            return int(sample.attrs[0][int(trace.decisions[sample])])
+    return 1
+
+
+def design_space(target_name: str, fragment_pipeline=FRAGMENT_PIPELINE, k_split=None):
     """The plain GEMM's Meta-Schedule space (the fused op's postprocessors and mutators)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     target_name = cuda_space.targets.resolve(target_name)
     return ms.space_generator.ScheduleFn(
-        lambda s: schedule(s, target_name, fragment_pipeline=fragment_pipeline), sch_rules=[],
+        lambda s: schedule(s, target_name, fragment_pipeline=fragment_pipeline, k_split=k_split), sch_rules=[],
         postprocs=cuda_space.postprocs(target_name), mutator_probs=cuda_space.mutator_probs())

@@ -115,13 +115,14 @@ def _row_max_reducible(sch: tvm.s_tir.Schedule) -> bool:
 
 def mma_tiles(sch, s_blk):
     """Split the S block's M, N, K loops into 16-element tiles and blockize the 16x16x16 inner block (what
-    the mma intrinsic matches). Returns the outer loops (b0, b1, i, j, k), the outer block and the inner one."""
-    b0, b1, i, j, kk = sch.get_loops(s_blk)
+    the mma intrinsic matches). Returns the outer loops (b0, b1, i, j, k), the outer block and the inner one;
+    leading loops (a k-split's slice loop before b0) come first."""
+    *lead, i, j, kk = sch.get_loops(s_blk)
     i, i_tc = sch.split(i, factors=[None, 16])
     j, j_tc = sch.split(j, factors=[None, 16])
     kk, k_tc = sch.split(kk, factors=[None, 16])
     sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
-    return b0, b1, i, j, kk, sch.blockize(i_tc), s_blk
+    return (*lead, i, j, kk, sch.blockize(i_tc), s_blk)
 
 
 def tile_fragment(sch, block):
@@ -142,14 +143,19 @@ def mma_layout(batch0, batch1, r, c):
     return (batch0, batch1, r // 16, c // 16, *shared_16x16_to_ldmatrix_32x8_layout(r % 16, c % 16))
 
 
-def tensorize_fragments(sch, a_w, b_w, acc, loop_a, loop_b, s_inner, init_inner, names) -> None:
+def mma_layout_k_split(k_slice, batch0, batch1, r, c):
+    """mma_layout of a k-split's partial accumulators ([k slice, b0, b1, rows, cols], rfactor's buffer)."""
+    return (k_slice, *mma_layout(batch0, batch1, r, c))
+
+
+def tensorize_fragments(sch, a_w, b_w, acc, loop_a, loop_b, s_inner, init_inner, names, acc_layout=mma_layout) -> None:
     """Every tensor-core form's last step: the A/B fragments and the accumulator `acc` = (block, buffer access)
     get the mma layout, then ldmatrix, mma.sync and the accumulator fill replace their loops. a_w None: A's
     fragments are already loaded (and laid out) elsewhere (cuda_recompute's resident A)."""
     if a_w is not None:
         sch.transform_layout(a_w, ("write", 0), mma_layout)
     sch.transform_layout(b_w, ("write", 0), mma_layout)
-    sch.transform_layout(*acc, mma_layout)
+    sch.transform_layout(*acc, acc_layout)
     if a_w is not None:
         sch.tensorize(loop_a, names["load_a"])
     sch.tensorize(loop_b, names["load_b"])

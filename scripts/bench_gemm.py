@@ -28,6 +28,10 @@ def main(argv=None) -> int:
     ap.add_argument("--fragment-pipeline", choices=["off", "on", "both"], default="off",
                     help="sketches with the A/B fragments double-buffered in registers: off (default; measured slower "
                          "on the H100), on, or both (an A/B inside one tuning run)")
+    ap.add_argument("--k-split", choices=["auto", "off", "on"], default="auto",
+                    help="k-split sketches (K sliced over blocks, then a reduction kernel): auto (default: with the "
+                         "others when the output is small, schedules/cuda_gemm.k_split_offered), off, or on (only "
+                         "them)")
     ap.add_argument("--out", required=True, help="results JSON (a .md table is written beside it)")
     args = ap.parse_args(argv)
     if any(s % 16 for s in args.size):
@@ -37,11 +41,17 @@ def main(argv=None) -> int:
     if not targets.is_cuda(target):
         ap.error(f"--target {target}: the plain GEMM path is the CUDA tensor-core space (sm_80, sm_89, sm_90)")
     size = tuple(args.size)
+    from schedules import cuda_gemm  # noqa: PLC0415
+    if args.k_split == "on" and not cuda_gemm.k_split_factors(*size):
+        ap.error(f"--k-split on: no factor of {cuda_gemm.K_SPLITS} fits {size} (K slices of at least "
+                 f"{cuda_gemm.K_SLICE_MIN}, partials of at most {cuda_gemm.K_SPLIT_WORKSPACE >> 20} MiB)")
     work = Path(args.work or f"build/gemm/{target}-{'x'.join(map(str, size))}-{args.dtype}")
     from benchmarks import gemm  # noqa: PLC0415
     if args.trials > 0:
         frag = {"off": (False,), "on": (True,), "both": (False, True)}[args.fragment_pipeline]
-        gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2, fragment_pipeline=frag)
+        k_split = {"auto": None, "off": False, "on": True}[args.k_split]
+        gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2, fragment_pipeline=frag,
+                  k_split=k_split)
     result = gemm.bench(size, args.dtype, target, work, args.reps)
     out = Path(args.out)
     gemm.save(result, out)

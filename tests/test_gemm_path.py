@@ -28,11 +28,11 @@ WORKER = textwrap.dedent(r'''
     from schedules import cuda_gemm, cuda_space, targets
 
     out = []
-    for arch, dtype, (m, n, k), seeds in json.loads(sys.argv[1]):
+    for arch, dtype, (m, n, k), seeds, k_split in json.loads(sys.argv[1]):
         targets.register_intrinsics(arch)
         mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
-                             space_generator=cuda_gemm.design_space(arch, fragment_pipeline=(False, True)))
+                             space_generator=cuda_gemm.design_space(arch, (False, True), k_split))
         sketches = ctx.generate_design_space()
         valid, srcs = 0, []
         for seed in range(1, seeds + 1):
@@ -42,9 +42,11 @@ WORKER = textwrap.dedent(r'''
                 continue
             valid += 1
             pipelined = seed % 2 == 1  # sketches alternate: without / with the fragment pipeline
-            if sum(p == pipelined for p, _ in srcs) < 2:
-                srcs.append((pipelined, cuda_space.build(sch.mod, arch).mod.imports[0].inspect_source("cuda")))
-        out.append({"arch": arch, "sketches": len(sketches), "valid": valid, "seeds": seeds, "srcs": srcs})
+            if sum(p == pipelined for p, _, _ in srcs) < 2:
+                srcs.append((pipelined, cuda_gemm.k_split_of(sch.trace),
+                             cuda_space.build(sch.mod, arch).mod.imports[0].inspect_source("cuda")))
+        out.append({"arch": arch, "k_split": k_split, "sketches": len(sketches), "valid": valid, "seeds": seeds,
+                    "srcs": srcs})
     print("RESULT" + json.dumps(out))
 ''')
 
@@ -83,7 +85,8 @@ def test_gemm_space_leaves_the_fragment_pipeline_out_unless_asked():
 def test_bench_gemm_refuses_bad_arguments():
     script = str(ROOT / "scripts" / "bench_gemm.py")
     for args, needle in ((["--target", "llvm"], "CUDA tensor-core space"),
-                         (["--target", "sm_90", "--size", "100", "64", "64"], "multiples of 16")):
+                         (["--target", "sm_90", "--size", "100", "64", "64"], "multiples of 16"),
+                         (["--target", "sm_90", "--size", "64", "64", "64", "--k-split", "on"], "no factor")):
         proc = subprocess.run([sys.executable, script, *args, "--out", "x.json"], capture_output=True, text=True,
                               cwd=ROOT, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
@@ -92,18 +95,20 @@ def test_bench_gemm_refuses_bad_arguments():
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
     from tests.compile_worker import run_compile_worker
-    return {r["arch"]: r for r in run_compile_worker(WORKER, [[a, d, list(s), 12] for a, d, s in CASES],
-                                                        tmp_path_factory)}
+    request = ([[a, d, list(s), 12, False] for a, d, s in CASES]
+               + [[a, d, list(s), 8, True] for a, d, s in K_SPLIT_CASES])
+    return {(r["arch"], r["k_split"]): r for r in run_compile_worker(WORKER, request, tmp_path_factory)}
 
 
 @pytest.mark.parametrize("arch, dtype, size", CASES)
 def test_gemm_candidates_build_with_tensor_cores(codegen, arch, dtype, size):
-    r = codegen[arch]
+    r = codegen[arch, False]
     print(f"{arch} {dtype} {size}: {r['sketches']} sketches, valid {r['valid']}/{r['seeds']}")
     assert r["sketches"] == 6 and r["valid"] >= 4
-    assert {p for p, _ in r["srcs"]} == {False, True}, "no valid candidate of one of the two fragment forms"
+    assert {p for p, _, _ in r["srcs"]} == {False, True}, "no valid candidate of one of the two fragment forms"
     ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    for pipelined, src in r["srcs"]:
+    for pipelined, ks, src in r["srcs"]:
+        assert ks == 1 and src.count("__global__ void") == 2  # one kernel (declared, then defined)
         for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
             assert needle in src
         assert "float S_warp_ptr[" in src  # the accumulators: a register array, C stored from it
@@ -154,6 +159,54 @@ def test_gemm_candidate_numerics(arch_dtype_size):
         if min(checked.values()) >= 2:
             break
     assert min(checked.values()) >= 1, f"candidates checked (without, with the fragment pipeline): {checked}"
+
+
+# k-split (cuda_gemm._split_k): long K, few output blocks
+K_SPLIT_CASES = [("sm_90", "float16", (128, 128, 1024)), ("sm_80", "bfloat16", (64, 128, 512))]
+
+
+def test_k_split_factors_and_when_the_space_offers_them():
+    from schedules import cuda_gemm
+    assert cuda_gemm.k_split_factors(128, 128, 1024) == [2, 4, 8, 16]
+    assert cuda_gemm.k_split_factors(128, 128, 192) == [2]  # 12 steps of 16: 4 and 8 leave slices under 64 / uneven
+    assert cuda_gemm.k_split_factors(128, 128, 64) == []
+    assert cuda_gemm.k_split_factors(4096, 4096, 8192) == []  # 2 x 64 MiB of partials: over the workspace cap
+    assert cuda_gemm.k_split_offered(256, 256, 16384) and not cuda_gemm.k_split_offered(2048, 2048, 16384)
+
+
+def test_k_split_sketches_and_refusal():
+    import tvm
+
+    from schedules import cuda_gemm, cuda_space
+    from tir_kernels.gemm import gemm_func
+    mod = tvm.IRModule({"main": gemm_func(128, 128, 1024)})
+    forms = [cuda_gemm.k_split_of(s.trace) > 1 for s in cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90")]
+    assert forms == [False] * len(cuda_gemm.STAGES) + [True] * len(cuda_gemm.STAGES)
+    only = cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90", k_split=True)
+    assert all(cuda_gemm.k_split_of(s.trace) in cuda_gemm.K_SPLITS for s in only)
+    assert re.search(r"S_rf = T.sblock_alloc_buffer\(\((2|4|8|16), 1, 1, 128, 128\)\)", only[0].mod.script())
+    big = tvm.IRModule({"main": gemm_func(4096, 4096, 4096)})
+    assert [cuda_gemm.k_split_of(s.trace) for s in cuda_gemm.schedule(tvm.s_tir.Schedule(big), "sm_90")] == [1, 1, 1]
+    with pytest.raises(cuda_space.UnsupportedShapeError, match="no k-split factor"):
+        cuda_gemm.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(128, 128, 64)})), "sm_90", k_split=True)
+
+
+@pytest.mark.parametrize("arch, dtype, size", K_SPLIT_CASES)
+def test_k_split_candidates_build(codegen, arch, dtype, size):
+    r = codegen[arch, True]
+    print(f"{arch} {dtype} {size} k-split: {r['sketches']} sketches, valid {r['valid']}/{r['seeds']}")
+    assert r["sketches"] == 6 and r["valid"] >= 4
+    ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    m, n, _ = size
+    for _, ks, src in r["srcs"]:
+        assert ks in (2, 4, 8, 16)
+        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32" in src and "cp.async" in src
+        kernels = re.split(r'extern "C" __global__', src)[3:]  # two declarations, then the two definitions
+        assert len(kernels) == 2, "k-split: the partial GEMM and the reduction kernel"
+        assert "S_rf_ptr[" in kernels[0] and "ldmatrix" in kernels[0]  # partials stored from the fragments
+        # kernel 2: KS partials of M x N floats summed per element, then one cast
+        assert re.search(rf"for \(int ax0 = 0; ax0 < {ks}; \+\+ax0\)", kernels[1]), kernels[1]
+        assert f"ax0 * {m * n})" in kernels[1] and "C_ptr[" in kernels[1]
 
 
 # Rasterization (cuda_gemm: row tiles [row groups, R, WM, FM]): M = 192 is 12 row fragments, 6 block rows of 2
@@ -223,3 +276,46 @@ def test_gemm_rasterized_numerics(r):
     fn(*args)
     c = args[2].numpy().reshape(m, n).astype(np.float64)
     assert np.abs(c - ref).max() <= 2e-3 * np.abs(ref).max(), f"R = {r}: max abs error {np.abs(c - ref).max():.3g}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, size", [("float16", (128, 192, 2048)), ("bfloat16", (64, 128, 1024))])
+def test_k_split_numerics(dtype, size):
+    """k-split candidates (several KS) against an FP64 product: the partials cover K once, the reduction sums them."""
+    import tests.test_gpu_kernels as g
+    if g.ARCH is None:
+        pytest.skip("no CUDA GPU visible to TVM")
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+
+    from schedules import cuda_gemm, cuda_space, targets
+    from tir_kernels.gemm import gemm_func
+    m, n, k = size
+    mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=7,
+                         space_generator=cuda_gemm.design_space(g.ARCH, k_split=True))
+    sketches = ctx.generate_design_space()
+    rng = np.random.default_rng(1)
+    nd = g._np_dtype(dtype)
+    a, b = rng.standard_normal((m, k)).astype(nd), rng.standard_normal((n, k)).astype(nd)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    tol = {"float16": 2e-3, "bfloat16": 1.6e-2}[dtype] * np.abs(ref).max()
+    dev = tvm.cuda(0)
+    checked = set()
+    for seed in range(1, 60):
+        sch = tvm.s_tir.Schedule(mod, seed=seed)
+        Trace(sketches[seed % len(sketches)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        ks = cuda_gemm.k_split_of(sch.trace)
+        if ks in checked or not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+            continue
+        fn = cuda_space.build(sch.mod, g.ARCH)["main"]
+        out = np.full((m, n), np.nan, nd)  # NaN: an element the reduction kernel misses shows
+        args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, out)]
+        fn(*args)
+        c = args[2].numpy().reshape(m, n).astype(np.float64)
+        assert np.abs(c - ref).max() <= tol, f"KS = {ks}: max abs error {np.abs(c - ref).max():.3g} > {tol:.3g}"
+        checked.add(ks)
+        if len(checked) >= 3:
+            break
+    assert len(checked) >= 2, f"k-split factors checked: {sorted(checked)}"
