@@ -41,7 +41,7 @@ def traces(mod, decisions: list, stages: int) -> list:
     import tvm  # noqa: PLC0415
 
     from schedules import cuda_gemm  # noqa: PLC0415
-    from schedules.cuda_recompute import with_decisions  # noqa: PLC0415
+    from schedules.cuda_space import with_decisions  # noqa: PLC0415
     sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), stages).trace
     (blocks, wm, fm), rest = decisions[0], decisions[1:]
     groups = sorted({r for r in RASTER_GROUPS + (blocks,) if blocks % r == 0})
@@ -52,7 +52,6 @@ def run(size: tuple, dtype: str, target_name: str, decision_sets: list, stage_op
         log=print) -> dict:
     import torch  # noqa: PLC0415
     import tvm  # noqa: PLC0415
-    import tvm_ffi  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
     from schedules import cuda_gemm, cuda_space, targets  # noqa: PLC0415
@@ -62,16 +61,7 @@ def run(size: tuple, dtype: str, target_name: str, decision_sets: list, stage_op
     mod = gemm.gemm_module(size, dtype)
     postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), task_name="main", rand_state=5,
                                space_generator=cuda_gemm.design_space(target_name)).space_generator.postprocs
-    m, n, k = size
-    tdt = getattr(torch, dtype)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
-    b = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen)
-    c = torch.empty(m, n, device="cuda", dtype=tdt)
-    args = [tvm_ffi.from_dlpack(t.view(1, 1, *t.shape)) for t in (a, b, c)]
-    ref = a.float() @ b.float().t()
-    scale = ref.abs().max().item()
-    flop = 2.0 * m * n * k
+    ops = gemm.GpuOperands(size, dtype)
     rows = []
     for text in decision_sets:
         decisions = parse_decisions(text)
@@ -90,16 +80,16 @@ def run(size: tuple, dtype: str, target_name: str, decision_sets: list, stage_op
                     log(f"[raster] {label}: does not build ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
                     rows.append({"decisions": text, "stages": stages, "raster": r, "error": str(exc)[:300]})
                     continue
-                c.zero_()
-                fn(*args)
+                ops.c.zero_()
+                fn(*ops.args)
                 torch.cuda.synchronize()
-                err = (c.float() - ref).abs().max().item() / scale
-                t = peers.time_cuda(lambda: fn(*args), reps)
+                err = ops.rel_err(ops.c)
+                t = peers.time_cuda(lambda: fn(*ops.args), reps)
                 rows.append({"decisions": text, "stages": stages, "raster": r, "median_us": t["median_us"],
                              "p10_us": t["p10_us"], "p90_us": t["p90_us"],
-                             "tflops": flop / (t["median_us"] * 1e-6) / 1e12, "max_rel_err_vs_fp32": err})
+                             "tflops": ops.flop / (t["median_us"] * 1e-6) / 1e12, "max_rel_err_vs_fp32": err})
                 log(f"[raster] {label}: {t['median_us']:.1f} us, max |err| / max |C| {err:.2e}")
-    cublas = peers.time_cuda(lambda: torch.matmul(a, b.t()), reps)
+    cublas = peers.time_cuda(ops.cublas, reps)
     log(f"[raster] cuBLAS: {cublas['median_us']:.1f} us")
     return {"size": list(size), "dtype": dtype, "target": target_name, "rows": rows, "cublas": cublas}
 

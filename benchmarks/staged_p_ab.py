@@ -26,7 +26,7 @@ def _replay_with(decisions: list, sketch_trace, mod):
     """The sketch's trace with the given sample decisions (in order), applied to a fresh schedule of `mod`."""
     import tvm  # noqa: PLC0415
 
-    from schedules.cuda_recompute import with_decisions  # noqa: PLC0415
+    from schedules.cuda_space import with_decisions  # noqa: PLC0415
     sch = tvm.s_tir.Schedule(mod)
     with_decisions(sketch_trace, decisions).apply_to_schedule(sch, remove_postproc=True)
     return sch

@@ -46,7 +46,7 @@ def build(out_dir: Path, label: str, dtype: str, max_registers: int = 0, stages_
         for stages in [s_ for s_ in cuda_recompute.CHUNK_STAGES if stages_only in (0, s_)]:
             sketch = cuda_recompute._schedule2(tvm.s_tir.Schedule(mod), stages, resident_a=True).trace
             sch = tvm.s_tir.Schedule(mod)
-            cuda_recompute.with_decisions(sketch, decisions).apply_to_schedule(sch, remove_postproc=True)
+            cuda_space.with_decisions(sketch, decisions).apply_to_schedule(sch, remove_postproc=True)
             if not all(p.apply(sch) for p in postprocs):
                 raise RuntimeError(f"{decisions} at {stages} stages: rejected by the postprocessors")
             name = f"{label}_{i}"

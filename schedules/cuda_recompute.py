@@ -187,20 +187,8 @@ def retiled(trace, mod: tvm.IRModule) -> list:
                        resident_a=True).trace
     old = current_decisions(trace, mod)
     (_, bmt), (_, cwt) = [[int(x) for x in d] for d in old[:2]]
-    return [with_decisions(sketch, old[:2] + [[wm, fm], [wn, fn]] + old[4:])
+    return [cuda_space.with_decisions(sketch, old[:2] + [[wm, fm], [wn, fn]] + old[4:])
             for wm, fm, wn, fn in warp_tilings(bmt, cwt)]
-
-
-def with_decisions(sketch_trace, decisions: list):
-    """A sketch's trace with these sample decisions, in the order of its sample instructions."""
-    samples = [inst for inst in sketch_trace.insts if inst.kind.name.startswith("Sample")]
-    if len(samples) != len(decisions):
-        raise ValueError(f"{len(samples)} sample instructions, {len(decisions)} decisions")
-    trace = sketch_trace
-    for inst, dec in zip(samples, decisions):
-        trace = trace.with_decision(inst, [int(v) for v in dec] if hasattr(dec, "__len__") else dec,
-                                    remove_postproc=True)
-    return trace
 
 
 def bind_warp(sch: tvm.s_tir.Schedule, wm_, wn_) -> None:

@@ -113,6 +113,18 @@ def _row_max_reducible(sch: tvm.s_tir.Schedule) -> bool:
     return isinstance(v, tvm.tirx.FloatImm) and v.value < -1e38 and v.value != float("-inf")
 
 
+def with_decisions(sketch_trace, decisions: list):
+    """A sketch's trace with these sample decisions, in the order of its sample instructions."""
+    samples = [inst for inst in sketch_trace.insts if inst.kind.name.startswith("Sample")]
+    if len(samples) != len(decisions):
+        raise ValueError(f"{len(samples)} sample instructions, {len(decisions)} decisions")
+    trace = sketch_trace
+    for inst, dec in zip(samples, decisions):
+        trace = trace.with_decision(inst, [int(v) for v in dec] if hasattr(dec, "__len__") else dec,
+                                    remove_postproc=True)
+    return trace
+
+
 def mma_tiles(sch, s_blk):
     """Split the S block's M, N, K loops into 16-element tiles and blockize the 16x16x16 inner block (what
     the mma intrinsic matches). Returns the outer loops (b0, b1, i, j, k), the outer block and the inner one;

@@ -24,7 +24,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--trials", type=int, default=256, help="trial budget of the work database (default 256)")
     ap.add_argument("--work", default=None, help="tuning work directory (default build/gemm/<target>-<M>x<N>x<K>-<dtype>)")
-    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=50, help="calls timed per round (default 50)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds alternating ours and cuBLAS; each is reported at "
+                    "its median round (default 3)")
     ap.add_argument("--fragment-pipeline", choices=["off", "on", "both"], default="off",
                     help="sketches with the A/B fragments double-buffered in registers: off (default; measured slower "
                          "on the H100), on, or both (an A/B inside one tuning run)")
@@ -34,6 +36,8 @@ def main(argv=None) -> int:
                          "them)")
     ap.add_argument("--out", required=True, help="results JSON (a .md table is written beside it)")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if any(s % 16 for s in args.size):
         ap.error(f"--size: M, N, K must be multiples of 16 (got {args.size})")
     from schedules import targets  # noqa: PLC0415
@@ -52,7 +56,7 @@ def main(argv=None) -> int:
         k_split = {"auto": None, "off": False, "on": True}[args.k_split]
         gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2, fragment_pipeline=frag,
                   k_split=k_split)
-    result = gemm.bench(size, args.dtype, target, work, args.reps)
+    result = gemm.bench(size, args.dtype, target, work, args.reps, rounds_n=args.rounds)
     out = Path(args.out)
     gemm.save(result, out)
     print(f"wrote {out} and {out.with_suffix('.md')}")

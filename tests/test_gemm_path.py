@@ -86,7 +86,8 @@ def test_bench_gemm_refuses_bad_arguments():
     script = str(ROOT / "scripts" / "bench_gemm.py")
     for args, needle in ((["--target", "llvm"], "CUDA tensor-core space"),
                          (["--target", "sm_90", "--size", "100", "64", "64"], "multiples of 16"),
-                         (["--target", "sm_90", "--size", "64", "64", "64", "--k-split", "on"], "no factor")):
+                         (["--target", "sm_90", "--size", "64", "64", "64", "--k-split", "on"], "no factor"),
+                         (["--target", "sm_90", "--rounds", "0"], "at least 1")):
         proc = subprocess.run([sys.executable, script, *args, "--out", "x.json"], capture_output=True, text=True,
                               cwd=ROOT, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
@@ -220,7 +221,7 @@ def _raster_schedule(mod, r: int, stages: int = 2):
 
     from benchmarks.gemm_raster_ab import parse_decisions
     from schedules import cuda_gemm
-    from schedules.cuda_recompute import with_decisions
+    from schedules.cuda_space import with_decisions
     sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), stages).trace
     sch = tvm.s_tir.Schedule(mod)
     with_decisions(sketch, [RASTER_ROWS[r]] + parse_decisions("6,1,2 2,2,2 2,2 0 0")[1:]).apply_to_schedule(
