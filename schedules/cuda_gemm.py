@@ -24,7 +24,7 @@ slices (KS sampled, a categorical knob) and rfactor'ed, so that
 
     kernel 1  blockIdx.x = (k slice, row group, block column, block row): the GEMM above over K/KS, the fp32
               partial tile stored from the fragments to a workspace S_rf [KS, M, N]
-    kernel 2  one thread per output element: C = cast(sum over the KS partials)
+    kernel 2  4 consecutive output elements a thread: C = cast(sum over the KS partials), 16-byte loads
 
 The reduction is a second pass over KS x M x N x 4 bytes rather than atomics: fp32 atomicAdd into a zeroed
 buffer would need a third kernel for the cast, and its sum order (so the result) would change from run to run.
@@ -44,6 +44,7 @@ K_SLICE_MIN = 64  # elements of K per slice: at least 4 k-steps of 16, or the pa
 K_SPLIT_WORKSPACE = 64 << 20  # bytes of fp32 partials at most
 K_SPLIT_OUTPUT_MAX = 1 << 20  # output elements (64 blocks of 128 x 128) above which k-split sketches are left out
 REDUCE_THREADS = 256
+REDUCE_VEC = 4  # output elements a thread of the reduction kernel: 16-byte fp32 loads (the most VerifyGPUCode allows)
 
 
 # The fragment pipeline (register double buffer of the A/B fragments, _schedule) is opt-in: on 4096^3 fp16 (H100,
@@ -76,14 +77,14 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=STAGES,
     if True in forms and not k_split_factors(m, n, k):
         raise UnsupportedShapeError(f"no k-split factor of {K_SPLITS} fits M={m}, N={n}, K={k} (slices of at least "
                                     f"{K_SLICE_MIN}, partials of at most {K_SPLIT_WORKSPACE >> 20} MiB)")
-    return [_schedule(sch.copy(), stages, frag, split, (m, n, k))
+    return [_schedule(sch.copy(), stages, frag, split)
             for split in forms for stages in stage_options for frag in fragment_pipeline]
 
 
-def _split_k(sch: tvm.s_tir.Schedule, size: tuple):
+def _split_k(sch: tvm.s_tir.Schedule):
     """rfactor S over KS sampled K slices: block S_rf [KS, b0, b1, M, N] (slice loop outermost), then S (the sum
     over the slices) and C, which become the reduction kernel. Returns S_rf."""
-    factors = k_split_factors(*size)
+    factors = k_split_factors(*cuda_space._sizes(sch.mod["main"])[2:])
     b0, b1, i, j, kk = sch.get_loops(sch.get_sblock("S"))
     ks = sch.sample_categorical(candidates=factors, probs=[1 / len(factors)] * len(factors))
     kc, _ = sch.split(kk, factors=[ks, None])
@@ -91,22 +92,27 @@ def _split_k(sch: tvm.s_tir.Schedule, size: tuple):
     loops = sch.get_loops(rf)  # b0, b1, i, j, kc, k in the slice
     sch.reorder(loops[4], *loops[:4])
 
-    # kernel 2: one thread per output element, the KS partials summed in a register, then the cast
+    # kernel 2: REDUCE_VEC consecutive output elements a thread (M x N is a multiple of 256, so the split is exact
+    # and any bounds check falls outside the vector): the KS partials summed in registers, 16-byte loads, then the
+    # cast and one vector store
     c_blk = sch.get_sblock("C")
-    _, tx = sch.split(sch.fuse(*sch.get_loops(c_blk)), factors=[None, REDUCE_THREADS])
-    sch.bind(sch.get_loops(c_blk)[0], "blockIdx.x")
+    rest, vec = sch.split(sch.fuse(*sch.get_loops(c_blk)), factors=[None, REDUCE_VEC])
+    bx, tx = sch.split(rest, factors=[None, REDUCE_THREADS])
+    sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
     s_sum = sch.get_sblock("S")
     sch.compute_at(s_sum, tx)
     sch.set_scope(s_sum, 0, "local")
+    sch.vectorize(sch.get_loops(s_sum)[-1])  # compute_at put the slice loop outside the element loop
+    sch.vectorize(vec)
     return rf
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = False, k_split: bool = False,
-              size: tuple = ()) -> tvm.s_tir.Schedule:
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, fragment_pipeline: bool = False,
+              k_split: bool = False) -> tvm.s_tir.Schedule:
     dtype = str(next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A"))
     names = intrin_group(dtype, cuda_space._is_trans_b(sch), SMEM)
-    s_blk = _split_k(sch, size) if k_split else sch.get_sblock("S")
+    s_blk = _split_k(sch) if k_split else sch.get_sblock("S")
     lead = (sch.get_loops(s_blk)[0],) if k_split else ()  # the slice loop
     *_, b0, b1, i, j, kk, s_outer, s_inner = cuda_space.mma_tiles(sch, s_blk)
     # [row groups, R, WM, FM]: R block rows a rasterization group, a level of the perfect tile (not a categorical

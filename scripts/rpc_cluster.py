@@ -46,7 +46,18 @@ def _start(args, log=print):
     if not devices and not args.tracker and args.gpus == "all":
         print("[rpc] no GPU found (nvidia-smi): starting the tracker alone", file=sys.stderr)
     return rpc_cluster.start(devices=devices, key=args.key, host=args.host, port=args.port, tracker=args.tracker,
-                             custom_addr=args.custom_addr, log_dir=args.log_dir, wait_s=args.wait, log=log)
+                             custom_addr=args.custom_addr, log_dir=args.log_dir, wait_s=args.wait,
+                             server_ports=args.server_ports, log=log)
+
+
+def _port_range(text: str) -> tuple:
+    try:
+        lo, hi = (int(p) for p in text.split("-"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LO-HI, e.g. 9090-9190") from None
+    if not 0 < lo < hi <= 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: want 0 < LO < HI <= 65536")
+    return lo, hi
 
 
 def _interrupt(*_):
@@ -65,6 +76,9 @@ def main(argv=None) -> int:
         p.add_argument("--host", default="127.0.0.1",
                        help="address the tracker binds (0.0.0.0 to serve other hosts; default 127.0.0.1)")
         p.add_argument("--port", type=int, default=9190, help="tracker port (default 9190)")
+        p.add_argument("--server-ports", type=_port_range, default=(9090, 9190), metavar="LO-HI",
+                       help="ports [LO, HI) the servers bind in, split between them (default 9090-9190; "
+                            "two clusters on one host need disjoint ranges)")
         p.add_argument("--tracker", default=None, help="HOST:PORT of a running tracker to join instead")
         p.add_argument("--custom-addr", default=None, help="this host's address as other hosts reach it")
         p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for servers to register")

@@ -207,7 +207,8 @@ def test_k_split_candidates_build(codegen, arch, dtype, size):
         assert "S_rf_ptr[" in kernels[0] and "ldmatrix" in kernels[0]  # partials stored from the fragments
         # kernel 2: KS partials of M x N floats summed per element, then one cast
         assert re.search(rf"for \(int ax0 = 0; ax0 < {ks}; \+\+ax0\)", kernels[1]), kernels[1]
-        assert f"ax0 * {m * n})" in kernels[1] and "C_ptr[" in kernels[1]
+        assert f"ax0 * {m * n})" in kernels[1] and "C_ptr" in kernels[1]
+        assert "*(float4*)(S_rf_ptr" in kernels[1]  # 4 partials an access (cuda_gemm.REDUCE_VEC)
 
 
 # Rasterization (cuda_gemm: row tiles [row groups, R, WM, FM]): M = 192 is 12 row fragments, 6 block rows of 2

@@ -3,8 +3,10 @@
 The fault tests kill servers mid-run: tuning must go on with the rest, lose only the candidates in flight,
 and stop with a clear error, its measurements kept, when no server is left.
 """
+import contextlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -29,10 +31,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _free_port_range(n: int = 8) -> tuple:
+    """n consecutive ports free now, away from rpc_cluster's default server range: two test suites on one host
+    (and a real cluster) must not share server ports, or a tracker's record of a killed server can point at a
+    port another suite's server holds under the same key."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        lo = rng.randrange(20000, 32000 - n)
+        try:
+            with contextlib.ExitStack() as held:
+                for p in range(lo, lo + n):
+                    s = held.enter_context(socket.socket())
+                    s.bind(("127.0.0.1", p))
+            return lo, lo + n
+        except OSError:
+            continue
+    raise RuntimeError("no free port range found")
+
+
 @pytest.fixture
 def cluster(tmp_path):
     c = rpc_cluster.start(devices=["cpu", "cpu"], port=_free_port(), log_dir=tmp_path / "rpc-logs",
-                          log=lambda *_: None)
+                          server_ports=_free_port_range(), log=lambda *_: None)
     yield c
     rpc_cluster.stop(c, log=lambda *_: None)
 
@@ -80,10 +100,18 @@ def test_no_server_under_the_key_is_a_clear_error(cluster, tmp_path):
         tuner.tune(parse("demo"), "llvm", 4, db_root=tmp_path, tracker=other_key, progress=False)
 
 
+def test_server_port_range_is_checked(tmp_path):
+    with pytest.raises(rpc_cluster.ClusterError, match="cannot hold 2 server"):
+        rpc_cluster.start(devices=["cpu", "cpu"], port=_free_port(), log_dir=tmp_path, server_ports=(30000, 30001))
+    out = subprocess.run([*CLUSTER, "start", "--gpus", "none", "--server-ports", "9190-9090",
+                          "--state", str(tmp_path / "s.json")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "want 0 < LO < HI" in out.stderr and not (tmp_path / "s.json").exists()
+
+
 def test_rpc_cluster_script_start_status_stop(tmp_path):
     state, port = tmp_path / "state.json", _free_port()
     start = [*CLUSTER, "start", "--gpus", "none", "--cpu-servers", "2", "--port", str(port), "--state", str(state),
-             "--log-dir", str(tmp_path / "logs")]
+             "--log-dir", str(tmp_path / "logs"), "--server-ports", "%d-%d" % _free_port_range()]
     out = subprocess.run(start, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     pids = [s["pid"] for s in json.loads(state.read_text())["servers"]] + [json.loads(state.read_text())["tracker_pid"]]
@@ -182,7 +210,8 @@ def test_tuning_stops_cleanly_when_every_server_is_gone_and_resumes(cluster, tmp
 
     # New servers under the same tracker: the same command goes on to the budget.
     more = rpc_cluster.start(devices=["cpu"], tracker=f"{cluster.tracker_host}:{cluster.tracker_port}",
-                             key=cluster.key, log_dir=tmp_path / "more-logs", log=lambda *_: None)
+                             key=cluster.key, log_dir=tmp_path / "more-logs", server_ports=_free_port_range(),
+                             log=lambda *_: None)
     try:
         prov = tuner.tune(wl, "llvm", 12, strategy="random", db_root=tmp_path, batch_size=6, tracker=cluster.tracker,
                           progress=False)
@@ -194,7 +223,7 @@ def test_tuning_stops_cleanly_when_every_server_is_gone_and_resumes(cluster, tmp
 def test_rpc_cluster_run_tunes_several_workloads_at_once(tmp_path):
     """rpc_cluster.py run -- tune.py --runner rpc --jobs 2: two workloads share two servers; all stopped after."""
     out = subprocess.run([*CLUSTER, "run", "--gpus", "none", "--cpu-servers", "2", "--port", str(_free_port()),
-                          "--log-dir", str(tmp_path / "logs"), "--",
+                          "--server-ports", "%d-%d" % _free_port_range(), "--log-dir", str(tmp_path / "logs"), "--",
                           *TUNE[1:], "--target", "llvm", "--workload", "demo", "--workload", "a=2x64x32,b=2x32x64",
                           "--trials", "4", "--batch-size", "2", "--strategy", "random", "--runner", "rpc",
                           "--jobs", "2", "--db", str(tmp_path / "db")],
@@ -246,7 +275,8 @@ def test_rpc_tuning_on_the_local_gpu_times_each_candidate(tmp_path):
     from schedules import targets  # noqa: PLC0415
 
     target = targets.detect_local()
-    c = rpc_cluster.start(devices=["0"], port=_free_port(), log_dir=tmp_path / "rpc-logs", log=lambda *_: None)
+    c = rpc_cluster.start(devices=["0"], port=_free_port(), log_dir=tmp_path / "rpc-logs",
+                          server_ports=_free_port_range(), log=lambda *_: None)
     try:
         prov = tuner.tune(parse("vit-b16"), target, 16, db_root=tmp_path, batch_size=16, tracker=c.tracker,
                           progress=False)

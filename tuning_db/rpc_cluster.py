@@ -86,15 +86,19 @@ def _tail(path: str, n: int = 15) -> str:
 
 def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
           tracker: Optional[str] = None, custom_addr: Optional[str] = None, log_dir: Path,
-          wait_s: float = 60.0, log: Callable = print) -> Cluster:
+          wait_s: float = 60.0, server_ports: tuple[int, int] = SERVER_PORTS, log: Callable = print) -> Cluster:
     """Start a tracker at host:port (unless `tracker` names one to join) and one server per device.
 
     devices: GPU indices ("0", "1", ...) for GPU servers, or "cpu" entries for CPU-only (llvm) servers; none
     starts the tracker alone (for servers on other hosts). Waits until the tracker lists every new server
-    under `key`; otherwise stops them all and raises.
+    under `key`; otherwise stops them all and raises. server_ports: the [lo, hi) range the servers bind in,
+    split between them (two clusters on one host need disjoint ranges).
     """
     if not devices and tracker:
         raise ClusterError("nothing to start: joining a tracker needs GPUs or CPU servers to serve")
+    if not 0 < server_ports[0] < server_ports[1] <= 65536 or server_ports[1] - server_ports[0] < len(devices):
+        raise ClusterError(f"server ports {server_ports[0]}-{server_ports[1]} cannot hold {len(devices)} server(s): "
+                           "give a range [LO, HI) with at least one port a server")
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -116,10 +120,10 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
                       f"(port taken? another cluster running?):\n{_tail(str(log_dir / 'tracker.log'))}",
                       proc=proc)
             log(f"[rpc] tracker at {host}:{port} (pid {proc.pid})")
-        # Each server of this call searches its own slice of SERVER_PORTS: TVM's servers set SO_REUSEADDR, so two
+        # Each server of this call searches its own slice of server_ports: TVM's servers set SO_REUSEADDR, so two
         # starting at once could both bind the same port before either listens, and one then never registered
         # (the "only 1 of 2 servers registered" failure of the RPC tests).
-        lo, width = SERVER_PORTS[0], max(1, (SERVER_PORTS[1] - SERVER_PORTS[0]) // max(1, len(devices)))
+        lo, width = server_ports[0], max(1, (server_ports[1] - server_ports[0]) // max(1, len(devices)))
         for i, dev in enumerate(devices):
             server_env = dict(env)
             if dev != "cpu":
