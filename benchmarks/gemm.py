@@ -33,14 +33,33 @@ def measured_trials(work: Path) -> int:
     return sum(1 for _ in path.open()) if path.exists() else 0
 
 
+def _space(target_name: str, mma: str, fragment_pipeline, k_split):
+    """(TVM target, design space) of the plain GEMM: cuda_gemm's mma.sync space, or cuda_wgmma's (sm_90a)."""
+    from schedules import cuda_gemm, cuda_wgmma, targets  # noqa: PLC0415
+    if mma == "wgmma":
+        cuda_wgmma.check_target(target_name)
+        return cuda_wgmma.target(), cuda_wgmma.design_space()
+    return targets.tvm_target(target_name), cuda_gemm.design_space(
+        target_name, fragment_pipeline or cuda_gemm.FRAGMENT_PIPELINE, k_split)
+
+
+def _register(target_name: str, mma: str) -> None:
+    """The tensor intrinsics a record's trace names (replayed by name)."""
+    from schedules import cuda_wgmma, targets  # noqa: PLC0415
+    targets.register_intrinsics(target_name)
+    if mma == "wgmma":
+        cuda_wgmma.register_all()
+
+
 def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, workers: int, log: Callable = print,
-         batch_size: int = 64, seed: int = 0, fragment_pipeline=None, k_split=None) -> int:
+         batch_size: int = 64, seed: int = 0, fragment_pipeline=None, k_split=None, mma: str = "mma_sync") -> int:
     """Measure candidates until the work database holds `trials` of them; returns how many this call measured.
     fragment_pipeline, k_split: cuda_gemm's sketch choices (defaults: cuda_gemm.FRAGMENT_PIPELINE; k-split
-    sketches where cuda_gemm.k_split_offered)."""
+    sketches where cuda_gemm.k_split_offered). mma: "mma_sync" (cuda_gemm) or "wgmma" (cuda_wgmma, sm_90 only)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_gemm, cuda_space, targets  # noqa: PLC0415
+    from schedules import cuda_space  # noqa: PLC0415
+    target, space = _space(target_name, mma, fragment_pipeline, k_split)
     work.mkdir(parents=True, exist_ok=True)
     dbm.repair_jsonl(work / RECORDS)  # a slice killed mid-write leaves at most a torn last line
     done = measured_trials(work)
@@ -48,24 +67,23 @@ def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, wor
     if budget <= 0:
         log(f"[gemm] {work}: {done} trials measured already (budget {trials})")
         return 0
-    log(f"[gemm] tuning {size} {dtype} on {target_name}: {done} done, {budget} to go")
-    targets.register_intrinsics(target_name)
-    ms.tune_tir(mod=gemm_module(size, dtype), target=targets.tvm_target(target_name), work_dir=str(work),
+    log(f"[gemm] tuning {size} {dtype} on {target_name} ({mma}): {done} done, {budget} to go")
+    _register(target_name, mma)
+    ms.tune_tir(mod=gemm_module(size, dtype), target=target, work_dir=str(work),
                 max_trials_global=budget, num_trials_per_iter=min(batch_size, budget),
                 builder=cuda_space.builder(target_name, workers), runner=cuda_space.runner(),
                 database=dbm.open_json_db(work, create=True), cost_model="xgb",
                 strategy=ms.search_strategy.EvolutionarySearch(population_size=512, init_min_unmeasured=50),
-                space=cuda_gemm.design_space(target_name, fragment_pipeline or cuda_gemm.FRAGMENT_PIPELINE, k_split),
+                space=space,
                 num_tuning_cores=workers, seed=seed)
     return measured_trials(work) - done
 
 
-def best_module(size: tuple, dtype: str, target_name: str, work: Path):
+def best_module(size: tuple, dtype: str, target_name: str, work: Path, mma: str = "mma_sync"):
     """(scheduled module, its measured seconds, its k-split factor) of the work database's best record."""
     import tvm  # noqa: PLC0415
 
-    from schedules import targets  # noqa: PLC0415
-    targets.register_intrinsics(target_name)
+    _register(target_name, mma)
     mod = gemm_module(size, dtype)
     top = dbm.top_records(mod, [dbm.open_json_db(work)], 1)
     if not top:
@@ -105,12 +123,12 @@ class GpuOperands:
 
 
 def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log: Callable = print,
-          rounds_n: int = 3) -> dict:
+          rounds_n: int = 3, mma: str = "mma_sync") -> dict:
     import torch  # noqa: PLC0415
 
-    from schedules import cuda_space  # noqa: PLC0415
-    mod, tuned_secs, k_split = best_module(size, dtype, target_name, work)
-    fn = cuda_space.build(mod, target_name)["main"]
+    from schedules import cuda_space, cuda_wgmma  # noqa: PLC0415
+    mod, tuned_secs, k_split = best_module(size, dtype, target_name, work, mma)
+    fn = (cuda_wgmma.build(mod) if mma == "wgmma" else cuda_space.build(mod, target_name))["main"]
     ops = GpuOperands(size, dtype)
     fn(*ops.args)
     torch.cuda.synchronize()
@@ -132,9 +150,9 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
         log(f"[gemm] {name}: {t['median_us']:.1f} us, {t['tflops']:.1f} TFLOP/s, max |err| / max |C| "
             f"{err[name]:.2e} (rounds: {', '.join(f'{x:.1f}' for x in t['round_medians_us'])} us)")
     ratio = rows["cublas"]["median_us"] / rows["ours"]["median_us"]
-    log(f"[gemm] ours / cuBLAS throughput: {ratio:.1%} (ours: k-split {k_split})")
+    log(f"[gemm] ours / cuBLAS throughput: {ratio:.1%} (ours: {mma}, k-split {k_split})")
     return {"size": list(size), "dtype": dtype, "target": target_name, "trials": measured_trials(work),
-            "k_split": k_split,
+            "mma": mma, "k_split": k_split,
             "tuned_us": None if tuned_secs is None else tuned_secs * 1e6, "ours": rows["ours"],
             "cublas": rows["cublas"], "ours_over_cublas": ratio}
 
@@ -150,10 +168,11 @@ def save(result: dict, out: Path) -> None:
     r = result
     md = [f"# Plain GEMM path of the space vs cuBLAS: {env['gpu']}, driver {env.get('driver')}, {env['date']} "
           f"(commit {env['commit']})", "",
-          "| M x N x K | dtype | trials | ours: k-split | ours µs | ours TFLOP/s | cuBLAS µs | cuBLAS TFLOP/s | "
-          "ours / cuBLAS |",
-          "|---|---|---|---|---|---|---|---|---|",
-          f"| {'x'.join(map(str, r['size']))} | {r['dtype']} | {r['trials']} | {r.get('k_split', 1)} | "
+          "| M x N x K | dtype | trials | ours: MMA | ours: k-split | ours µs | ours TFLOP/s | cuBLAS µs | "
+          "cuBLAS TFLOP/s | ours / cuBLAS |",
+          "|---|---|---|---|---|---|---|---|---|---|",
+          f"| {'x'.join(map(str, r['size']))} | {r['dtype']} | {r['trials']} | {r.get('mma', 'mma_sync')} | "
+          f"{r.get('k_split', 1)} | "
           f"{r['ours']['median_us']:.1f} | "
           f"{r['ours']['tflops']:.1f} | {r['cublas']['median_us']:.1f} | {r['cublas']['tflops']:.1f} | "
           f"{r['ours_over_cublas']:.1%} |", ""]

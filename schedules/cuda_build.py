@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import threading
 from typing import Optional
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")  # nvrtc needs cuda-bindings; inherited by workers
@@ -209,6 +210,34 @@ def warp_accumulators(mod) -> list:
     return names
 
 
+_wgmma_codegen_lock = threading.Lock()
+_wgmma_codegen_done = False
+
+
+def register_wgmma_codegen() -> None:
+    """TVM 0.27's codegen of T.cuda.wgmma.noop_barrier reads `reg.dtype` (a TensorLoad has only `.ty`) and its
+    helper takes the register by value, so its "+f" constraint fences a copy. Registered again, by reference
+    (CUTLASS's warpgroup_fence_operand): it keeps nvcc from moving accumulator accesses across an asynchronous
+    wgmma (schedules/cuda_wgmma). Here, not there, because builder workers import only this module."""
+    global _wgmma_codegen_done
+    with _wgmma_codegen_lock:
+        if _wgmma_codegen_done:
+            return
+        from tvm.backend.cuda.codegen.registry import CODEGEN_REGISTRY, register_codegen  # noqa: PLC0415
+        from tvm.backend.cuda.codegen.schema import device_intrinsic  # noqa: PLC0415
+        for ty, c_type, constraint in (("float32", "float", "f"), ("uint32", "uint32_t", "r")):
+            device_intrinsic(f"fg_wgmma_fence_operand_{ty}", helper_name=f"fg_wgmma_fence_operand_{ty}",
+                             c_signature=f"({c_type}& reg)",
+                             body=f'    asm volatile("" : "+{constraint}"(reg) :: "memory");')
+
+        @register_codegen("cuda_wgmma_noop_barrier")
+        def _noop_barrier(reg):
+            res = CODEGEN_REGISTRY[f"tirx.fg_wgmma_fence_operand_{reg.ty}"]([reg])
+            return res[0] if isinstance(res, tuple) else res
+
+        _wgmma_codegen_done = True
+
+
 def compile_cuda(mod, target):
     """tvm.compile for a CUDA target: inside `with target:` (nvcc builds for target.arch, not the local
     GPU), with PASS_CONFIG and the flashgemm TIR pipeline.
@@ -222,6 +251,8 @@ def compile_cuda(mod, target):
     candidate then fails to build and is counted invalid).
 
     Functions with MAX_REGISTERS_ATTR get that register cap (note above)."""
+    if str(target.attrs.get("arch", "")).endswith("a"):  # sm_90a: the wgmma kernels (cuda_wgmma)
+        register_wgmma_codegen()
     _launch_max_registers.clear()
     _launch_max_registers.update({str(f.attrs["global_symbol"]): int(f.attrs[MAX_REGISTERS_ATTR])
                                   for _, f in mod.functions.items()

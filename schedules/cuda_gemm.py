@@ -28,7 +28,7 @@ slices (KS sampled, a categorical knob) and rfactor'ed, so that
 
 The reduction is a second pass over KS x M x N x 4 bytes rather than atomics: fp32 atomicAdd into a zeroed
 buffer would need a third kernel for the cast, and its sum order (so the result) would change from run to run.
-Not done (so not claimed): Hopper's wgmma/TMA (TVM 0.27 has no intrinsics for them; mma.sync on sm_90 too).
+Hopper's wgmma is schedules/cuda_wgmma's space (sm_90a); this one is mma.sync on every arch. Not done: TMA.
 """
 from __future__ import annotations
 

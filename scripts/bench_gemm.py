@@ -2,8 +2,9 @@
 """The plain GEMM path of the tensor-core space against cuBLAS (issue 3: 4096^3 fp16, >= 60 % of cuBLAS).
 
     scripts/bench_gemm.py --target sm_90 --trials 256 --out results/h100/gemm-4096.json
+    scripts/bench_gemm.py --target sm_90 --mma wgmma --trials 64 --out results/h100/gemm-wgmma-4096.json
 
-Tunes schedules/cuda_gemm's space with Meta-Schedule into --work (resumable: a second run continues toward
+Tunes schedules/cuda_gemm's space (or, --mma wgmma, schedules/cuda_wgmma's Hopper space) with Meta-Schedule into --work (resumable: a second run continues toward
 --trials; --trials 0 only benchmarks what is there), then times the best kernel against torch.matmul (cuBLAS) in
 the same process. Needs a CUDA GPU, torch and xgboost.
 """
@@ -34,6 +35,9 @@ def main(argv=None) -> int:
                     help="k-split sketches (K sliced over blocks, then a reduction kernel): auto (default: with the "
                          "others when the output is small, schedules/cuda_gemm.k_split_offered), off, or on (only "
                          "them)")
+    ap.add_argument("--mma", choices=["mma_sync", "wgmma"], default="mma_sync",
+                    help="the space's tensor-core instruction: mma_sync (default; sm_80, sm_89, sm_90) or wgmma "
+                         "(Hopper's, sm_90 only, built as sm_90a: schedules/cuda_wgmma)")
     ap.add_argument("--out", required=True, help="results JSON (a .md table is written beside it)")
     args = ap.parse_args(argv)
     if args.rounds < 1:
@@ -45,18 +49,29 @@ def main(argv=None) -> int:
     if not targets.is_cuda(target):
         ap.error(f"--target {target}: the plain GEMM path is the CUDA tensor-core space (sm_80, sm_89, sm_90)")
     size = tuple(args.size)
-    from schedules import cuda_gemm  # noqa: PLC0415
+    from schedules import cuda_gemm, cuda_wgmma  # noqa: PLC0415
+    if args.mma == "wgmma":
+        if target != "sm_90":
+            ap.error(f"--mma wgmma: Hopper's instruction (sm_90, built as {cuda_wgmma.ARCH}); target {target} has "
+                     "mma.sync only")
+        if args.k_split == "on" or args.fragment_pipeline != "off":
+            ap.error("--mma wgmma has no k-split or fragment-pipeline sketches (they are the mma.sync space's)")
+        m, n, k = size
+        if not any(cuda_wgmma.fits(m, n, k, bn, wg) for bn in cuda_wgmma.BNS for wg in cuda_wgmma.WGS):
+            ap.error(f"--mma wgmma: M must be a multiple of 64, N of one of {cuda_wgmma.BNS}, K of "
+                     f"{cuda_wgmma.BK} (got {size})")
     if args.k_split == "on" and not cuda_gemm.k_split_factors(*size):
         ap.error(f"--k-split on: no factor of {cuda_gemm.K_SPLITS} fits {size} (K slices of at least "
                  f"{cuda_gemm.K_SLICE_MIN}, partials of at most {cuda_gemm.K_SPLIT_WORKSPACE >> 20} MiB)")
-    work = Path(args.work or f"build/gemm/{target}-{'x'.join(map(str, size))}-{args.dtype}")
+    work = Path(args.work or f"build/gemm/{target}-{'x'.join(map(str, size))}-{args.dtype}"
+                + ("-wgmma" if args.mma == "wgmma" else ""))
     from benchmarks import gemm  # noqa: PLC0415
     if args.trials > 0:
         frag = {"off": (False,), "on": (True,), "both": (False, True)}[args.fragment_pipeline]
         k_split = {"auto": None, "off": False, "on": True}[args.k_split]
         gemm.tune(size, args.dtype, target, args.trials, work, workers=os.cpu_count() or 2, fragment_pipeline=frag,
-                  k_split=k_split)
-    result = gemm.bench(size, args.dtype, target, work, args.reps, rounds_n=args.rounds)
+                  k_split=k_split, mma=args.mma)
+    result = gemm.bench(size, args.dtype, target, work, args.reps, rounds_n=args.rounds, mma=args.mma)
     out = Path(args.out)
     gemm.save(result, out)
     print(f"wrote {out} and {out.with_suffix('.md')}")
