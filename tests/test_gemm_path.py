@@ -19,6 +19,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("sm_80", "float16", (128, 256, 64)), ("sm_89", "bfloat16", (64, 128, 96)), ("sm_90", "float16", (256, 256, 128))]
 
+GEMM_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2}  # max abs error over max |C|, as the fused op's tests allow P
+
+
+def gemm_case(m: int, n: int, k: int, dtype: str, seed: int = 1):
+    """A [m, k] and B [n, k] drawn N(0, 1) in dtype, C = A @ B^T in FP64, and the max abs error allowed."""
+    import tests.test_gpu_kernels as g
+    nd = g._np_dtype(dtype)
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((m, k)).astype(nd), rng.standard_normal((n, k)).astype(nd)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    return a, b, ref, GEMM_TOL[dtype] * np.abs(ref).max()
+
+
+def gemm_run(fn, a, b) -> np.ndarray:
+    """C of a built plain-GEMM kernel (arguments as [1, 1, rows, cols]) in FP64; C starts as NaN, so an element
+    the kernel misses shows."""
+    import tvm
+    dev = tvm.cuda(0)
+    out = np.full((a.shape[0], b.shape[0]), np.nan, a.dtype)
+    args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, out)]
+    fn(*args)
+    return args[2].numpy().reshape(out.shape).astype(np.float64)
+
+
 WORKER = textwrap.dedent(r'''
     import json, sys
     import tvm
@@ -270,14 +294,9 @@ def test_gemm_rasterized_numerics(r):
                                space_generator=cuda_gemm.design_space(g.ARCH)).space_generator.postprocs
     assert all(p.apply(sch) for p in postprocs)
     fn = cuda_space.build(sch.mod, g.ARCH)["main"]
-    rng = np.random.default_rng(r)
-    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((n, k)).astype(np.float16)
-    ref = a.astype(np.float64) @ b.astype(np.float64).T
-    dev = tvm.cuda(0)
-    args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, np.zeros((m, n), np.float16))]
-    fn(*args)
-    c = args[2].numpy().reshape(m, n).astype(np.float64)
-    assert np.abs(c - ref).max() <= 2e-3 * np.abs(ref).max(), f"R = {r}: max abs error {np.abs(c - ref).max():.3g}"
+    a, b, ref, tol = gemm_case(m, n, k, "float16", seed=r)
+    c = gemm_run(fn, a, b)
+    assert np.abs(c - ref).max() <= tol, f"R = {r}: max abs error {np.abs(c - ref).max():.3g}"
 
 
 @pytest.mark.gpu
@@ -298,12 +317,7 @@ def test_k_split_numerics(dtype, size):
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=7,
                          space_generator=cuda_gemm.design_space(g.ARCH, k_split=True))
     sketches = ctx.generate_design_space()
-    rng = np.random.default_rng(1)
-    nd = g._np_dtype(dtype)
-    a, b = rng.standard_normal((m, k)).astype(nd), rng.standard_normal((n, k)).astype(nd)
-    ref = a.astype(np.float64) @ b.astype(np.float64).T
-    tol = {"float16": 2e-3, "bfloat16": 1.6e-2}[dtype] * np.abs(ref).max()
-    dev = tvm.cuda(0)
+    a, b, ref, tol = gemm_case(m, n, k, dtype)
     checked = set()
     for seed in range(1, 60):
         sch = tvm.s_tir.Schedule(mod, seed=seed)
@@ -311,11 +325,7 @@ def test_k_split_numerics(dtype, size):
         ks = cuda_gemm.k_split_of(sch.trace)
         if ks in checked or not all(p.apply(sch) for p in ctx.space_generator.postprocs):
             continue
-        fn = cuda_space.build(sch.mod, g.ARCH)["main"]
-        out = np.full((m, n), np.nan, nd)  # NaN: an element the reduction kernel misses shows
-        args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, out)]
-        fn(*args)
-        c = args[2].numpy().reshape(m, n).astype(np.float64)
+        c = gemm_run(cuda_space.build(sch.mod, g.ARCH)["main"], a, b)  # an element the reduction misses: NaN
         assert np.abs(c - ref).max() <= tol, f"KS = {ks}: max abs error {np.abs(c - ref).max():.3g} > {tol:.3g}"
         checked.add(ks)
         if len(checked) >= 3:

@@ -113,27 +113,19 @@ def test_wgmma_numerics(dtype, size):
     from tvm.s_tir.schedule import Trace
 
     from schedules import cuda_wgmma
+    from tests.test_gemm_path import gemm_case, gemm_run
     from tir_kernels.gemm import gemm_func
     m, n, k = size
     mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
     ctx = ms.TuneContext(mod=mod, target=cuda_wgmma.target(), task_name="main", rand_state=7,
                          space_generator=cuda_wgmma.design_space())
     sketches = ctx.generate_design_space()
-    rng = np.random.default_rng(1)
-    nd = g._np_dtype(dtype)
-    a, b = rng.standard_normal((m, k)).astype(nd), rng.standard_normal((n, k)).astype(nd)
-    ref = a.astype(np.float64) @ b.astype(np.float64).T
-    tol = {"float16": 2e-3, "bfloat16": 1.6e-2}[dtype] * np.abs(ref).max()
-    dev = tvm.cuda(0)
+    a, b, ref, tol = gemm_case(m, n, k, dtype)
     for idx, sketch in enumerate(sketches):
         sch = tvm.s_tir.Schedule(mod, seed=idx + 1)
         Trace(sketch.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
         assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
-        fn = cuda_wgmma.build(sch.mod)["main"]
-        out = np.full((m, n), np.nan, nd)
-        args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, out)]
-        fn(*args)
-        c = args[2].numpy().reshape(m, n).astype(np.float64)
+        c = gemm_run(cuda_wgmma.build(sch.mod)["main"], a, b)
         err = np.abs(c - ref).max()
         assert err <= tol, f"sketch {idx}: max abs error {err:.3g} > {tol:.3g}"
     assert len(sketches) >= 2
