@@ -286,12 +286,6 @@ def _schedule(sch: tvm.s_tir.Schedule, bn: int, wg: int, stages: int) -> tvm.s_t
     return sch
 
 
-def wgmma_sketch(trace) -> bool:
-    """Whether a record's trace is of this space (it tensorizes with one of our wgmma intrinsics)."""
-    return any(inst.kind.name == "Tensorize" and str(inst.attrs[0]).startswith("fg_wgmma_m64n")
-               for inst in trace.insts)
-
-
 def design_space(bn_options=BNS, wg_options=WGS, stage_options=STAGES):
     """The wgmma plain GEMM's Meta-Schedule space (the fused op's postprocessors and mutators, sm_90's limits)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415

@@ -4,9 +4,9 @@
     scripts/bench_gemm.py --target sm_90 --trials 256 --out results/h100/gemm-4096.json
     scripts/bench_gemm.py --target sm_90 --mma wgmma --trials 64 --out results/h100/gemm-wgmma-4096.json
 
-Tunes schedules/cuda_gemm's space (or, --mma wgmma, schedules/cuda_wgmma's Hopper space) with Meta-Schedule into --work (resumable: a second run continues toward
---trials; --trials 0 only benchmarks what is there), then times the best kernel against torch.matmul (cuBLAS) in
-the same process. Needs a CUDA GPU, torch and xgboost.
+Tunes schedules/cuda_gemm's space (--mma wgmma: schedules/cuda_wgmma's Hopper space) with Meta-Schedule into
+--work (resumable: a second run continues toward --trials; --trials 0 only benchmarks what is there), then times
+the best kernel against torch.matmul (cuBLAS) in the same process. Needs a CUDA GPU, torch and xgboost.
 """
 from __future__ import annotations
 
@@ -51,9 +51,10 @@ def main(argv=None) -> int:
     size = tuple(args.size)
     from schedules import cuda_gemm, cuda_wgmma  # noqa: PLC0415
     if args.mma == "wgmma":
-        if target != "sm_90":
-            ap.error(f"--mma wgmma: Hopper's instruction (sm_90, built as {cuda_wgmma.ARCH}); target {target} has "
-                     "mma.sync only")
+        try:
+            cuda_wgmma.check_target(target)
+        except ValueError as err:
+            ap.error(f"--mma wgmma: {err}")
         if args.k_split == "on" or args.fragment_pipeline != "off":
             ap.error("--mma wgmma has no k-split or fragment-pipeline sketches (they are the mma.sync space's)")
         m, n, k = size

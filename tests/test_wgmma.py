@@ -39,7 +39,7 @@ WORKER = textwrap.dedent(r'''
                 built.append(None)
                 continue
             src = cuda_wgmma.build(sch.mod).mod.imports[0].inspect_source("cuda")
-            built.append({"wgmma_sketch": cuda_wgmma.wgmma_sketch(sch.trace), "src": src})
+            built.append({"src": src})
         out.append({"dtype": dtype, "built": built})
     print("RESULT" + json.dumps(out))
 ''')
@@ -62,7 +62,6 @@ def test_every_sketch_builds_with_wgmma(codegen, dtype):
     seen_n = set()
     for b in built:
         src = b["src"]
-        assert b["wgmma_sketch"]
         n = next(bn for bn in cuda_wgmma.BNS if f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ptx}.{ptx}" in src)
         seen_n.add(n)
         for needed in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
