@@ -210,6 +210,11 @@ def warp_accumulators(mod) -> list:
     return names
 
 
+def uses_wgmma(mod) -> bool:
+    """Whether a scheduled module calls wgmma (a tensorized cuda_wgmma intrinsic)."""
+    return "T.ptx.wgmma" in mod.script()
+
+
 _wgmma_codegen_lock = threading.Lock()
 _wgmma_codegen_done = False
 
@@ -250,7 +255,16 @@ def compile_cuda(mod, target):
     zeroes lane 0's slot only), so a module with several raises UnloweredWarpMemoryError instead (a tuning
     candidate then fails to build and is counted invalid).
 
-    Functions with MAX_REGISTERS_ATTR get that register cap (note above)."""
+    Functions with MAX_REGISTERS_ATTR get that register cap (note above).
+
+    A module that uses wgmma (schedules/cuda_wgmma) is built for sm_90a when sm_90 is asked: wgmma is in sm_90a's
+    PTX only, and sm_90a code runs on exactly the GPUs sm_90 code does (compute capability 9.0)."""
+    arch = str(target.attrs.get("arch", ""))
+    if arch != "sm_90a" and uses_wgmma(mod):
+        if arch != "sm_90":
+            raise ValueError(f"the module uses Hopper's wgmma (schedules/cuda_wgmma), which {arch} lacks: build it "
+                             "for sm_90, or take a record without wgmma for this arch")
+        target = tvm.target.Target({"tag": "nvidia/nvidia-h100", "arch": "sm_90a"})
     if str(target.attrs.get("arch", "")).endswith("a"):  # sm_90a: the wgmma kernels (cuda_wgmma)
         register_wgmma_codegen()
     _launch_max_registers.clear()

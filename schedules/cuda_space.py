@@ -382,9 +382,13 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
         raise ValueError(f"cuda_space: no tensor-core space for target {target_name!r}")
 
     def space(sch: tvm.s_tir.Schedule):
-        from . import cuda_recompute, cuda_registers, cuda_row_vector, cuda_split_n  # noqa: PLC0415  (they build on this module)
+        # (imported here: they build on this module)
+        from . import cuda_recompute, cuda_registers, cuda_row_vector, cuda_split_n, cuda_wgmma  # noqa: PLC0415
         if cuda_split_n.is_split_n(sch):
-            return cuda_split_n.schedule(sch, target_name)
+            # mma.sync sketches and, on Hopper where the shape tiles, wgmma ones (pass 1 on cuda_wgmma)
+            wgmma = target_name == "sm_90" and cuda_wgmma.serves(sch)
+            hopper = cuda_wgmma.split_n_schedule(sch.copy()) if wgmma else []
+            return cuda_split_n.schedule(sch, target_name) + hopper
         if cuda_recompute.is_recompute_form(sch):  # (before the padded form's test: it is a padded form too)
             return cuda_recompute.schedule(sch, target_name)
         if cuda_registers.is_padded_form(sch):  # made for the register sketches (cuda_registers.padded_sizes)

@@ -17,6 +17,9 @@ pass would double the dominant cost, while rescaling P adds 2 x |P| of traffic (
 at 3 TB/s) to a ~2 ms op. For small-K long rows (N = 65536, K = 64) recompute would move less data;
 that variant is not in the space yet.
 
+On sm_90, where the shape tiles exactly, the space also has wgmma sketches of pass 1 (schedules/cuda_wgmma:
+warpgroup tiles of 64 WG x CW, Hopper's async tensor cores; built for sm_90a); this epilogue and pass 2 are shared.
+
 Chunk-major rasterization: the chunk index is outside the row tile in blockIdx.x, so consecutive
 blocks share one CW-column slice of B while A (32 MB for the LM head) stays in the 50 MB L2; the
 other order streams all of B (256 MB) from HBM once per row tile.
@@ -113,19 +116,27 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
 
     cuda_space._tensor_core_tile(sch, s_outer, s_inner, ko, ki, ty, pad_a, pad_b, names)
 
-    # ---- pass 1 epilogue: chunk statistics from shared memory, warp per row, lanes over the columns
+    warps = (j_f[0], i_f[1])  # threadIdx.y extent = their product: split by both, fuse the two
+
+    def split_warps(loop, *inner):
+        parts = sch.split(loop, factors=[None, *warps, *inner])
+        sch.bind(sch.fuse(parts[1], parts[2]), "threadIdx.y")
+        return parts[3:]
+
+    epilogue(sch, split_warps, n)
+    pass2(sch)
+    return cuda_space.pipeline_sketches(sch, ko, stage_options)
+
+
+def epilogue(sch: tvm.s_tir.Schedule, split_warps, n: int) -> None:
+    """Pass 1's epilogue, under blockIdx.x (the blocks reverse-computed there): the chunk statistics and P_chunk
+    from the S tile in shared memory, a warp per row, lanes (threadIdx.x, 32) over the columns. split_warps(loop,
+    *inner) splits a row loop over the block's warps, binds them, and returns the `inner` loops."""
     # Static "shared", not the merged dynamic pool: TVM 0.27's MergeSharedMemoryAllocations, reusing a dead
     # fp16 A/B tile for these fp32 rows, retypes the tile's ldmatrix pointer ("tvm_access_ptr element type
     # must match the source buffer") and the build fails for some tilings.
     sch.set_scope(sch.get_sblock("chunk_max"), 0, "shared")
     sch.set_scope(sch.get_sblock("chunk_sum"), 0, "shared")
-    warps = (j_f[0], i_f[1])  # threadIdx.y extent = their product: split by both, fuse the two
-
-    def split_warps(loop, *inner):
-        parts = sch.split(loop, factors=[None, *warps, *inner])
-        ry = sch.fuse(parts[1], parts[2])
-        sch.bind(ry, "threadIdx.y")
-        return parts[3:]
 
     def rows_cols(name):
         """(row, column) loops of an epilogue block under bx: the unit chunk loop is fused away."""
@@ -151,7 +162,9 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
     (rx,) = split_warps(rc, 32)
     sch.bind(rx, "threadIdx.x")
 
-    # ---- pass 2: one block per row: combine the chunk statistics, rescale P in place
+
+def pass2(sch: tvm.s_tir.Schedule) -> None:
+    """Pass 2: one block per row: combine the chunk statistics, rescale P in place."""
     p_blk = sch.get_sblock("P")
     pb0, pb1, pi, pj = sch.get_loops(p_blk)
     row = sch.fuse(pb0, pb1, pi)
@@ -168,5 +181,3 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
     _, px, pvv = sch.split(pj, factors=[None, PASS2_THREADS, pv])
     sch.vectorize(pvv)
     sch.bind(px, "threadIdx.x")
-
-    return cuda_space.pipeline_sketches(sch, ko, stage_options)

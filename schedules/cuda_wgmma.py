@@ -1,34 +1,43 @@
-"""Hopper wgmma for the plain GEMM path: tensor intrinsics of our own and a Meta-Schedule design space (sm_90a).
+"""Hopper wgmma: tensor intrinsics of our own, the plain GEMM path's space and the split-N form's pass 1 (sm_90a).
 
 TVM 0.27 registers no wgmma TensorIntrin, and its s_tir tensor intrinsics are mma.sync/WMMA only, but its CUDA
 codegen knows the PTX (`T.ptx["wgmma.mma_async..."]`, `T.ptx.wgmma.fence/commit_group/wait_group`,
 `T.cuda.wgmma.noop_barrier`). So the intrinsics below are ordinary s_tir TensorIntrins (desc + impl) used with
-`sch.tensorize`, built for the arch-specific target sm_90a (wgmma does not exist on plain sm_90 PTX).
+`sch.tensorize`, built for the arch-specific target sm_90a (wgmma does not exist on plain sm_90 PTX; cuda_build
+builds a module that uses wgmma for sm_90a when sm_90 is asked).
 
-    blockIdx.x = (row group, block column, block row in the group)    threadIdx.y = WG warpgroups, threadIdx.x = 128
+    blockIdx.x = tiles (GEMM: raster groups; split-N: chunk-major)    threadIdx.z = WG warpgroups, y = 4 warps, x = 32
     for k0 (software pipeline, `stages` shared-memory buffers, cp.async copies):
-        A [64 WG x BK], B [BN x BK] -> shared memory in wgmma's 128-byte-swizzled K-major layout
+        A [64 WG x BK], B [BN x BK] or [BK x BN] -> shared memory in wgmma's 128-byte-swizzled layouts
         tensorized: fence.proxy.async; __syncthreads; wgmma.fence; BK/16 x wgmma.mma_async m64n{BN}k16 (both
                     operands from shared memory through matrix descriptors); commit_group; wait_group 0
-    C = cast(accumulators) stored from the registers
+    GEMM: C = cast(accumulators) stored from the registers
+    split-N: accumulators -> the fp32 S tile in shared memory; cuda_split_n's epilogue (chunk max/sum, P_chunk)
+             and pass 2 follow unchanged
 
-Shared layout (`swizzled`): atoms of 8 rows x 64 k (8 x 128 bytes = 1024 B), the 16-byte chunk c of row r stored at
-chunk c ^ (r % 8) of its row, the layout wgmma reads with descriptor layout type 1 (stride 1024 B between 8-row
-atoms; a k16 step is 32 bytes further). 8 consecutive threads copy one 128-byte row, which the swizzle spreads over
-all banks. The XOR is written in floordiv/floormod arithmetic (transform_layout cannot bound bitwise_xor). Each
-stage's tiles are multiples of 1024 B, so every atom sits on the 1024-byte boundary the swizzle assumes.
+Shared layouts. K-major (A, and B as [N, K]; `swizzled`): atoms of 8 rows x 64 k (8 x 128 bytes = 1024 B), the
+16-byte chunk c of row r stored at chunk c ^ (r % 8) of its row, the layout wgmma reads with descriptor layout type 1
+(stride 1024 B between 8-row atoms; a k16 step is 32 bytes further). MN-major (B as [K, N], the LM head's weight;
+`swizzled_mn`): the same swizzle with N contiguous, atoms of 8 k x 64 n, read with wgmma's transposed-B flag (stride
+byte offset 1024 B = the next 8 k, leading byte offset = the next 64 columns; a k16 step is two 8-k groups further).
+8 consecutive threads copy one 128-byte row, which the swizzle spreads over all banks. The XOR is written in
+floordiv/floormod arithmetic (transform_layout cannot bound bitwise_xor). Each stage's tiles are multiples of
+1024 B, so every atom sits on the 1024-byte boundary the swizzle assumes.
 Accumulator: the m64nNk16 f32 fragment, thread t (warp w, lane l), register s holds row 16 w + l / 4 + 8 ((s / 2)
-% 2), column 8 (s / 4) + 2 (l % 4) + s % 2.
+% 2), column 8 (s / 4) + 2 (l % 4) + s % 2. The warpgroup's 4 warps are threadIdx.y (not 128 x-lanes), so the
+split-N epilogue keeps its warp-per-row reductions over 32 lanes.
 
 The k-tile body is [copy A, copy B, wgmma] in the pipeline's order: TVM inserts the __syncthreads that keeps the
 copy of k-tile t + stages - 1 from overwriting the buffer k-tile t - 1's wgmma read (retired by its wait_group 0),
 and its cp.async.wait_group count is right only in this order (with the wgmma first it waited one group short).
 
-Sketches: BN (block columns = the wgmma N), WG (warpgroups a block, BM = 64 WG) and pipeline depth, each a sketch
-(the intrinsic's name, so its N, is fixed in a trace); sampled: the rasterization group (a level of the row tile).
+Sketches: GEMM: BN (block columns = the wgmma N), WG (warpgroups a block, BM = 64 WG) and pipeline depth, each a
+sketch (the intrinsic's name, so its N, is fixed in a trace); sampled: the rasterization group (a level of the row
+tile). Split-N: pipeline depth, two warpgroups (SPLIT_N_WGS), BN = the chunk width CW (128 or 256); sampled: pass 2's
+vector width.
 Not done here (so not claimed): TMA, warp specialization with mbarriers, wait_group 1 across k-tiles (it needs a
 spare buffer between the copies and the wgmma still reading, which the pipeline annotation cannot express), the
-other dtypes' wgmma forms.
+other dtypes' wgmma forms, predicated (ragged) tiles: the split-N sketches need M % 128, CW in (128, 256), K % 64.
 """
 from __future__ import annotations
 
@@ -45,6 +54,12 @@ ARCH = "sm_90a"  # wgmma is arch-specific: PTX for sm_90a only (H100, H200)
 BK = 64
 BNS = (128, 256)
 WGS = (1, 2)
+# The split-N form: two warpgroups only. Its epilogue's per-row chunk max/sum are static shared memory (2 x 4 bytes x
+# 64 WG rows), which the dynamic pool follows, and wgmma applies the 128-byte swizzle to absolute shared addresses:
+# the swizzled tiles need the pool 1024-byte aligned, which 2 x 4 x 128 = 1024 bytes keeps and one warpgroup's 512
+# breaks (measured on the H100: with B as [K, N] the one-warpgroup sketch's P was wrong; K-major B hid it, A and B
+# misread alike permute k identically).
+SPLIT_N_WGS = (2,)
 STAGES = (3, 4)
 SMEM = "shared.dyn"
 PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
@@ -72,91 +87,120 @@ def swizzled(r, k):
     return (k // 64, r // 8, r % 8, _xor8((k // 8) % 8, r % 8), k % 8)
 
 
-def _descriptor(ptr):
+def _descriptor(ptr, lbo: int = 16):
     """wgmma matrix descriptor: start address, 128-byte swizzle (layout type 1), stride byte offset 1024 B (the
-    next 8-row atom), leading byte offset unused with this swizzle (1)."""
+    next 8-row atom of K-major, the next 8 k of MN-major), leading byte offset `lbo` bytes (unused by K-major with
+    this swizzle: 16, i.e. 1)."""
     addr = T.cuda.cvta_generic_to_shared(ptr)
     return (T.Cast("uint64", T.bitwise_and(addr, T.uint32(0x3FFFF)) >> T.uint32(4))
-            | (T.uint64(1) << T.uint64(16)) | (T.uint64(64) << T.uint64(32)) | (T.uint64(1) << T.uint64(62)))
+            | (T.uint64(lbo >> 4) << T.uint64(16)) | (T.uint64(64) << T.uint64(32)) | (T.uint64(1) << T.uint64(62)))
 
 
-def intrin_names(dtype: str, bn: int) -> dict:
-    return {"mma": f"fg_wgmma_m64n{bn}k{BK}_{PTX_TYPE[dtype]}_f32", "fill": f"fg_wgmma_fill_m64n{bn}_f32",
-            "store": f"fg_wgmma_store_m64n{bn}_{PTX_TYPE[dtype]}"}
+def swizzled_mn(k, n):
+    """The same swizzle, MN-major (B as [K, N]: N contiguous): atoms of 8 k x 64 n (1024 B); the 16-byte chunk
+    (n % 64) // 8 of row k is stored at chunk ((n % 64) // 8) ^ (k % 8). Order: k-tile, 64-column group, 8-k
+    group, k % 8, chunk, n % 8 (the descriptor's stride byte offset is the next 8 k, its leading byte offset the
+    next 64 columns)."""
+    return (k // 64, n // 64, (k % 64) // 8, k % 8, _xor8((n // 8) % 8, k % 8), n % 8)
 
 
-def register(dtype: str, bn: int) -> dict:
-    """The three intrinsics of one (dtype, N): mma (BK/16 wgmmas of a k-tile), fill (zero) and store (cast)."""
-    names = intrin_names(dtype, bn)
+def intrin_names(dtype: str, bn: int, b_major: str = "k", out: str = "global") -> dict:
+    """b_major: "k" (B as [N, K]) or "mn" (B as [K, N]); out: the store's destination, "global" (cast to dtype) or
+    "shared" (the fp32 S tile of the fused split-N form)."""
+    store = f"fg_wgmma_store_m64n{bn}_{PTX_TYPE[dtype]}" if out == "global" else f"fg_wgmma_store_m64n{bn}_f32_smem"
+    return {"mma": f"fg_wgmma_m64n{bn}k{BK}_{PTX_TYPE[dtype]}_f32" + ("_bmn" if b_major == "mn" else ""),
+            "fill": f"fg_wgmma_fill_m64n{bn}_f32", "store": store}
+
+
+def register(dtype: str, bn: int, b_major: str = "k", out: str = "global") -> dict:
+    """The three intrinsics of one form: mma (BK/16 wgmmas of a k-tile), fill (zero) and store."""
+    names = intrin_names(dtype, bn, b_major, out)
     with _lock:
-        if names["mma"] in _registered:
-            return names
-        _register(dtype, bn, names)
-        _registered.add(names["mma"])
+        if not {names["mma"], names["store"]} <= _registered:
+            _register(dtype, bn, names, b_major, out)
+            _registered.update((names["mma"], names["store"]))
     return names
 
 
 def register_all() -> None:
-    """Every intrinsic a record of this space can name (a database's traces are replayed by name)."""
+    """Every intrinsic a record of the wgmma sketches can name (a database's traces are replayed by name)."""
     for dtype in PTX_TYPE:
         for bn in BNS:
-            register(dtype, bn)
+            for b_major in ("k", "mn"):
+                for out in ("global", "shared"):
+                    register(dtype, bn, b_major, out)
 
 
-def _register(dtype: str, bn: int, names: dict) -> None:
+def _register(dtype: str, bn: int, names: dict, b_major: str, out: str) -> None:
     nacc, ka = bn // 2, BK // 64
     chain = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{PTX_TYPE[dtype]}.{PTX_TYPE[dtype]}"
+    mn = b_major == "mn"
+    out_dtype, out_scope = (dtype, "global") if out == "global" else ("float32", SMEM)
+    b_shape = (ka, bn // 64, 8, 8, 8, 8) if mn else (ka, bn // 8, 8, 8, 8)
+    b_all = tuple(slice(0, e) for e in b_shape)
+
+    def b_at(B, vk, vj):
+        if mn:
+            return B[vk // 64, vj // 64, vk % 64 // 8, vk % 8, _xor8(vj % 64 // 8, vk % 8), vj % 8]
+        return B[vk // 64, vj // 8, vj % 8, _xor8(vk % 64 // 8, vj % 8), vk % 8]
 
     @T.prim_func(s_tir=True)
     def mma_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (ka, 8, 8, 8, 8), dtype, align=64, offset_factor=8, scope=SMEM)
-        B = T.match_buffer(b, (ka, bn // 8, 8, 8, 8), dtype, align=64, offset_factor=8, scope=SMEM)
+        B = T.match_buffer(b, b_shape, dtype, align=64, offset_factor=8, scope=SMEM)
         C = T.match_buffer(c, (128, nacc), "float32", align=64, offset_factor=1, scope="local")
         with T.sblock("root"):
-            T.reads(C[0:128, 0:nacc], A[0:ka, 0:8, 0:8, 0:8, 0:8], B[0:ka, 0:bn // 8, 0:8, 0:8, 0:8])
+            T.reads(C[0:128, 0:nacc], A[0:ka, 0:8, 0:8, 0:8, 0:8], B[b_all])
             T.writes(C[0:128, 0:nacc])
             for i, j, k in T.grid(64, bn, BK):
                 with T.sblock("update"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     C[acc_thread(vi, vj), acc_slot(vi, vj)] = C[acc_thread(vi, vj), acc_slot(vi, vj)] + T.Cast(
                         "float32", A[vk // 64, vi // 8, vi % 8, _xor8(vk % 64 // 8, vi % 8), vk % 8]) * T.Cast(
-                        "float32", B[vk // 64, vj // 8, vj % 8, _xor8(vk % 64 // 8, vj % 8), vk % 8])
+                        "float32", b_at(B, vk, vj))
+
+    sb = [tvm.tirx.Var(f"sb{d}", "int32") for d in range(len(b_shape))]  # B's strides, bound by match_buffer
+
+    def b_descriptor(B, kk):
+        """B's descriptor at k16 step kk. K-major: 32 bytes further in the 128-byte rows (the hardware applies the
+        XOR). MN-major: two 8-k groups further; leading byte offset = the next 64 columns (8 groups of 1024 B)."""
+        if mn:
+            return _descriptor(B.access_ptr("r", offset=kk * 2 * sb[2]), lbo=(BK // 8) * 1024)
+        return _descriptor(B.access_ptr("r", offset=(kk // 4) * sb[0] + (kk % 4) * 16))
 
     @T.prim_func(s_tir=True)
     def mma_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa0, sa1, sa2, sa3, sa4 = T.int32(), T.int32(), T.int32(), T.int32(), T.int32()
-        sb0, sb1, sb2, sb3, sb4 = T.int32(), T.int32(), T.int32(), T.int32(), T.int32()
         A = T.match_buffer(a, (ka, 8, 8, 8, 8), dtype, align=64, offset_factor=8, scope=SMEM,
                            strides=[sa0, sa1, sa2, sa3, sa4])
-        B = T.match_buffer(b, (ka, bn // 8, 8, 8, 8), dtype, align=64, offset_factor=8, scope=SMEM,
-                           strides=[sb0, sb1, sb2, sb3, sb4])
+        B = T.match_buffer(b, b_shape, dtype, align=64, offset_factor=8, scope=SMEM, strides=sb)
         C = T.match_buffer(c, (128, nacc), "float32", align=64, offset_factor=1, scope="local")
         with T.sblock("root"):
-            T.reads(C[0:128, 0:nacc], A[0:ka, 0:8, 0:8, 0:8, 0:8], B[0:ka, 0:bn // 8, 0:8, 0:8, 0:8])
+            T.reads(C[0:128, 0:nacc], A[0:ka, 0:8, 0:8, 0:8, 0:8], B[b_all])
             T.writes(C[0:128, 0:nacc])
-            for tx in T.thread_binding(128, thread="threadIdx.x"):
-                # one loop statement: the software pipeline takes the k-tile body as [copy A, copy B, mma]
-                for kk in T.unroll(BK // 16):
-                    if kk == 0:
-                        # the copies wrote shared memory through the generic proxy; wgmma reads it through the
-                        # async proxy
-                        T.ptx.fence.proxy.async_.shared__cta()
-                        T.tvm_storage_sync("shared")
-                        for s in range(nacc):
-                            T.cuda.wgmma.noop_barrier(C[tx, s])
-                        T.ptx.wgmma.fence.sync.aligned()
-                    # k16 step kk: atom kk // 4, 32 bytes further in the 128-byte row (the hardware applies the
-                    # XOR). access_ptr adds the buffer's own offset (a second warpgroup's rows of A)
-                    T.ptx[chain](
-                        *[C[tx, s] for s in range(nacc)],
-                        _descriptor(A.access_ptr("r", offset=(kk // 4) * sa0 + (kk % 4) * 16)),
-                        _descriptor(B.access_ptr("r", offset=(kk // 4) * sb0 + (kk % 4) * 16)),
-                        True, 1, 1, 0, 0)
-                    if kk == BK // 16 - 1:
-                        T.ptx.wgmma.commit_group.sync.aligned()
-                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                        for s in range(nacc):
-                            T.cuda.wgmma.noop_barrier(C[tx, s])
+            for wy in T.thread_binding(4, thread="threadIdx.y"):  # warp wy of the warpgroup (threadIdx.z)
+                for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    # one loop statement: the software pipeline takes the k-tile body as [copy A, copy B, mma]
+                    for kk in T.unroll(BK // 16):
+                        if kk == 0:
+                            # the copies wrote shared memory through the generic proxy; wgmma reads it through the
+                            # async proxy
+                            T.ptx.fence.proxy.async_.shared__cta()
+                            T.tvm_storage_sync("shared")
+                            for s in range(nacc):
+                                T.cuda.wgmma.noop_barrier(C[wy * 32 + tx, s])
+                            T.ptx.wgmma.fence.sync.aligned()
+                        # A: k16 step kk = atom kk // 4, 32 bytes further in the row. access_ptr adds the buffer's
+                        # own offset (a second warpgroup's rows of A)
+                        T.ptx[chain](
+                            *[C[wy * 32 + tx, s] for s in range(nacc)],
+                            _descriptor(A.access_ptr("r", offset=(kk // 4) * sa0 + (kk % 4) * 16)),
+                            b_descriptor(B, kk), True, 1, 1, 0, int(mn))
+                        if kk == BK // 16 - 1:
+                            T.ptx.wgmma.commit_group.sync.aligned()
+                            T.ptx.wgmma.wait_group.sync.aligned(0)
+                            for s in range(nacc):
+                                T.cuda.wgmma.noop_barrier(C[wy * 32 + tx, s])
 
     @T.prim_func(s_tir=True)
     def fill_desc(c: T.handle) -> None:
@@ -175,37 +219,39 @@ def _register(dtype: str, bn: int, names: dict) -> None:
         with T.sblock("root"):
             T.reads()
             T.writes(C[0:128, 0:nacc])
-            for tx in T.thread_binding(128, thread="threadIdx.x"):
-                for s in T.unroll(nacc):
-                    C[tx, s] = T.float32(0)
+            for wy in T.thread_binding(4, thread="threadIdx.y"):
+                for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    for s in T.unroll(nacc):
+                        C[wy * 32 + tx, s] = T.float32(0)
 
     @T.prim_func(s_tir=True)
     def store_desc(c: T.handle, d: T.handle) -> None:
         C = T.match_buffer(c, (128, nacc), "float32", align=64, offset_factor=1, scope="local")
-        D = T.match_buffer(d, (64, bn), dtype, align=64, offset_factor=1, scope="global")
+        D = T.match_buffer(d, (64, bn), out_dtype, align=64, offset_factor=1, scope=out_scope)
         with T.sblock("root"):
             T.reads(C[0:128, 0:nacc])
             T.writes(D[0:64, 0:bn])
             for i, j in T.grid(64, bn):
                 with T.sblock("store"):
                     vi, vj = T.axis.remap("SS", [i, j])
-                    D[vi, vj] = T.Cast(dtype, C[acc_thread(vi, vj), acc_slot(vi, vj)])
+                    D[vi, vj] = T.Cast(out_dtype, C[acc_thread(vi, vj), acc_slot(vi, vj)])
 
     @T.prim_func(s_tir=True)
     def store_impl(c: T.handle, d: T.handle) -> None:
         sd0, sd1 = T.int32(), T.int32()
         C = T.match_buffer(c, (128, nacc), "float32", align=64, offset_factor=1, scope="local")
-        D = T.match_buffer(d, (64, bn), dtype, align=64, offset_factor=1, scope="global", strides=[sd0, sd1])
+        D = T.match_buffer(d, (64, bn), out_dtype, align=64, offset_factor=1, scope=out_scope, strides=[sd0, sd1])
         with T.sblock("root"):
             T.reads(C[0:128, 0:nacc])
             T.writes(D[0:64, 0:bn])
-            for tx in T.thread_binding(128, thread="threadIdx.x"):
-                for s in T.unroll(nacc):
-                    D[(tx // 32) * 16 + (tx % 32) // 4 + ((s // 2) % 2) * 8,
-                      (s // 4) * 8 + (tx % 4) * 2 + s % 2] = T.Cast(dtype, C[tx, s])
+            for wy in T.thread_binding(4, thread="threadIdx.y"):
+                for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    for s in T.unroll(nacc):
+                        D[wy * 16 + tx // 4 + ((s // 2) % 2) * 8,
+                          (s // 4) * 8 + (tx % 4) * 2 + s % 2] = T.Cast(out_dtype, C[wy * 32 + tx, s])
 
     TensorIntrin.register(names["mma"], mma_desc, mma_impl, override=True)
-    if names["fill"] not in _registered:  # (one per N, shared by both dtypes)
+    if names["fill"] not in _registered:  # (one per N, shared by every form)
         TensorIntrin.register(names["fill"], fill_desc, fill_impl, override=True)
         _registered.add(names["fill"])
     TensorIntrin.register(names["store"], store_desc, store_impl, override=True)
@@ -228,11 +274,10 @@ def fits(m: int, n: int, k: int, bn: int, wg: int) -> bool:
 
 
 def schedule(sch: tvm.s_tir.Schedule, bn_options=BNS, wg_options=WGS, stage_options=STAGES) -> list:
-    """One sketch per (BN, WG, stages) that tiles the shape exactly (tir_kernels/gemm.gemm_func, B as [N, K])."""
+    """One sketch per (BN, WG, stages) that tiles the shape exactly (tir_kernels/gemm.gemm_func; B as [N, K] or
+    [K, N])."""
     from . import cuda_space  # noqa: PLC0415
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
-    if not cuda_space._is_trans_b(sch):
-        raise UnsupportedShapeError("the wgmma GEMM takes B as [N, K] (K-major, transB)")
     forms = [(bn, wg) for bn in bn_options for wg in wg_options if fits(m, n, k, bn, wg)]
     if not forms:
         raise UnsupportedShapeError(f"the wgmma GEMM tiles M by 64 x {min(wg_options)}, N by one of {bn_options} "
@@ -241,48 +286,133 @@ def schedule(sch: tvm.s_tir.Schedule, bn_options=BNS, wg_options=WGS, stage_opti
 
 
 def _schedule(sch: tvm.s_tir.Schedule, bn: int, wg: int, stages: int) -> tvm.s_tir.Schedule:
-    dtype = str(next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A"))
-    names = register(dtype, bn)
     s_blk = sch.get_sblock("S")
-    b0, b1, i, j, kk = sch.get_loops(s_blk)
-    i0, iw, i1 = sch.split(i, factors=[None, wg, 64])
-    # [row groups, R]: R block rows walk the block columns together (a level of a perfect tile: always divides)
-    grp, rows = sch.split(i0, factors=sch.sample_perfect_tile(i0, n=2, max_innermost_factor=16))
-    j0, j1 = sch.split(j, factors=[None, bn])
-    k0, k1 = sch.split(kk, factors=[None, BK])
-    sch.reorder(b0, b1, grp, j0, rows, iw, k0, i1, j1, k1)
-    bx = sch.fuse(b0, b1, grp, j0, rows)
-    sch.bind(bx, "blockIdx.x")
-    sch.bind(iw, "threadIdx.y")
+    names = register(_dtype(sch), bn, _b_major(sch))
 
-    for idx in (0, 1):  # A, B k-tiles: 16-byte cp.async copies, 8 consecutive threads a 128-byte row (swizzled:
-        # no bank conflicts)
-        blk = sch.cache_read(s_blk, idx, SMEM)
-        sch.compute_at(blk, k0)
-        rest, vec = sch.split(sch.fuse(*sch.get_loops(blk)[-2:]), factors=[None, 8])
-        _, ty, tx = sch.split(rest, factors=[None, wg, 128])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
-        sch.vectorize(vec)
-        sch.transform_layout(s_blk, ("read", idx), lambda v0, v1, r, c: (v0, v1, *swizzled(r, c)),
-                             assume_injective_transform=True)
-    sch.set_scope(s_blk, 0, "local")  # the accumulators: registers
-    sch.transform_layout(s_blk, ("write", 0), lambda v0, v1, r, c: (
-        v0, v1, r // 64, c // bn, acc_thread(r % 64, c % bn), acc_slot(r % 64, c % bn)))
+    def raster(b0, b1, i0, j0):
+        # [row groups, R]: R block rows walk the block columns together (a level of a perfect tile: always divides)
+        grp, rows = sch.split(i0, factors=sch.sample_perfect_tile(i0, n=2, max_innermost_factor=16))
+        return [b0, b1, grp, j0, rows]
 
+    bx, k0 = _warpgroup_tile(sch, s_blk, bn, wg, raster)
     c_blk = sch.get_sblock("C")
     sch.reverse_compute_at(c_blk, bx, preserve_unit_loops=True)
     rw, r64 = sch.split(sch.get_loops(c_blk)[-2], factors=[wg, 64])
-    sch.bind(rw, "threadIdx.y")
+    sch.bind(rw, "threadIdx.z")
+    _tensorize(sch, s_blk, k0, names, stages)
+    sch.tensorize(r64, names["store"])
+    return sch
 
+
+def _dtype(sch: tvm.s_tir.Schedule) -> str:
+    return str(next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A"))
+
+
+def _b_major(sch: tvm.s_tir.Schedule) -> str:
+    from . import cuda_space  # noqa: PLC0415
+    return "k" if cuda_space._is_trans_b(sch) else "mn"
+
+
+def _warpgroup_tile(sch: tvm.s_tir.Schedule, s_blk, bn: int, wg: int, outer):
+    """The block's GEMM tile (64 WG x bn, k-tiles of BK) up to the tensorization: blockIdx.x = the fusion of the loops
+    outer(b0, b1, row tiles, column tiles) returns, threadIdx.z = warpgroup; A and B k-tiles copied to shared memory
+    in the swizzled layouts (16-byte cp.async, 8 consecutive threads a 128-byte row: no bank conflicts); the
+    accumulators in registers in the fragment's layout. Returns (blockIdx.x loop, k-tile loop)."""
+    b0, b1, i, j, kk = sch.get_loops(s_blk)
+    i0, iw, i1 = sch.split(i, factors=[None, wg, 64])
+    j0, j1 = sch.split(j, factors=[None, bn])
+    k0, k1 = sch.split(kk, factors=[None, BK])
+    block = outer(b0, b1, i0, j0)
+    sch.reorder(*block, iw, k0, i1, j1, k1)
+    bx = sch.fuse(*block)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(iw, "threadIdx.z")
+    layouts = (swizzled, swizzled if _b_major(sch) == "k" else swizzled_mn)
+    for idx in (0, 1):
+        blk = sch.cache_read(s_blk, idx, SMEM)
+        sch.compute_at(blk, k0)
+        rest, vec = sch.split(sch.fuse(*sch.get_loops(blk)[-2:]), factors=[None, 8])
+        _, tz, ty, tx = sch.split(rest, factors=[None, wg, 4, 32])
+        sch.bind(tz, "threadIdx.z")
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(vec)
+        sch.transform_layout(s_blk, ("read", idx), _on_last_two(layouts[idx]), assume_injective_transform=True)
+    sch.set_scope(s_blk, 0, "local")  # the accumulators: registers
+    sch.transform_layout(s_blk, ("write", 0), lambda v0, v1, r, c: (
+        v0, v1, r // 64, c // bn, acc_thread(r % 64, c % bn), acc_slot(r % 64, c % bn)))
+    return bx, k0
+
+
+def _on_last_two(layout):
+    """The index map applying layout(row, col) to a buffer's last two axes (2-D or batched operands)."""
+    return lambda *v: (*v[:-2], *layout(v[-2], v[-1]))
+
+
+def _tensorize(sch: tvm.s_tir.Schedule, s_blk, k0, names: dict, stages: int) -> None:
     sch.decompose_reduction(s_blk, k0)
     sch.tensorize(sch.get_loops(s_blk)[-3], names["mma"])
     sch.tensorize(sch.get_loops(sch.get_sblock("S_init"))[-2], names["fill"])
-    sch.tensorize(r64, names["store"])
     if stages > 1:  # body [copy A, copy B, wgmma]: the copies of k-tile t + stages - 1 overlap the wgmma of k-tile t
         sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
         sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
+
+
+def split_n_fits(m: int, n: int, k: int, cw: int, wg: int) -> bool:
+    """Whether the split-N form with chunks of cw columns tiles exactly on wgmma (no predication in this form)."""
+    return cw in BNS and fits(m, n, k, cw, wg)
+
+
+def serves(sch: tvm.s_tir.Schedule) -> bool:
+    """Whether the split-N module has a wgmma sketch (split_n_schedule would not refuse it)."""
+    from . import cuda_space, cuda_split_n  # noqa: PLC0415
+    _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
+    return any(split_n_fits(m, n, k, cuda_split_n.chunk_width(sch), wg) for wg in SPLIT_N_WGS)
+
+
+def split_n_schedule(sch: tvm.s_tir.Schedule, wg_options=SPLIT_N_WGS, stage_options=STAGES) -> list:
+    """Pass 1 of the split-N form (tir_kernels, chunk=CW; schedules/cuda_split_n) on wgmma: one sketch per (WG,
+    stages) that tiles the shape (WG: SPLIT_N_WGS, why there). The block is 64 WG rows x one chunk (the wgmma N =
+    CW), chunk-major as in cuda_split_n; the accumulators go to the fp32 S tile in shared memory, and cuda_split_n's
+    epilogue and pass 2 follow (warps = 4 WG over threadIdx.z x y, 32 lanes)."""
+    from . import cuda_space, cuda_split_n  # noqa: PLC0415
+    _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
+    cw = cuda_split_n.chunk_width(sch)
+    wgs = [wg for wg in wg_options if split_n_fits(m, n, k, cw, wg)]
+    if not wgs:
+        raise UnsupportedShapeError(f"the wgmma split-N form needs chunks of {' or '.join(map(str, BNS))} columns, "
+                                    f"M a multiple of {64 * min(wg_options)} and K of {BK} "
+                                    f"(got M={m}, N={n}, K={k}, chunk {cw})")
+    return [_split_n(sch.copy(), n, cw, wg, stages) for wg in wgs for stages in stage_options]
+
+
+def _split_n(sch: tvm.s_tir.Schedule, n: int, cw: int, wg: int, stages: int) -> tvm.s_tir.Schedule:
+    from . import cuda_split_n  # noqa: PLC0415
+    s_blk = sch.get_sblock("S")
+    names = register(_dtype(sch), cw, _b_major(sch), out="shared")
+    s_w = sch.cache_write(s_blk, 0, "local")  # s_blk -> the accumulators; s_w copies them to S (shared memory)
+    bx, k0 = _warpgroup_tile(sch, s_blk, cw, wg, lambda b0, b1, i0, j0: [b0, b1, j0, i0])  # chunk-major
+    sch.set_scope(s_w, 0, SMEM)
+    sch.reverse_compute_at(s_w, bx, preserve_unit_loops=True)
+    rw, r64 = sch.split(sch.get_loops(s_w)[-2], factors=[wg, 64])
+    sch.bind(rw, "threadIdx.z")
+    for name in ("chunk_max", "chunk_sum", "P_chunk", "chunk_stats"):
+        sch.reverse_compute_at(sch.get_sblock(name), bx)
+    _tensorize(sch, s_blk, k0, names, stages)
+    sch.tensorize(r64, names["store"])
+    # Row stride of S = 8 (mod 32) floats: a store instruction writes 8 rows x 4 column pairs a warp, all in the
+    # same banks with a stride of CW floats (8-way conflict); with the offset 2-way (cuda_space._tensor_core_tile)
+    sch.storage_align(sch.get_child_blocks(rw)[0], 0, axis=-2, factor=32, offset=8)
+
+    def split_warps(loop, *inner):
+        parts = sch.split(loop, factors=[None, wg, 4, *inner])
+        sch.bind(parts[1], "threadIdx.z")
+        sch.bind(parts[2], "threadIdx.y")
+        return parts[3:]
+
+    cuda_split_n.epilogue(sch, split_warps, n)
+    cuda_split_n.pass2(sch)
     return sch
 
 

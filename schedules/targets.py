@@ -62,3 +62,7 @@ def register_intrinsics(name: str) -> None:
     if is_cuda(name):
         from . import online_softmax, tensor_intrin  # noqa: F401,PLC0415  (imports TVM's intrinsics, registers ours)
         online_softmax.register()
+        # the sm_90 split-N form's wgmma sketches (schedules/cuda_wgmma): on every arch, so that sm_90's databases
+        # load for a transfer to sm_80 / sm_89 (which skips those records: tuning_db.best)
+        from . import cuda_wgmma  # noqa: PLC0415
+        cuda_wgmma.register_all()

@@ -32,12 +32,12 @@ def gemm_case(m: int, n: int, k: int, dtype: str, seed: int = 1):
     return a, b, ref, GEMM_TOL[dtype] * np.abs(ref).max()
 
 
-def gemm_run(fn, a, b) -> np.ndarray:
-    """C of a built plain-GEMM kernel (arguments as [1, 1, rows, cols]) in FP64; C starts as NaN, so an element
-    the kernel misses shows."""
+def gemm_run(fn, a, b, trans_b: bool = True) -> np.ndarray:
+    """C of a built plain-GEMM kernel (arguments as [1, 1, rows, cols]; b is [N, K], or [K, N] without trans_b)
+    in FP64; C starts as NaN, so an element the kernel misses shows."""
     import tvm
     dev = tvm.cuda(0)
-    out = np.full((a.shape[0], b.shape[0]), np.nan, a.dtype)
+    out = np.full((a.shape[0], b.shape[0] if trans_b else b.shape[1]), np.nan, a.dtype)
     args = [tvm.runtime.tensor(x.reshape(1, 1, *x.shape), dev) for x in (a, b, out)]
     fn(*args)
     return args[2].numpy().reshape(out.shape).astype(np.float64)

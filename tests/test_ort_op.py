@@ -794,6 +794,36 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_lm_head_tuned_kernel(bundle, so, monkeypatch, capfd):
+    """The LM head (4096 x 32000 x 4096, the split-N form; on the H100 its tuned records are wgmma kernels built for
+    sm_90a) through ORT on the GPU: the tuned kernel serves the call; every row of P sums to 1, and 32 sampled rows
+    match the FP64 reference within 2 % of their largest probability (the whole reference would take minutes)."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    heads = [f for f in manifest["functions"] if f["tuned"] and f["workload"].startswith("lm-head.")
+             and not f.get("fixed_batch")]
+    assert heads, "the committed tuning_db has the LM head for this arch; the bundle should list it"
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    rng = np.random.default_rng(3)
+    for f in heads:
+        _, _, m, n, k = f["sizes"]
+        dtype, scale = f["dtype"], k ** -0.5
+        a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+        model = make_model(dtype, a.shape, b.shape, None, None, None, scale=scale, trans_b=0, causal=0)
+        (p,) = run(session(so, model), {"A": a, "B": b})
+        served = capfd.readouterr().err  # the tuned kernel or its fixed-batch twin, never the generic one
+        assert f" (tuned" in served and f"sizes=[1,1,{m},{n},{k}]" in served and p.shape == (m, n), served[-500:]
+        p = p.astype(np.float64)
+        assert np.isfinite(p).all() and np.abs(p.sum(-1) - 1).max() < 2e-2
+        rows = rng.choice(m, 32, replace=False)
+        s = (a[rows].astype(np.float64) @ b.astype(np.float64)) * scale
+        ref = np.exp(s - s.max(-1, keepdims=True))
+        ref /= ref.sum(-1, keepdims=True)
+        err = np.abs(p[rows] - ref) / ref.max(-1, keepdims=True)
+        assert err.max() < 2e-2, (f["name"], err.max())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
 def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, capfd):
     """build.py --workload for an untuned shape: the bundle's default-schedule kernel (schedules/cuda_default) serves
     that shape at any batch through ORT, right; another shape of the variant still gets the generic kernel."""

@@ -1,8 +1,10 @@
-"""Hopper wgmma in the plain GEMM path (schedules/cuda_wgmma.py; scripts/bench_gemm.py --mma wgmma).
+"""Hopper wgmma (schedules/cuda_wgmma.py): the plain GEMM path (scripts/bench_gemm.py --mma wgmma) and pass 1 of
+the fused op's split-N form (the LM head), which the sm_90 space offers beside its mma.sync sketches.
 
-CPU (compile-only, stub driver): every sketch of the space builds for sm_90a, fp16 and bf16, with wgmma.mma_async
-from shared-memory descriptors, the proxy fence, cp.async copies; shapes, targets and options it cannot serve are
-refused with the reason. GPU (marked gpu, Hopper only): every sketch against an FP64 product.
+CPU (compile-only, stub driver): every GEMM sketch builds for sm_90a, fp16 and bf16, with wgmma.mma_async from
+shared-memory descriptors, the proxy fence, cp.async copies; B as [K, N] (MN-major, the transposed-B flag) builds
+too; the split-N sketches build as the space's builder builds them (sm_90 asked, sm_90a built); shapes, targets and
+options it cannot serve are refused with the reason. GPU (marked gpu, Hopper only): every sketch against FP64.
 """
 from __future__ import annotations
 
@@ -26,10 +28,10 @@ WORKER = textwrap.dedent(r'''
     from schedules import cuda_wgmma
 
     out = []
-    for dtype, (m, n, k) in json.loads(sys.argv[1]):
-        mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
+    for dtype, (m, n, k), trans_b, options in json.loads(sys.argv[1]):
+        mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype, trans_b=trans_b)})
         ctx = ms.TuneContext(mod=mod, target=cuda_wgmma.target(), task_name="main", rand_state=5,
-                             space_generator=cuda_wgmma.design_space())
+                             space_generator=cuda_wgmma.design_space(*options))
         sketches = ctx.generate_design_space()
         built = []
         for idx, sketch in enumerate(sketches):
@@ -40,22 +42,27 @@ WORKER = textwrap.dedent(r'''
                 continue
             src = cuda_wgmma.build(sch.mod).mod.imports[0].inspect_source("cuda")
             built.append({"src": src})
-        out.append({"dtype": dtype, "built": built})
+        out.append({"dtype": dtype, "trans_b": trans_b, "built": built})
     print("RESULT" + json.dumps(out))
 ''')
+
+MN_OPTIONS = [[128], [2], [3]]  # B as [K, N]: one sketch (BN 128, two warpgroups, 3 stages) keeps the test short
 
 
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
     from tests.compile_worker import run_compile_worker
-    return {r["dtype"]: r["built"] for r in run_compile_worker(
-        WORKER, [["float16", list(SIZE)], ["bfloat16", list(SIZE)]], tmp_path_factory)}
+    from schedules import cuda_wgmma
+    every = [list(cuda_wgmma.BNS), list(cuda_wgmma.WGS), list(cuda_wgmma.STAGES)]
+    return {(r["dtype"], r["trans_b"]): r["built"] for r in run_compile_worker(
+        WORKER, [["float16", list(SIZE), True, every], ["bfloat16", list(SIZE), True, every],
+                 ["bfloat16", list(SIZE), False, MN_OPTIONS]], tmp_path_factory)}
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_every_sketch_builds_with_wgmma(codegen, dtype):
     from schedules import cuda_wgmma
-    built = codegen[dtype]
+    built = codegen[dtype, True]
     assert len(built) == len(cuda_wgmma.BNS) * len(cuda_wgmma.WGS) * len(cuda_wgmma.STAGES)
     assert all(b is not None for b in built), "a sketch was rejected by the postprocessors"
     ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
@@ -71,6 +78,100 @@ def test_every_sketch_builds_with_wgmma(codegen, dtype):
     assert seen_n == set(cuda_wgmma.BNS)
 
 
+def test_b_as_k_by_n_builds_mn_major(codegen):
+    """B as [K, N] (the LM head's weight): the same swizzle with N contiguous, wgmma's transposed-B flag set."""
+    (built,) = codegen["bfloat16", False]
+    src = built["src"]
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src
+    assert "ps0, 1, 1, 0, 1;" in src  # scale-d, scale-a, scale-b, A K-major, B MN-major
+    assert "ps0, 1, 1, 0, 0;" not in src
+
+
+SPLIT_N_SPEC = "a=256x128,b=128x8192,dtype=bfloat16"  # an LM head in small: N beyond shared memory, B as [K, N]
+
+SPLIT_N_WORKER = textwrap.dedent(r'''
+    import json, sys
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+    from schedules import cuda_space, targets
+    from tir_kernels.workloads import parse
+    from tuning_db.tuner import tuning_module
+
+    spec, builds = json.loads(sys.argv[1])
+    mod = tuning_module(parse(spec), "sm_90")
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), task_name="main", rand_state=5,
+                         space_generator=cuda_space.design_space("sm_90"))
+    sketches = ctx.generate_design_space()
+    out = []
+    for idx, sketch in enumerate(sketches):
+        if "wgmma" not in str(sketch.trace):
+            out.append({"wgmma": False})
+            continue
+        sch = tvm.s_tir.Schedule(mod, seed=idx + 1)
+        Trace(sketch.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        ok = all(p.apply(sch) for p in ctx.space_generator.postprocs)
+        src = None
+        if ok and builds > 0:  # as the builder and the export build: sm_90 asked
+            builds -= 1
+            src = cuda_space.build(sch.mod, "sm_90").mod.imports[0].inspect_source("cuda")
+        out.append({"wgmma": True, "valid": ok, "src": src})
+    print("RESULT" + json.dumps(out))
+''')
+
+
+def test_split_n_space_offers_wgmma_sketches_that_build(tmp_path_factory):
+    """The sm_90 space's split-N form: its mma.sync sketches plus one wgmma sketch per (warpgroups, stages); every
+    wgmma sketch passes the postprocessors, and cuda_build builds it for sm_90a although sm_90 is asked."""
+    import re
+
+    from schedules import cuda_space, cuda_wgmma
+    from tests.compile_worker import run_compile_worker
+    sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 2], tmp_path_factory)
+    wg = [s for s in sketches if s["wgmma"]]
+    assert len(wg) == len(cuda_wgmma.SPLIT_N_WGS) * len(cuda_wgmma.STAGES)
+    assert len(sketches) - len(wg) == len(cuda_space.PIPELINE_STAGES)  # the mma.sync sketches stay
+    assert all(s["valid"] for s in wg)
+    srcs = [s["src"] for s in wg if s["src"]]
+    assert len(srcs) == 2
+    for src in srcs:
+        assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src and "ps0, 1, 1, 0, 1;" in src
+        # static shared memory goes before the dynamic pool: the swizzled tiles need it a multiple of 1024 bytes
+        pass1 = src[src.rindex(") main_kernel("):src.rindex(") main_kernel_1(")]  # pass 1's definition
+        static = re.findall(r"__shared__ alignas\(\d+\) float \w+\[(\d+)\];", pass1)
+        assert static and sum(4 * int(n) for n in static) % 1024 == 0, static
+        kernels = re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', src)
+        assert len(set(kernels)) == 2, kernels  # pass 1 (wgmma GEMM + chunk statistics) and pass 2 (rescale)
+
+
+def test_split_n_refusals():
+    import tvm
+
+    from schedules import cuda_wgmma
+    from schedules.cuda_space import UnsupportedShapeError
+    from tir_kernels.workloads import parse
+    from tuning_db.tuner import tuning_module
+    sch = tvm.s_tir.Schedule(tuning_module(parse("a=100x128,b=128x8192,dtype=bfloat16"), "sm_90"))
+    assert not cuda_wgmma.serves(sch)
+    with pytest.raises(UnsupportedShapeError, match=r"M a multiple of 128 .*got M=100, N=8192, K=128, chunk 128"):
+        cuda_wgmma.split_n_schedule(sch)
+
+
+def test_a_wgmma_module_is_refused_for_other_arches():
+    """compile_cuda builds a wgmma module for sm_90a when sm_90 is asked, and refuses it, with the reason, for an arch
+    without wgmma (before nvcc runs)."""
+    import tvm
+
+    from schedules import cuda_build, cuda_space, cuda_wgmma
+    from tir_kernels.gemm import gemm_func
+    (sch,) = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})), stage_options=(3,))
+    assert cuda_build.uses_wgmma(sch.mod)
+    assert not cuda_build.uses_wgmma(tvm.IRModule({"main": gemm_func(64, 128, 64)}))
+    for arch in ("sm_80", "sm_89"):
+        with pytest.raises(ValueError, match=f"uses Hopper's wgmma .*which {arch} lacks"):
+            cuda_space.build(sch.mod, arch)
+
+
 def test_refusals():
     import tvm
 
@@ -82,8 +183,6 @@ def test_refusals():
     cuda_wgmma.check_target("sm_90")
     with pytest.raises(UnsupportedShapeError, match=r"tiles M by 64 .* \(got M=96, N=128, K=64\)"):
         cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(96, 128, 64)})))
-    with pytest.raises(UnsupportedShapeError, match=r"B as \[N, K\]"):
-        cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64, trans_b=False)})))
     # only the sketches that tile the shape: N = 128 leaves BN = 256 out, M = 64 leaves two warpgroups out
     sketches = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})))
     assert len(sketches) == len(cuda_wgmma.STAGES)
@@ -101,8 +200,10 @@ def test_bench_gemm_refuses_what_wgmma_cannot_do(args, message, tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, size", [("float16", (256, 512, 320)), ("bfloat16", (192, 384, 128))])
-def test_wgmma_numerics(dtype, size):
+@pytest.mark.parametrize("dtype, size, trans_b", [("float16", (256, 512, 320), True),
+                                                  ("bfloat16", (192, 384, 128), True),
+                                                  ("bfloat16", (128, 512, 192), False)])  # B as [K, N]
+def test_wgmma_numerics(dtype, size, trans_b):
     """Every sketch that tiles the shape, against an FP64 product; the output is pre-filled with NaN."""
     import tests.test_gpu_kernels as g
     if g.ARCH != "sm_90":
@@ -115,7 +216,7 @@ def test_wgmma_numerics(dtype, size):
     from tests.test_gemm_path import gemm_case, gemm_run
     from tir_kernels.gemm import gemm_func
     m, n, k = size
-    mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
+    mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype, trans_b=trans_b)})
     ctx = ms.TuneContext(mod=mod, target=cuda_wgmma.target(), task_name="main", rand_state=7,
                          space_generator=cuda_wgmma.design_space())
     sketches = ctx.generate_design_space()
@@ -124,7 +225,31 @@ def test_wgmma_numerics(dtype, size):
         sch = tvm.s_tir.Schedule(mod, seed=idx + 1)
         Trace(sketch.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
         assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
-        c = gemm_run(cuda_wgmma.build(sch.mod)["main"], a, b)
+        c = gemm_run(cuda_wgmma.build(sch.mod)["main"], a, b if trans_b else np.ascontiguousarray(b.T), trans_b)
         err = np.abs(c - ref).max()
         assert err <= tol, f"sketch {idx}: max abs error {err:.3g} > {tol:.3g}"
     assert len(sketches) >= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, case", [
+    ("bfloat16", ((1, 1, 256, 8192, 256), dict(trans_b=False))),          # the LM head in small: B as [K, N]
+    ("float16", ((1, 2, 128, 8192, 64), dict(trans_b=True, bias=True))),  # K-major B, a bias, one k-tile
+    ("bfloat16", ((2, 1, 128, 4096, 128), dict(trans_b=False, mask="bool"))),  # a boolean key mask, 2 k-tiles
+])
+def test_wgmma_split_n_numerics(dtype, case):
+    """Every wgmma sketch of the split-N form, replayed on the shipped (runtime) form, against the FP64 reference."""
+    import tests.test_gpu_kernels as g
+    if g.ARCH != "sm_90":
+        pytest.skip(f"wgmma needs a Hopper GPU (sm_90); this one is {g.ARCH}")
+    from schedules import cuda_space, cuda_wgmma
+    (b, h, m, n, k), feat = case
+    c = g._case(dtype, b, h, m, n, k, **feat)
+    variant, shape = g._variant(dtype, c), g._canon(c)
+    count = len(cuda_wgmma.STAGES) * sum(m % (64 * wg) == 0 for wg in cuda_wgmma.SPLIT_N_WGS)
+    cands = g._space_candidates(variant, shape, c["scale"], count=count, seeds=count,
+                                space=lambda s: cuda_wgmma.split_n_schedule(s))
+    assert len(cands) == count
+    for sch in cands:
+        ex = cuda_space.build(sch.mod, "sm_90")
+        g._check(g._run(ex, dtype, c, shape), c, dtype)

@@ -150,7 +150,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     `target` by the export like any other; its measured time is the source arch's, not the target's."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_space  # noqa: PLC0415
+    from schedules import cuda_build, cuda_space  # noqa: PLC0415
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, source)
     wl = _workload_of(wl_dir, prov)
@@ -169,6 +169,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
             if form not in target_forms:
                 continue
             sch, any_batch = _replay(rec.trace, wl, target, form)
+            if target != "sm_90" and cuda_build.uses_wgmma(sch.mod):  # Hopper's wgmma: no other arch has it
+                continue
             tuning_sch = tvm.s_tir.Schedule(rec.workload.mod)
             rec.trace.apply_to_schedule(tuning_sch, remove_postproc=False)
             if not verify.apply(tuning_sch):
