@@ -97,15 +97,22 @@ def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
     build.py exports (a CUDA database needs the tensor intrinsics registered first)."""
     from tuning_db import best  # noqa: PLC0415
 
+    from schedules import cuda_build  # noqa: PLC0415
+
     kernels = best.load_all("sm_90", log=lambda *_: None)
     assert {k.workload for k in kernels} >= {"bert-large.f16", "vit-b16.f16"}
+    wgmma = set()
     for k in kernels:
         assert k.run_secs > 0
         text = k.schedule.mod.script()
         if k.shape.m == 1:  # the row-vector space (schedules/cuda_row_vector): a GEMV, no tensor cores
             assert "mma" not in text and "software_pipeline_stage" in text and "shared.dyn" in text, k.workload
+        elif cuda_build.uses_wgmma(k.schedule.mod):  # Hopper's wgmma (schedules/cuda_wgmma): no ldmatrix
+            assert "T.ptx.wgmma" in text and "software_pipeline_stage" in text, k.workload
+            wgmma.add(k.workload)
         else:
             assert "mma" in text and "ldmatrix" in text, k.workload
+    assert wgmma == {"lm-head.bf16", "lm-head.f16"}  # the split-N form's wgmma records won the LM head's tuning
     assert all(k.source_target is None for k in kernels)  # tuned on sm_90 itself
 
 
