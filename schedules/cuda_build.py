@@ -30,6 +30,8 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
+from . import targets  # noqa: E402
+
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
 #   LowerWarpMemory runs, which then cannot see the fragment index's threadIdx.x coefficient and fails
@@ -264,7 +266,7 @@ def compile_cuda(mod, target):
         if arch != "sm_90":
             raise ValueError(f"the module uses Hopper's wgmma (schedules/cuda_wgmma), which {arch} lacks: build it "
                              "for sm_90, or take a record without wgmma for this arch")
-        target = tvm.target.Target({"tag": "nvidia/nvidia-h100", "arch": "sm_90a"})
+        target = tvm.target.Target({"tag": targets.CUDA_ARCHES["sm_90"], "arch": "sm_90a"})
     if str(target.attrs.get("arch", "")).endswith("a"):  # sm_90a: the wgmma kernels (cuda_wgmma)
         register_wgmma_codegen()
     _launch_max_registers.clear()

@@ -39,6 +39,21 @@ from .tensor_intrin import intrin_group
 
 PASS2_THREADS = 128
 CHUNK_WIDTHS = (128, 64, 32, 16)  # preferred first; CW must divide N (tir_kernels: no partial chunk)
+# The wide form's chunk (sm_90, wgmma only: schedules/cuda_wgmma): an m64n256 wgmma tile a warpgroup does twice the
+# work of CW = 128 between the k-tile's barriers; its fp32 S tile (128 x 256) aliases the pipeline buffers, one block
+# an SM. Measured on the H100 (2026-11-27, LM head bf16, 64 trials): 1790 us against 2231 for CW = 128.
+WIDE_CHUNK = 256
+
+
+def wide_chunk_for(target_name: str, m: int, n: int, k: int) -> int:
+    """CW of the wide split-N form (tuned beside the primary one) for a shape on a target, or 0 where it has none:
+    long rows on sm_90 that the wgmma split-N sketches tile with chunks of WIDE_CHUNK."""
+    from . import cuda_wgmma, targets  # noqa: PLC0415
+    if not targets.is_cuda(target_name) or targets.resolve(target_name) != "sm_90" or not chunk_for(
+            target_name, m, n, k):
+        return 0
+    fits = any(cuda_wgmma.split_n_fits(m, n, k, WIDE_CHUNK, wg) for wg in cuda_wgmma.SPLIT_N_WGS)
+    return WIDE_CHUNK if fits else 0
 
 
 def chunk_for(target_name: str, m: int, n: int, k: int) -> int:

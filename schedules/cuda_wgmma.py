@@ -10,7 +10,8 @@ builds a module that uses wgmma for sm_90a when sm_90 is asked).
     for k0 (software pipeline, `stages` shared-memory buffers, cp.async copies):
         A [64 WG x BK], B [BN x BK] or [BK x BN] -> shared memory in wgmma's 128-byte-swizzled layouts
         tensorized: fence.proxy.async; __syncthreads; wgmma.fence; BK/16 x wgmma.mma_async m64n{BN}k16 (both
-                    operands from shared memory through matrix descriptors); commit_group; wait_group 0
+                    operands from shared memory through matrix descriptors); commit_group; wait_group 0 (drained)
+                    or wait_group 1 (in flight: k-tile t's wgmmas run on while the next copies are issued)
     GEMM: C = cast(accumulators) stored from the registers
     split-N: accumulators -> the fp32 S tile in shared memory; cuda_split_n's epilogue (chunk max/sum, P_chunk)
              and pass 2 follow unchanged
@@ -27,17 +28,20 @@ Accumulator: the m64nNk16 f32 fragment, thread t (warp w, lane l), register s ho
 % 2), column 8 (s / 4) + 2 (l % 4) + s % 2. The warpgroup's 4 warps are threadIdx.y (not 128 x-lanes), so the
 split-N epilogue keeps its warp-per-row reductions over 32 lanes.
 
-The k-tile body is [copy A, copy B, wgmma] in the pipeline's order: TVM inserts the __syncthreads that keeps the
-copy of k-tile t + stages - 1 from overwriting the buffer k-tile t - 1's wgmma read (retired by its wait_group 0),
-and its cp.async.wait_group count is right only in this order (with the wgmma first it waited one group short).
+Drained, the k-tile body is [copy A, copy B, wgmma] in the pipeline's order: TVM inserts the __syncthreads that
+keeps the copy of k-tile t + stages - 1 from overwriting the buffer k-tile t - 1's wgmma read (retired by its
+wait_group 0). In flight (INFLIGHT), the body is [wgmma, copy A, copy B] with the same buffers: k-tile t's wgmmas,
+wait_group 1 (k-tile t - 1's retired), TVM's __syncthreads (every warpgroup's), then the copies into k-tile t - 1's
+buffer, so the tensor cores work through the copies, the cp.async wait and the barriers of the next k-tile. TVM's
+cp.async.wait_group count is one group short in this order, so the in-flight intrinsic waits for stages - 2 groups
+itself before its proxy fence; its store waits for the last k-tile's wgmmas (wait_group 0) first.
 
-Sketches: GEMM: BN (block columns = the wgmma N), WG (warpgroups a block, BM = 64 WG) and pipeline depth, each a
-sketch (the intrinsic's name, so its N, is fixed in a trace); sampled: the rasterization group (a level of the row
-tile). Split-N: pipeline depth, two warpgroups (SPLIT_N_WGS), BN = the chunk width CW (128 or 256); sampled: pass 2's
-vector width.
-Not done here (so not claimed): TMA, warp specialization with mbarriers, wait_group 1 across k-tiles (it needs a
-spare buffer between the copies and the wgmma still reading, which the pipeline annotation cannot express), the
-other dtypes' wgmma forms, predicated (ragged) tiles: the split-N sketches need M % 128, CW in (128, 256), K % 64.
+Sketches: GEMM: BN (block columns = the wgmma N), WG (warpgroups a block, BM = 64 WG), pipeline depth and drained
+or in flight, each a sketch (the intrinsic's name, so its N and form, is fixed in a trace); sampled: the
+rasterization group (a level of the row tile). Split-N: pipeline depth, drained or in flight, two warpgroups
+(SPLIT_N_WGS), BN = the chunk width CW (128 or 256); sampled: pass 2's vector width.
+Not done here (so not claimed): TMA, warp specialization with mbarriers, more than one k-tile in flight, the other
+dtypes' wgmma forms, predicated (ragged) tiles: the split-N sketches need M % 128, CW in (128, 256), K % 64.
 """
 from __future__ import annotations
 
@@ -61,6 +65,10 @@ WGS = (1, 2)
 # misread alike permute k identically).
 SPLIT_N_WGS = (2,)
 STAGES = (3, 4)
+# wgmma groups left in flight at the end of a k-tile: 0 (wait_group 0: the tensor cores idle while the next k-tile's
+# copies are issued and the barriers pass) or 1 (the k-tile body ordered [wgmma, copies]: k-tile t's wgmmas run on
+# while the copies into k-tile t - 1's buffer, retired by wait_group 1 and a barrier, are issued)
+INFLIGHT = (0, 1)
 SMEM = "shared.dyn"
 PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
 
@@ -104,20 +112,24 @@ def swizzled_mn(k, n):
     return (k // 64, n // 64, (k % 64) // 8, k % 8, _xor8((n // 8) % 8, k % 8), n % 8)
 
 
-def intrin_names(dtype: str, bn: int, b_major: str = "k", out: str = "global") -> dict:
+def intrin_names(dtype: str, bn: int, b_major: str = "k", out: str = "global", stages: int = 0) -> dict:
     """b_major: "k" (B as [N, K]) or "mn" (B as [K, N]); out: the store's destination, "global" (cast to dtype) or
-    "shared" (the fp32 S tile of the fused split-N form)."""
+    "shared" (the fp32 S tile of the fused split-N form); stages: 0 = each k-tile's wgmmas retired within it
+    (wait_group 0), else the in-flight form for a pipeline of that depth (one k-tile's wgmmas left in flight)."""
     store = f"fg_wgmma_store_m64n{bn}_{PTX_TYPE[dtype]}" if out == "global" else f"fg_wgmma_store_m64n{bn}_f32_smem"
-    return {"mma": f"fg_wgmma_m64n{bn}k{BK}_{PTX_TYPE[dtype]}_f32" + ("_bmn" if b_major == "mn" else ""),
-            "fill": f"fg_wgmma_fill_m64n{bn}_f32", "store": store}
+    inflight = f"_inflight_s{stages}" if stages else ""
+    return {"mma": f"fg_wgmma_m64n{bn}k{BK}_{PTX_TYPE[dtype]}_f32" + ("_bmn" if b_major == "mn" else "") + inflight,
+            "fill": f"fg_wgmma_fill_m64n{bn}_f32", "store": store + ("_drain" if stages else "")}
 
 
-def register(dtype: str, bn: int, b_major: str = "k", out: str = "global") -> dict:
+def register(dtype: str, bn: int, b_major: str = "k", out: str = "global", stages: int = 0) -> dict:
     """The three intrinsics of one form: mma (BK/16 wgmmas of a k-tile), fill (zero) and store."""
-    names = intrin_names(dtype, bn, b_major, out)
+    if stages == 1:
+        raise ValueError("the in-flight wgmma form needs a software pipeline (stages >= 2)")
+    names = intrin_names(dtype, bn, b_major, out, stages)
     with _lock:
         if not {names["mma"], names["store"]} <= _registered:
-            _register(dtype, bn, names, b_major, out)
+            _register(dtype, bn, names, b_major, out, stages)
             _registered.update((names["mma"], names["store"]))
     return names
 
@@ -128,16 +140,18 @@ def register_all() -> None:
         for bn in BNS:
             for b_major in ("k", "mn"):
                 for out in ("global", "shared"):
-                    register(dtype, bn, b_major, out)
+                    for stages in (0, *STAGES):
+                        register(dtype, bn, b_major, out, stages)
 
 
-def _register(dtype: str, bn: int, names: dict, b_major: str, out: str) -> None:
+def _register(dtype: str, bn: int, names: dict, b_major: str, out: str, stages: int) -> None:
     nacc, ka = bn // 2, BK // 64
     chain = f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{PTX_TYPE[dtype]}.{PTX_TYPE[dtype]}"
     mn = b_major == "mn"
     out_dtype, out_scope = (dtype, "global") if out == "global" else ("float32", SMEM)
     b_shape = (ka, bn // 64, 8, 8, 8, 8) if mn else (ka, bn // 8, 8, 8, 8)
     b_all = tuple(slice(0, e) for e in b_shape)
+    in_flight = 1 if stages else 0  # wgmma groups left running at the end of a k-tile
 
     def b_at(B, vk, vj):
         if mn:
@@ -183,6 +197,8 @@ def _register(dtype: str, bn: int, names: dict, b_major: str, out: str) -> None:
                     # one loop statement: the software pipeline takes the k-tile body as [copy A, copy B, mma]
                     for kk in T.unroll(BK // 16):
                         if kk == 0:
+                            if stages > 0:  # the in-flight form: k-tile t's copies done (TVM's count is one short)
+                                T.ptx.cp.async_.wait_group(stages - 2)
                             # the copies wrote shared memory through the generic proxy; wgmma reads it through the
                             # async proxy
                             T.ptx.fence.proxy.async_.shared__cta()
@@ -198,7 +214,8 @@ def _register(dtype: str, bn: int, names: dict, b_major: str, out: str) -> None:
                             b_descriptor(B, kk), True, 1, 1, 0, int(mn))
                         if kk == BK // 16 - 1:
                             T.ptx.wgmma.commit_group.sync.aligned()
-                            T.ptx.wgmma.wait_group.sync.aligned(0)
+                            # in flight: k-tile t - 1's wgmmas retired, k-tile t's overlap the next copies
+                            T.ptx.wgmma.wait_group.sync.aligned(in_flight)
                             for s in range(nacc):
                                 T.cuda.wgmma.noop_barrier(C[wy * 32 + tx, s])
 
@@ -246,6 +263,10 @@ def _register(dtype: str, bn: int, names: dict, b_major: str, out: str) -> None:
             T.writes(D[0:64, 0:bn])
             for wy in T.thread_binding(4, thread="threadIdx.y"):
                 for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    if stages > 0:  # the in-flight form: the last k-tile's wgmmas are still running
+                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                        for s in range(nacc):
+                            T.cuda.wgmma.noop_barrier(C[wy * 32 + tx, s])
                     for s in T.unroll(nacc):
                         D[wy * 16 + tx // 4 + ((s // 2) % 2) * 8,
                           (s // 4) * 8 + (tx % 4) * 2 + s % 2] = T.Cast(out_dtype, C[wy * 32 + tx, s])
@@ -273,21 +294,23 @@ def fits(m: int, n: int, k: int, bn: int, wg: int) -> bool:
     return m % (64 * wg) == 0 and n % bn == 0 and k % BK == 0
 
 
-def schedule(sch: tvm.s_tir.Schedule, bn_options=BNS, wg_options=WGS, stage_options=STAGES) -> list:
-    """One sketch per (BN, WG, stages) that tiles the shape exactly (tir_kernels/gemm.gemm_func; B as [N, K] or
-    [K, N])."""
+def schedule(sch: tvm.s_tir.Schedule, bn_options=BNS, wg_options=WGS, stage_options=STAGES,
+             inflight_options=INFLIGHT) -> list:
+    """One sketch per (BN, WG, stages, in-flight groups) that tiles the shape exactly (tir_kernels/gemm.gemm_func;
+    B as [N, K] or [K, N])."""
     from . import cuda_space  # noqa: PLC0415
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     forms = [(bn, wg) for bn in bn_options for wg in wg_options if fits(m, n, k, bn, wg)]
     if not forms:
         raise UnsupportedShapeError(f"the wgmma GEMM tiles M by 64 x {min(wg_options)}, N by one of {bn_options} "
                                     f"and K by {BK} (got M={m}, N={n}, K={k})")
-    return [_schedule(sch.copy(), bn, wg, stages) for bn, wg in forms for stages in stage_options]
+    return [_schedule(sch.copy(), bn, wg, stages, inflight) for bn, wg in forms for stages in stage_options
+            for inflight in inflight_options]
 
 
-def _schedule(sch: tvm.s_tir.Schedule, bn: int, wg: int, stages: int) -> tvm.s_tir.Schedule:
+def _schedule(sch: tvm.s_tir.Schedule, bn: int, wg: int, stages: int, inflight: int = 0) -> tvm.s_tir.Schedule:
     s_blk = sch.get_sblock("S")
-    names = register(_dtype(sch), bn, _b_major(sch))
+    names = register(_dtype(sch), bn, _b_major(sch), stages=stages * inflight)
 
     def raster(b0, b1, i0, j0):
         # [row groups, R]: R block rows walk the block columns together (a level of a perfect tile: always divides)
@@ -299,7 +322,7 @@ def _schedule(sch: tvm.s_tir.Schedule, bn: int, wg: int, stages: int) -> tvm.s_t
     sch.reverse_compute_at(c_blk, bx, preserve_unit_loops=True)
     rw, r64 = sch.split(sch.get_loops(c_blk)[-2], factors=[wg, 64])
     sch.bind(rw, "threadIdx.z")
-    _tensorize(sch, s_blk, k0, names, stages)
+    _tensorize(sch, s_blk, k0, names, stages, inflight)
     sch.tensorize(r64, names["store"])
     return sch
 
@@ -349,13 +372,15 @@ def _on_last_two(layout):
     return lambda *v: (*v[:-2], *layout(v[-2], v[-1]))
 
 
-def _tensorize(sch: tvm.s_tir.Schedule, s_blk, k0, names: dict, stages: int) -> None:
+def _tensorize(sch: tvm.s_tir.Schedule, s_blk, k0, names: dict, stages: int, inflight: int) -> None:
     sch.decompose_reduction(s_blk, k0)
     sch.tensorize(sch.get_loops(s_blk)[-3], names["mma"])
     sch.tensorize(sch.get_loops(sch.get_sblock("S_init"))[-2], names["fill"])
-    if stages > 1:  # body [copy A, copy B, wgmma]: the copies of k-tile t + stages - 1 overlap the wgmma of k-tile t
+    if stages > 1:  # the copies of k-tile t + stages - 1 overlap the wgmma of k-tile t
         sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
-        sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+        # body [copy A, copy B, wgmma], or [wgmma, copy A, copy B] in flight (the copies then write k-tile t - 1's
+        # buffer after the wgmma's wait_group 1 and TVM's barrier)
+        sch.annotate(k0, "software_pipeline_order", [1, 2, 0] if inflight else [0, 1, 2])
         sch.annotate(k0, "software_pipeline_async_stages", [0])
 
 
@@ -371,11 +396,12 @@ def serves(sch: tvm.s_tir.Schedule) -> bool:
     return any(split_n_fits(m, n, k, cuda_split_n.chunk_width(sch), wg) for wg in SPLIT_N_WGS)
 
 
-def split_n_schedule(sch: tvm.s_tir.Schedule, wg_options=SPLIT_N_WGS, stage_options=STAGES) -> list:
+def split_n_schedule(sch: tvm.s_tir.Schedule, wg_options=SPLIT_N_WGS, stage_options=STAGES,
+                     inflight_options=INFLIGHT) -> list:
     """Pass 1 of the split-N form (tir_kernels, chunk=CW; schedules/cuda_split_n) on wgmma: one sketch per (WG,
-    stages) that tiles the shape (WG: SPLIT_N_WGS, why there). The block is 64 WG rows x one chunk (the wgmma N =
-    CW), chunk-major as in cuda_split_n; the accumulators go to the fp32 S tile in shared memory, and cuda_split_n's
-    epilogue and pass 2 follow (warps = 4 WG over threadIdx.z x y, 32 lanes)."""
+    stages, in-flight groups) that tiles the shape (WG: SPLIT_N_WGS, why there). The block is 64 WG rows x one
+    chunk (the wgmma N = CW), chunk-major as in cuda_split_n; the accumulators go to the fp32 S tile in shared
+    memory, and cuda_split_n's epilogue and pass 2 follow (warps = 4 WG over threadIdx.z x y, 32 lanes)."""
     from . import cuda_space, cuda_split_n  # noqa: PLC0415
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     cw = cuda_split_n.chunk_width(sch)
@@ -384,13 +410,15 @@ def split_n_schedule(sch: tvm.s_tir.Schedule, wg_options=SPLIT_N_WGS, stage_opti
         raise UnsupportedShapeError(f"the wgmma split-N form needs chunks of {' or '.join(map(str, BNS))} columns, "
                                     f"M a multiple of {64 * min(wg_options)} and K of {BK} "
                                     f"(got M={m}, N={n}, K={k}, chunk {cw})")
-    return [_split_n(sch.copy(), n, cw, wg, stages) for wg in wgs for stages in stage_options]
+    return [_split_n(sch.copy(), n, cw, wg, stages, inflight) for wg in wgs for stages in stage_options
+            for inflight in inflight_options]
 
 
-def _split_n(sch: tvm.s_tir.Schedule, n: int, cw: int, wg: int, stages: int) -> tvm.s_tir.Schedule:
+def _split_n(sch: tvm.s_tir.Schedule, n: int, cw: int, wg: int, stages: int,
+             inflight: int = 0) -> tvm.s_tir.Schedule:
     from . import cuda_split_n  # noqa: PLC0415
     s_blk = sch.get_sblock("S")
-    names = register(_dtype(sch), cw, _b_major(sch), out="shared")
+    names = register(_dtype(sch), cw, _b_major(sch), out="shared", stages=stages * inflight)
     s_w = sch.cache_write(s_blk, 0, "local")  # s_blk -> the accumulators; s_w copies them to S (shared memory)
     bx, k0 = _warpgroup_tile(sch, s_blk, cw, wg, lambda b0, b1, i0, j0: [b0, b1, j0, i0])  # chunk-major
     sch.set_scope(s_w, 0, SMEM)
@@ -399,7 +427,7 @@ def _split_n(sch: tvm.s_tir.Schedule, n: int, cw: int, wg: int, stages: int) -> 
     sch.bind(rw, "threadIdx.z")
     for name in ("chunk_max", "chunk_sum", "P_chunk", "chunk_stats"):
         sch.reverse_compute_at(sch.get_sblock(name), bx)
-    _tensorize(sch, s_blk, k0, names, stages)
+    _tensorize(sch, s_blk, k0, names, stages, inflight)
     sch.tensorize(r64, names["store"])
     # Row stride of S = 8 (mod 32) floats: a store instruction writes 8 rows x 4 column pairs a warp, all in the
     # same banks with a stride of CW floats (8-way conflict); with the offset 2-way (cuda_space._tensor_core_tile)
@@ -416,14 +444,14 @@ def _split_n(sch: tvm.s_tir.Schedule, n: int, cw: int, wg: int, stages: int) -> 
     return sch
 
 
-def design_space(bn_options=BNS, wg_options=WGS, stage_options=STAGES):
+def design_space(bn_options=BNS, wg_options=WGS, stage_options=STAGES, inflight_options=INFLIGHT):
     """The wgmma plain GEMM's Meta-Schedule space (the fused op's postprocessors and mutators, sm_90's limits)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
     from . import cuda_space  # noqa: PLC0415
     register_wgmma_codegen()
-    return ms.space_generator.ScheduleFn(lambda s: schedule(s, bn_options, wg_options, stage_options), sch_rules=[],
-                                         postprocs=cuda_space.postprocs("sm_90"),
+    return ms.space_generator.ScheduleFn(lambda s: schedule(s, bn_options, wg_options, stage_options, inflight_options),
+                                         sch_rules=[], postprocs=cuda_space.postprocs("sm_90"),
                                          mutator_probs=cuda_space.mutator_probs())
 
 

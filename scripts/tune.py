@@ -81,7 +81,8 @@ def main(argv=None) -> int:
                          "more task; experimental: on the H100 it has not beaten the three-sweep form at W3")
     ap.add_argument("--forms", default=None, metavar="NAME[,NAME]",
                     help="tune exactly these template forms, overriding the three flags above: one-pass or split-n "
-                         "(the primary form), padded, recompute, recompute2 (those the shape has); e.g. "
+                         "(the primary form), split-n-wide (long rows on sm_90; tuned by default there), padded, "
+                         "recompute, recompute2 (those the shape has); e.g. "
                          "--forms recompute2 gives that form all the trials")
     ap.add_argument("--migrate-records", type=int, default=0, metavar="N",
                     help="before searching, re-express the best N records that predate a knob of today's sketches "

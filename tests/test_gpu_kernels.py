@@ -160,18 +160,19 @@ def test_generic_causal_shapes(dtype, m, n):
 
 # ----------------------------------------------------------------------------- tensor-core space
 def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False,
-                      recompute_chunk=0, accept=None, stat_cols=0):
+                      recompute_chunk=0, accept=None, stat_cols=0, split_chunk=0):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
     postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels), with
-    recompute: its recompute form (stat_cols: the two-sweep form's column groups); accept: a test of a sampled
-    schedule's decisions (list, in trace order)."""
+    recompute: its recompute form (stat_cols: the two-sweep form's column groups); split_chunk: the split-N form with
+    this chunk instead of chunk_for's (the wide form); accept: a test of a sampled schedule's decisions (list, in
+    trace order)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from schedules import cuda_space  # noqa: PLC0415
     from schedules import cuda_split_n  # noqa: PLC0415
     # long rows: the split-N form (not for the recompute forms, whose template takes a chunk only for the two-sweep
     # form's chunk statistics: recompute_chunk)
-    chunk = recompute_chunk if recompute else cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
+    chunk = recompute_chunk if recompute else split_chunk or cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
     func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute,
                        stat_cols=stat_cols).with_attr("global_symbol", "main")
     mod = tvm.IRModule({"main": func})

@@ -811,7 +811,7 @@ def test_cuda_lm_head_tuned_kernel(bundle, so, monkeypatch, capfd):
         model = make_model(dtype, a.shape, b.shape, None, None, None, scale=scale, trans_b=0, causal=0)
         (p,) = run(session(so, model), {"A": a, "B": b})
         served = capfd.readouterr().err  # the tuned kernel or its fixed-batch twin, never the generic one
-        assert f" (tuned" in served and f"sizes=[1,1,{m},{n},{k}]" in served and p.shape == (m, n), served[-500:]
+        assert " (tuned" in served and f"sizes=[1,1,{m},{n},{k}]" in served and p.shape == (m, n), served[-500:]
         p = p.astype(np.float64)
         assert np.isfinite(p).all() and np.abs(p.sum(-1) - 1).max() < 2e-2
         rows = rng.choice(m, 32, replace=False)

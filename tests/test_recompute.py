@@ -70,7 +70,9 @@ def test_where_the_recompute_form_applies():
     assert [f.name for f in tuned_forms(w1, "sm_90", recompute_form=True)] == ["one-pass", "recompute"]
     assert [f.name for f in tuned_forms(w3, "sm_90", True, True)] == ["one-pass", "padded", "recompute"]
     assert [f.name for f in tuned_forms(w3, "llvm", True, True)] == ["one-pass"]
-    assert [f.name for f in tuned_forms(parse("lm-head"), "sm_90", True, True)] == ["split-n"]
+    # the LM head on Hopper: split-N and its wide (wgmma, CW = 256) form, tuned by default; elsewhere split-N only
+    assert [f.name for f in tuned_forms(parse("lm-head"), "sm_90", True, True)] == ["split-n", "split-n-wide"]
+    assert [f.name for f in tuned_forms(parse("lm-head"), "sm_80")] == ["split-n"]
     # --forms: exactly the forms named (the primary one may be left out), and a clear error for one the shape lacks
     assert [f.name for f in tuned_forms(w3, "sm_90", only=("recompute2",))] == ["recompute2"]
     assert [f.name for f in tuned_forms(w3, "sm_90", False, False, only=("recompute", "one-pass"))] == \

@@ -89,7 +89,8 @@ def test_padded_form_where_the_register_sketches_need_it():
     assert [f.name for f in forms(parse("whisper-enc"), "sm_90")] == ["one-pass", "padded", "recompute", "recompute2"]
     assert [f.name for f in forms(parse("whisper-enc"), "llvm")] == ["one-pass"]
     assert [f.name for f in forms(parse("bert-large"), "sm_90")] == ["one-pass", "recompute", "recompute2"]
-    assert [f.name for f in forms(parse("lm-head"), "sm_90")] == ["split-n"]
+    assert [(f.name, f.chunk) for f in forms(parse("lm-head"), "sm_90")] == [("split-n", 128), ("split-n-wide", 256)]
+    assert [(f.name, f.chunk) for f in forms(parse("lm-head"), "sm_89")] == [("split-n", 128)]
     (_, primary), (form, padded), *_ = tuning_modules(parse("whisper-enc"), "sm_90")
     assert not tvm_ffi.structural_equal(primary, padded) and form.pad == (1536, 1536, 64)
     assert cuda_registers.is_padded_form(tvm.s_tir.Schedule(padded))

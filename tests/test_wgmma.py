@@ -63,10 +63,10 @@ def codegen(tmp_path_factory):
 def test_every_sketch_builds_with_wgmma(codegen, dtype):
     from schedules import cuda_wgmma
     built = codegen[dtype, True]
-    assert len(built) == len(cuda_wgmma.BNS) * len(cuda_wgmma.WGS) * len(cuda_wgmma.STAGES)
+    assert len(built) == len(cuda_wgmma.BNS) * len(cuda_wgmma.WGS) * len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
     assert all(b is not None for b in built), "a sketch was rejected by the postprocessors"
     ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    seen_n = set()
+    seen_n, checked = set(), set()
     for b in built:
         src = b["src"]
         n = next(bn for bn in cuda_wgmma.BNS if f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{ptx}.{ptx}" in src)
@@ -75,19 +75,47 @@ def test_every_sketch_builds_with_wgmma(codegen, dtype):
                        "fence.proxy.async.shared::cta", "cp.async.cg.shared.global", "cp.async.wait_group"):
             assert needed in src, needed
         assert "fg_wgmma_fence_operand_float32(float& reg)" in src  # the by-reference fence (cuda_build)
+        checked.add(check_k_loop(src))
     assert seen_n == set(cuda_wgmma.BNS)
+    assert {"in flight", "drained"} <= checked
 
 
-def test_b_as_k_by_n_builds_mn_major(codegen):
-    """B as [K, N] (the LM head's weight): the same swizzle with N contiguous, wgmma's transposed-B flag set."""
-    (built,) = codegen["bfloat16", False]
-    src = built["src"]
-    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src
-    assert "ps0, 1, 1, 0, 1;" in src  # scale-d, scale-a, scale-b, A K-major, B MN-major
-    assert "ps0, 1, 1, 0, 0;" not in src
+def check_k_loop(src: str) -> str:
+    """The pipelined k-tile loop's order of synchronization. Drained: the copies, then the wgmmas and wait_group 0.
+    In flight (cuda_wgmma.INFLIGHT): k-tile t's copies waited for with the right count (stages - 2 groups left;
+    TVM's own count is one short in this order) before the proxy fence and a barrier, then the wgmmas, wait_group 1
+    (k-tile t - 1 retired), a barrier (every warpgroup's), and only then the copies into k-tile t - 1's buffer; after
+    the loop, wait_group 0 before the accumulators are read. Returns which form was checked ("" where the steady
+    loop is gone: one k-tile left after the prologue, which TVM emits without a loop)."""
+    import re
+    loop = re.search(r"for \(int (k\w*_0) = 0;", src)
+    if not loop:
+        return ""
+    start = loop.start()
+    end = src.index("\n  }\n", start)
+    body, tail = src[start:end], src[end:]
+    kinds = {"cp_async_wait_group_async_wait_group_": "cpwait", "__syncthreads": "sync", "fence_proxy": "fence",
+             "mma_async": "mma", "wgmma_wait_group_wait_group_sync_aligned_": "wgwait", "ptx_cp_async_legacy": "copy"}
+    seq = []
+    for name, count in re.findall(r"(cp_async_wait_group_async_wait_group_|__syncthreads|fence_proxy|mma_async|"
+                                  r"wgmma_wait_group_wait_group_sync_aligned_|ptx_cp_async_legacy)(\d?)", body):
+        op = kinds[name] + count
+        if not (seq and op in ("mma", "copy") and seq[-1] == op):  # a run of copies or wgmmas counts once
+            seq.append(op)
+    if "wgwait1" not in seq:
+        assert "wgwait0" in seq and seq.index("copy") < seq.index("mma") < seq.index("wgwait0"), seq
+        return "drained"
+    stages = int(re.search(rf"\({loop.group(1)} \+ \d+\) % (\d+)\)", body).group(1))
+    fence = seq.index("fence")
+    assert seq[fence - 1] == f"cpwait{stages - 2}" and seq[fence + 1] == "sync", seq
+    wait1 = seq.index("wgwait1")
+    assert "copy" not in seq[:wait1] and seq.index("mma") < wait1 < seq.index("sync", wait1) < seq.index("copy"), seq
+    drain = tail.index("wgmma_wait_group_wait_group_sync_aligned_0();")
+    assert "mma_async" not in tail[drain:], "wait_group 0 must follow the last k-tile's wgmmas"
+    return "in flight"
 
 
-SPLIT_N_SPEC = "a=256x128,b=128x8192,dtype=bfloat16"  # an LM head in small: N beyond shared memory, B as [K, N]
+SPLIT_N_SPEC = "a=256x256,b=256x8192,dtype=bfloat16"  # an LM head in small: N beyond shared memory, B as [K, N]
 
 SPLIT_N_WORKER = textwrap.dedent(r'''
     import json, sys
@@ -96,10 +124,11 @@ SPLIT_N_WORKER = textwrap.dedent(r'''
     from tvm.s_tir.schedule import Trace
     from schedules import cuda_space, targets
     from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_module
+    from tuning_db.tuner import form_module, forms, tuning_module
 
-    spec, builds = json.loads(sys.argv[1])
-    mod = tuning_module(parse(spec), "sm_90")
+    spec, builds, wide = json.loads(sys.argv[1])
+    wl = parse(spec)
+    mod = form_module(wl, forms(wl, "sm_90")[-1]) if wide else tuning_module(wl, "sm_90")
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), task_name="main", rand_state=5,
                          space_generator=cuda_space.design_space("sm_90"))
     sketches = ctx.generate_design_space()
@@ -121,15 +150,16 @@ SPLIT_N_WORKER = textwrap.dedent(r'''
 
 
 def test_split_n_space_offers_wgmma_sketches_that_build(tmp_path_factory):
-    """The sm_90 space's split-N form: its mma.sync sketches plus one wgmma sketch per (warpgroups, stages); every
-    wgmma sketch passes the postprocessors, and cuda_build builds it for sm_90a although sm_90 is asked."""
+    """The sm_90 space's split-N form: its mma.sync sketches plus one wgmma sketch per (warpgroups, stages, in-flight
+    groups); every wgmma sketch passes the postprocessors, and cuda_build builds it for sm_90a although sm_90 is
+    asked."""
     import re
 
     from schedules import cuda_space, cuda_wgmma
     from tests.compile_worker import run_compile_worker
-    sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 2], tmp_path_factory)
+    sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 2, False], tmp_path_factory)
     wg = [s for s in sketches if s["wgmma"]]
-    assert len(wg) == len(cuda_wgmma.SPLIT_N_WGS) * len(cuda_wgmma.STAGES)
+    assert len(wg) == len(cuda_wgmma.SPLIT_N_WGS) * len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
     assert len(sketches) - len(wg) == len(cuda_space.PIPELINE_STAGES)  # the mma.sync sketches stay
     assert all(s["valid"] for s in wg)
     srcs = [s["src"] for s in wg if s["src"]]
@@ -142,6 +172,24 @@ def test_split_n_space_offers_wgmma_sketches_that_build(tmp_path_factory):
         assert static and sum(4 * int(n) for n in static) % 1024 == 0, static
         kernels = re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', src)
         assert len(set(kernels)) == 2, kernels  # pass 1 (wgmma GEMM + chunk statistics) and pass 2 (rescale)
+    # the first two wgmma sketches: 3 stages, drained and in flight
+    assert [check_k_loop(src) for src in srcs] == ["drained", "in flight"]
+
+
+def test_wide_split_n_form_is_wgmma_only_and_builds(tmp_path_factory):
+    """The wide split-N form (sm_90, CW = 256: tuning_db.tuner.forms): only wgmma sketches (the mma.sync form takes
+    chunks of 128 columns at most), every one valid, m64n256 wgmmas, and the fp32 S tile (128 x 256) aliasing the
+    pipeline buffers within the H100's shared memory."""
+    from schedules import cuda_split_n, cuda_wgmma
+    from tests.compile_worker import run_compile_worker
+    from tir_kernels.workloads import parse
+    from tuning_db.tuner import forms
+    assert forms(parse(SPLIT_N_SPEC), "sm_90")[-1].chunk == cuda_split_n.WIDE_CHUNK == 256
+    sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 1, True], tmp_path_factory)
+    assert len(sketches) == len(cuda_wgmma.SPLIT_N_WGS) * len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
+    assert all(s["wgmma"] and s["valid"] for s in sketches)
+    src = sketches[0]["src"]
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in src and check_k_loop(src) == "drained"
 
 
 def test_split_n_refusals():
@@ -164,7 +212,8 @@ def test_a_wgmma_module_is_refused_for_other_arches():
 
     from schedules import cuda_build, cuda_space, cuda_wgmma
     from tir_kernels.gemm import gemm_func
-    (sch,) = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})), stage_options=(3,))
+    (sch,) = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})), stage_options=(3,),
+                                 inflight_options=(0,))
     assert cuda_build.uses_wgmma(sch.mod)
     assert not cuda_build.uses_wgmma(tvm.IRModule({"main": gemm_func(64, 128, 64)}))
     for arch in ("sm_80", "sm_89"):
@@ -185,7 +234,7 @@ def test_refusals():
         cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(96, 128, 64)})))
     # only the sketches that tile the shape: N = 128 leaves BN = 256 out, M = 64 leaves two warpgroups out
     sketches = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})))
-    assert len(sketches) == len(cuda_wgmma.STAGES)
+    assert len(sketches) == len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -232,13 +281,16 @@ def test_wgmma_numerics(dtype, size, trans_b):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, case", [
-    ("bfloat16", ((1, 1, 256, 8192, 256), dict(trans_b=False))),          # the LM head in small: B as [K, N]
-    ("float16", ((1, 2, 128, 8192, 64), dict(trans_b=True, bias=True))),  # K-major B, a bias, one k-tile
-    ("bfloat16", ((2, 1, 128, 4096, 128), dict(trans_b=False, mask="bool"))),  # a boolean key mask, 2 k-tiles
+@pytest.mark.parametrize("dtype, case, chunk", [
+    ("bfloat16", ((1, 1, 256, 8192, 256), dict(trans_b=False)), 0),          # the LM head in small: B as [K, N]
+    ("float16", ((1, 2, 128, 8192, 64), dict(trans_b=True, bias=True)), 0),  # K-major B, a bias, one k-tile
+    ("bfloat16", ((2, 1, 128, 4096, 128), dict(trans_b=False, mask="bool")), 0),  # a boolean key mask, 2 k-tiles
+    ("bfloat16", ((1, 1, 256, 8192, 256), dict(trans_b=False)), 256),        # the wide form (CW = 256)
+    ("float16", ((1, 2, 128, 4096, 128), dict(trans_b=True, mask="add")), 256),  # wide, an additive mask
 ])
-def test_wgmma_split_n_numerics(dtype, case):
-    """Every wgmma sketch of the split-N form, replayed on the shipped (runtime) form, against the FP64 reference."""
+def test_wgmma_split_n_numerics(dtype, case, chunk):
+    """Every wgmma sketch of the split-N form (chunk: the wide form's CW, 0 the primary form's), replayed on the
+    shipped (runtime) form, against the FP64 reference."""
     import tests.test_gpu_kernels as g
     if g.ARCH != "sm_90":
         pytest.skip(f"wgmma needs a Hopper GPU (sm_90); this one is {g.ARCH}")
@@ -246,9 +298,10 @@ def test_wgmma_split_n_numerics(dtype, case):
     (b, h, m, n, k), feat = case
     c = g._case(dtype, b, h, m, n, k, **feat)
     variant, shape = g._variant(dtype, c), g._canon(c)
-    count = len(cuda_wgmma.STAGES) * sum(m % (64 * wg) == 0 for wg in cuda_wgmma.SPLIT_N_WGS)
+    pipelines = len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
+    count = pipelines * sum(m % (64 * wg) == 0 for wg in cuda_wgmma.SPLIT_N_WGS)
     cands = g._space_candidates(variant, shape, c["scale"], count=count, seeds=count,
-                                space=lambda s: cuda_wgmma.split_n_schedule(s))
+                                space=lambda s: cuda_wgmma.split_n_schedule(s), split_chunk=chunk)
     assert len(cands) == count
     for sch in cands:
         ex = cuda_space.build(sch.mod, "sm_90")

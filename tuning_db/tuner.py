@@ -55,7 +55,7 @@ def split_n_chunk(workload: Workload, target_name: Optional[str]) -> int:
 @dataclasses.dataclass(frozen=True)
 class Form:
     """One form of the template a workload is tuned in (tir_kernels.tuning_func's chunk / pad)."""
-    name: str  # "one-pass", "split-n", "padded" or "recompute"
+    name: str  # "one-pass", "split-n", "split-n-wide", "padded", "recompute" or "recompute2"
     chunk: int = 0
     pad: Optional[tuple] = None
     recompute: bool = False
@@ -70,9 +70,15 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     The padded form is opt-in: on the H100 it has not beaten the primary form at W2 or W3 (results/h100/README.md,
     2026-11-24), and a second task halves each form's share of the trials. Last, for shapes with M >= 16 and no bias
     or mask (not long rows: they have split-N), the recompute form (schedules/cuda_recompute), tuned by default
-    where rows are at least RECOMPUTE_AUTO_MIN_N long (tuned_forms)."""
+    where rows are at least RECOMPUTE_AUTO_MIN_N long (tuned_forms). On sm_90, long rows also have the wide split-N
+    form (wgmma only, CW = 256: cuda_split_n.WIDE_CHUNK), tuned by default beside the primary one."""
     chunk = split_n_chunk(workload, target_name)
     out = [Form("split-n" if chunk else "one-pass", chunk)]
+    if chunk:  # on Hopper, the wide split-N form too (wgmma with CW = 256: cuda_split_n.WIDE_CHUNK)
+        from schedules import cuda_split_n  # noqa: PLC0415
+        wide = cuda_split_n.wide_chunk_for(target_name, *workload.canonical.sizes[2:])
+        if wide:
+            out.append(Form("split-n-wide", wide))
     if not chunk and target_name is not None and targets.is_cuda(target_name):
         from schedules import cuda_registers  # noqa: PLC0415
         _, _, m, n, k = workload.canonical.sizes
@@ -115,7 +121,7 @@ def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: boo
     if recompute_form is None:
         recompute_form = workload.canonical.sizes[3] >= RECOMPUTE_AUTO_MIN_N
     extra = {name for name, asked in (("padded", padded_form), ("recompute", recompute_form),
-                                      ("recompute2", two_sweep_form)) if asked}
+                                      ("recompute2", two_sweep_form), ("split-n-wide", True)) if asked}
     all_forms = forms(workload, target_name)
     return [all_forms[0]] + [f for f in all_forms[1:] if f.name in extra]
 
