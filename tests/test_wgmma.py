@@ -46,7 +46,7 @@ WORKER = textwrap.dedent(r'''
     print("RESULT" + json.dumps(out))
 ''')
 
-MN_OPTIONS = [[128], [2], [3]]  # B as [K, N]: one sketch (BN 128, two warpgroups, 3 stages) keeps the test short
+MN_OPTIONS = [[128], [2], [3], [1]]  # B as [K, N]: one sketch (BN 128, two warpgroups, 3 stages, in flight)
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,16 @@ def check_k_loop(src: str) -> str:
     drain = tail.index("wgmma_wait_group_wait_group_sync_aligned_0();")
     assert "mma_async" not in tail[drain:], "wait_group 0 must follow the last k-tile's wgmmas"
     return "in flight"
+
+
+def test_b_as_k_by_n_builds_mn_major(codegen):
+    """B as [K, N] (the LM head's weight): the same swizzle with N contiguous, wgmma's transposed-B flag set."""
+    (built,) = codegen["bfloat16", False]
+    src = built["src"]
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src
+    assert "ps0, 1, 1, 0, 1;" in src  # scale-d, scale-a, scale-b, A K-major, B MN-major
+    assert "ps0, 1, 1, 0, 0;" not in src
+    assert check_k_loop(src) == "in flight"
 
 
 SPLIT_N_SPEC = "a=256x256,b=256x8192,dtype=bfloat16"  # an LM head in small: N beyond shared memory, B as [K, N]
