@@ -388,8 +388,8 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
             # mma.sync sketches and, on Hopper where the shape tiles, wgmma ones (pass 1 on cuda_wgmma)
             wgmma = target_name == "sm_90" and cuda_wgmma.serves(sch)
             hopper = cuda_wgmma.split_n_schedule(sch.copy()) if wgmma else []
-            if cuda_split_n.chunk_width(sch) not in cuda_split_n.CHUNK_WIDTHS:  # the wide form: wgmma only
-                return hopper
+            if hopper and cuda_split_n.chunk_width(sch) not in cuda_split_n.CHUNK_WIDTHS:
+                return hopper  # the wide form: wgmma only (cuda_split_n.schedule refuses its chunk width)
             return cuda_split_n.schedule(sch, target_name) + hopper
         if cuda_recompute.is_recompute_form(sch):  # (before the padded form's test: it is a padded form too)
             return cuda_recompute.schedule(sch, target_name)

@@ -93,6 +93,10 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
         raise cuda_space.UnsupportedShapeError(
             "M=1 (decoding) has no split-N form: the row-vector space (schedules/cuda_row_vector) serves it")
     cw = chunk_width(sch)
+    if cw not in CHUNK_WIDTHS:  # the wide form (WIDE_CHUNK): its S tile of BM x 256 fits only the wgmma sketches
+        raise cuda_space.UnsupportedShapeError(
+            f"split-N chunk width {cw} has no mma.sync sketch (widths {CHUNK_WIDTHS}): the wide form is wgmma-only "
+            "(schedules/cuda_wgmma.split_n_schedule, sm_90)")
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
 

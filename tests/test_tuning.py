@@ -402,9 +402,11 @@ def test_a_ledger_line_torn_by_kill_9_does_not_swallow_the_next_run(tmp_path):
     assert [r["trials"] for r in tuner._read_ledger(tmp_path)] == [2, 3]
 
 @pytest.mark.slow
-def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path):
+def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch):
     """A clone has the committed top-k and provenance but not work/ (git-ignored): tuning there counts the committed
-    trials toward the budget, keeps the committed records in the top-k, and continues the provenance and the curve."""
+    trials toward the budget, starts the search from the committed top records (the evolutionary search's
+    get_top_k serves them: tuner._ResumeDatabase), keeps them in the top-k, and continues the provenance and the
+    curve."""
     wl = parse(SPEC)
     wl_dir = tmp_path / "llvm" / wl.dir_name
     first = tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
@@ -412,9 +414,14 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path):
     again = tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
     assert again["trials"] == 3 and len(again["runs"]) == 1  # the budget is met: nothing measured
     committed_provenance = (wl_dir / "provenance.json").read_text()
+    committed = {str(r.trace) for r in dbm.open_json_db(wl_dir).get_all_tuning_records() if dbm.mean_secs(r)}
+    served, get_top_k = [], tuner._ResumeDatabase._cls.get_top_k
+    monkeypatch.setattr(tuner._ResumeDatabase._cls, "get_top_k",
+                        lambda self, w, k: served.append(out := get_top_k(self, w, k)) or out)
     said = []
     more = tuner.tune(wl, "llvm", 5, db_root=tmp_path, workers=2, progress=False, log=said.append)
     assert more["trials"] == 5 and [r["trials"] for r in more["runs"]] == [3, 2]
+    assert committed and {str(r.trace) for r in served[0]} == committed  # work/ was empty: the committed ones
     # the progress is of the total, carried trials included (it showed 2/5, and an ETA for 1019 trials on the H100)
     # and its best so far is the committed database's (or better)
     (shown,) = [line for line in said if line.startswith("[tune] 5/5 trials")]
@@ -454,6 +461,22 @@ def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
     monkeypatch.setattr(tuner, "tune_many", lambda workloads, target, trials, jobs=1, **kw: seen.update(kw) or [])
     assert script.main(["--target", "llvm", "--workload", "demo", "--trials", "1", *flag]) == 0
     assert seen["recompute_form"] is expected
+
+
+def test_seeding_from_the_other_dtype_renames_wgmma_intrinsics(tmp_path):
+    """The committed sm_90 LM-head bf16 database's best records are wgmma (m64n256, the wide split-N form): seeding
+    the fp16 workload from it renames their wgmma intrinsics (tuner._dtype_renames) so that every one replays, and
+    records that differ only in their instructions keep keys of their own."""
+    from schedules import targets
+    targets.register_intrinsics("sm_90")
+    root = tmp_path / "db"
+    shutil.copytree(REPO / "tuning_db" / "sm_90" / "lm-head.bf16", root / "sm_90" / "lm-head.bf16",
+                    ignore=shutil.ignore_patterns("work"))
+    items, keys, rejected = tuner.seed_candidates(parse("lm-head", "float16"), "sm_90", "bfloat16", root, 3)
+    assert len(items) == len(set(keys)) == 3 and rejected == 0
+    for _, sch in items:
+        text = sch.mod.script()
+        assert '"m64n256k16", "f32", "f16", "f16"' in text and '"bf16"' not in text
 
 
 def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_in_measurement):

@@ -213,6 +213,12 @@ def test_split_n_refusals():
     assert not cuda_wgmma.serves(sch)
     with pytest.raises(UnsupportedShapeError, match=r"M a multiple of 128 .*got M=100, N=8192, K=128, chunk 128"):
         cuda_wgmma.split_n_schedule(sch)
+    # the wide form's chunk (CW = 256) has no mma.sync sketch: cuda_split_n.schedule says so (the space asks wgmma)
+    from schedules import cuda_split_n
+    from tuning_db.tuner import form_module, forms
+    wide = forms(parse(SPLIT_N_SPEC), "sm_90")[-1]
+    with pytest.raises(UnsupportedShapeError, match="chunk width 256 has no mma.sync sketch .*wgmma-only"):
+        cuda_split_n.schedule(tvm.s_tir.Schedule(form_module(parse(SPLIT_N_SPEC), wide)), "sm_90")
 
 
 def test_a_wgmma_module_is_refused_for_other_arches():
@@ -245,6 +251,10 @@ def test_refusals():
     # only the sketches that tile the shape: N = 128 leaves BN = 256 out, M = 64 leaves two warpgroups out
     sketches = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})))
     assert len(sketches) == len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
+    # the in-flight form retires k-tile t - 1 while k-tile t runs: it needs a pipeline of two stages at least
+    with pytest.raises(ValueError, match=r"needs a software pipeline \(stages >= 2\)"):
+        cuda_wgmma.register("float16", 128, stages=1)
+    assert cuda_wgmma.register("float16", 128, stages=0)["mma"] == "fg_wgmma_m64n128k64_f16_f32"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -13,6 +13,8 @@ import dataclasses
 import datetime
 import fcntl
 import functools
+import hashlib
+import itertools
 import json
 import logging
 import math
@@ -289,6 +291,62 @@ class _StopAfterBatch(ms.measure_callback.PyMeasureCallback):
             raise RuntimeError(f"{STOP_MARK}: {why}")
 
 
+def _secs(record) -> float:
+    secs = dbm.mean_secs(record)
+    return math.inf if secs is None else secs
+
+
+@derived_object
+class _ResumeDatabase(ms.database.PyDatabase):
+    """The work database, whose top records also hold the committed database's: Meta-Schedule's evolutionary
+    search seeds its population from get_top_k (PickBestFromDatabase), so a run without work/ (a fresh clone,
+    another machine) starts from the committed top records instead of from nothing. Everything is written to, and
+    counted in, the work database alone; the committed one is only read."""
+
+    def __init__(self, work_db, committed_db):
+        self.work, self.committed = work_db, committed_db
+        self._committed_by_mod = []  # [(module, records of it sorted by mean time)], filled on first use
+
+    def _committed_top(self, mod, k: int) -> list:
+        if not self._committed_by_mod:
+            by_mod = []
+            for rec in self.committed.get_all_tuning_records():
+                if dbm.mean_secs(rec) is None:  # failed candidates: nothing to start from
+                    continue
+                entry = next((e for e in by_mod if tvm_ffi.structural_equal(e[0], rec.workload.mod)), None)
+                if entry is None:
+                    by_mod.append(entry := (rec.workload.mod, []))
+                entry[1].append(rec)
+            self._committed_by_mod = [(m, sorted(rs, key=_secs)) for m, rs in by_mod] or [(None, [])]
+        return next((rs[:k] for m, rs in self._committed_by_mod
+                     if m is not None and tvm_ffi.structural_equal(m, mod)), [])
+
+    def has_workload(self, mod):
+        return self.work.has_workload(mod)
+
+    def commit_workload(self, mod):
+        return self.work.commit_workload(mod)
+
+    def commit_tuning_record(self, record):
+        self.work.commit_tuning_record(record)
+
+    def get_top_k(self, workload, top_k):
+        merged, seen = [], set()
+        for rec in sorted([*self.work.get_top_k(workload, top_k), *self._committed_top(workload.mod, top_k)],
+                          key=_secs):
+            key = str(rec.trace)
+            if key not in seen:
+                seen.add(key)
+                merged.append(rec)
+        return merged[:top_k]
+
+    def get_all_tuning_records(self):
+        return self.work.get_all_tuning_records()
+
+    def __len__(self):
+        return len(self.work)
+
+
 SHARD_PREFIX = "shard-"
 # Cores one search uses by default. Measured (2026-11-21): with 64 cores on the 4xH200 host a 256-trial run spent
 # 87 s building and 74 s updating the cost model, against 21 s and ~0 s per 128 trials with 16 cores on the H100
@@ -319,9 +377,11 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
             recompute_form: Optional[bool] = None, stop: Optional[_Stop] = None, carried: int = 0,
-            two_sweep_form: bool = False, only_forms: Optional[Sequence[str]] = None) -> _SearchOutcome:
+            two_sweep_form: bool = False, only_forms: Optional[Sequence[str]] = None,
+            committed_dir: Optional[Path] = None) -> _SearchOutcome:
     """One Meta-Schedule search of `budget` trials into the work database at `work`. done: the trials already in
-    it; carried: trials counted in the committed provenance only (shown in the progress, which is of the total)."""
+    it; carried: trials counted in the committed provenance only (shown in the progress, which is of the total);
+    committed_dir: the committed database, whose top records seed the search too (_ResumeDatabase)."""
     tuned = tuned_forms(workload, target_name, padded_form, recompute_form, two_sweep_form, only_forms)
     modules = [(f, m) for f, m in tuning_modules(workload, target_name) if f in tuned]
     work_db = dbm.open_json_db(work, create=True)
@@ -363,7 +423,8 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
         ms.tune.tune_tasks(
             tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work), max_trials_global=budget,
             num_trials_per_iter=max(1, min(batch_size, budget)), builder=builder, runner=runner,
-            database=work_db, cost_model="random" if is_random else "xgb",
+            database=_ResumeDatabase(work_db, dbm.open_json_db(committed_dir)) if committed_dir else work_db,
+            cost_model="random" if is_random else "xgb",
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
             measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default"),
                                *([_StopAfterBatch(stop, prog, done + budget, batch_size)]
@@ -471,13 +532,20 @@ def _plain_json(obj):
 
 
 def _dtype_renames(source_dtype: str, dtype: str) -> dict:
-    """Tensor-intrinsic names of source_dtype -> those of dtype (ldmatrix and mma: every layout and scope)."""
+    """Tensor-intrinsic names of source_dtype -> those of dtype: ldmatrix and mma.sync (every layout and scope)
+    and wgmma (every tile width, B layout, output and pipeline form)."""
+    from schedules import cuda_wgmma  # noqa: PLC0415
     from schedules.tensor_intrin import intrin_group  # noqa: PLC0415
     out = {}
     for trans_b in (False, True):
         for scope in ("shared", "shared.dyn"):
             a, b = intrin_group(source_dtype, trans_b, scope), intrin_group(dtype, trans_b, scope)
             out.update({a[k]: b[k] for k in ("load_a", "load_b", "compute") if a[k] != b[k]})
+    for bn, b_major, to, stages in itertools.product(cuda_wgmma.BNS, ("k", "mn"), ("global", "shared"),
+                                                    (0, *cuda_wgmma.STAGES)):
+        a = cuda_wgmma.intrin_names(source_dtype, bn, b_major, to, stages)
+        b = cuda_wgmma.intrin_names(dtype, bn, b_major, to, stages)
+        out.update({a[k]: b[k] for k in a if a[k] != b[k]})
     return out
 
 
@@ -505,10 +573,11 @@ def seed_candidates(workload: Workload, target_name: str, source_dtype: str, db_
     items, keys, rejected = [], [], 0
     for rec in dbm.top_records([m for _, m in src_forms], [src_db], records):
         form = form_of(rec, src_forms).name
-        key = f"{form}:{list(rec.trace.decisions.values())}"
+        text = json.dumps(_plain_json(rec.trace.as_json()))
+        # the trace's digest too: the wgmma sketches differ in their instructions, not only in their decisions
+        key = f"{form}:{list(rec.trace.decisions.values())}:{hashlib.sha1(text.encode()).hexdigest()[:12]}"
         if key in skip or form not in dst_mods:
             continue
-        text = json.dumps(_plain_json(rec.trace.as_json()))
         for old, new in renames.items():
             text = text.replace(json.dumps(old), json.dumps(new))
         sch = tvm.s_tir.Schedule(dst_mods[form])
@@ -717,7 +786,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     work_dirs = [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())] if work.is_dir() else [work]
     # Trials the committed provenance counts but this work directory never saw (a fresh clone, another machine's
     # slices): their top-k records are in the committed database, the rest are gone. They count toward the budget
-    # (it is a total) and toward the provenance's trials; the search goes on from the committed top records.
+    # (it is a total) and toward the provenance's trials. The search starts from the committed top records
+    # (_ResumeDatabase). It may measure one of them again: Meta-Schedule skips only what this run measured
+    # (TVM 0.27 evolutionary_search.cc: measured_workloads_).
     # (Before _migrate: its ledger entry is trials of this work directory.)
     carried = _carried_trials(prov_old, _read_ledger(work), work)
     committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
@@ -760,7 +831,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
 
     search = dict(strategy=strategy, batch_size=batch_size, population=population, tracker=tracker,
                   rpc_timeout=rpc_timeout, padded_form=padded_form, recompute_form=recompute_form,
-                  two_sweep_form=two_sweep_form, only_forms=only_forms)
+                  two_sweep_form=two_sweep_form, only_forms=only_forms, committed_dir=wl_dir if committed else None)
     aborted = None
     t0 = time.time()
     stop = _Stop(None if max_seconds is None else t0 + max_seconds)
