@@ -291,11 +291,6 @@ class _StopAfterBatch(ms.measure_callback.PyMeasureCallback):
             raise RuntimeError(f"{STOP_MARK}: {why}")
 
 
-def _secs(record) -> float:
-    secs = dbm.mean_secs(record)
-    return math.inf if secs is None else secs
-
-
 @derived_object
 class _ResumeDatabase(ms.database.PyDatabase):
     """The work database, whose top records also hold the committed database's: Meta-Schedule's evolutionary
@@ -305,21 +300,6 @@ class _ResumeDatabase(ms.database.PyDatabase):
 
     def __init__(self, work_db, committed_db):
         self.work, self.committed = work_db, committed_db
-        self._committed_by_mod = []  # [(module, records of it sorted by mean time)], filled on first use
-
-    def _committed_top(self, mod, k: int) -> list:
-        if not self._committed_by_mod:
-            by_mod = []
-            for rec in self.committed.get_all_tuning_records():
-                if dbm.mean_secs(rec) is None:  # failed candidates: nothing to start from
-                    continue
-                entry = next((e for e in by_mod if tvm_ffi.structural_equal(e[0], rec.workload.mod)), None)
-                if entry is None:
-                    by_mod.append(entry := (rec.workload.mod, []))
-                entry[1].append(rec)
-            self._committed_by_mod = [(m, sorted(rs, key=_secs)) for m, rs in by_mod] or [(None, [])]
-        return next((rs[:k] for m, rs in self._committed_by_mod
-                     if m is not None and tvm_ffi.structural_equal(m, mod)), [])
 
     def has_workload(self, mod):
         return self.work.has_workload(mod)
@@ -331,14 +311,7 @@ class _ResumeDatabase(ms.database.PyDatabase):
         self.work.commit_tuning_record(record)
 
     def get_top_k(self, workload, top_k):
-        merged, seen = [], set()
-        for rec in sorted([*self.work.get_top_k(workload, top_k), *self._committed_top(workload.mod, top_k)],
-                          key=_secs):
-            key = str(rec.trace)
-            if key not in seen:
-                seen.add(key)
-                merged.append(rec)
-        return merged[:top_k]
+        return dbm.top_records(workload.mod, [self.work, self.committed], top_k)
 
     def get_all_tuning_records(self):
         return self.work.get_all_tuning_records()
