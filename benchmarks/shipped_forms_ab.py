@@ -1,0 +1,110 @@
+"""Where the time between "tuned" and "shipped" goes: a database's best record built in each form it can take, all
+timed in one process on the same inputs with scripts/bench.py's protocol (benchmarks.peers.time_cuda).
+
+  python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
+      [--caps 168,128]
+
+Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
+  tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
+  static     the runtime function with static batch dims (symbolic strides, scale an argument);
+  twin       one batch dim static (the bundle's fixed-batch twin, tuning_db.best._twin);
+  any_batch  both batch dims symbolic (what serves every other batch);
+  twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap.
+Each form's P is checked against an FP32 torch reference before it is timed; rounds interleave the forms.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
+
+
+def forms_of(wl, target_name: str, db_root: Path, caps: tuple = ()) -> dict:
+    """{form name: (compiled function, takes runtime strides and scale)} of the database's best record."""
+    import tvm  # noqa: PLC0415
+
+    from schedules import cuda_space, targets  # noqa: PLC0415
+    from tuning_db import best, database as dbm  # noqa: PLC0415
+    from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
+    wl_dir = dbm.workload_dir(db_root, target_name, wl.dir_name)
+    tk = best.load_tuned(wl_dir, target_name)
+    modules = tuning_modules(wl, target_name)
+    targets.register_intrinsics(target_name)
+    rec = dbm.top_records([m for _, m in modules], [dbm.open_json_db(wl_dir)], 1)[0]
+    form = form_of(rec, modules)
+    tuning = tvm.s_tir.Schedule(rec.workload.mod)
+    rec.trace.apply_to_schedule(tuning, remove_postproc=False)
+    out = {"tuning": (cuda_space.build(tuning.mod, target_name)["main"], False)}
+    static = best._on_runtime_func(rec.trace, wl, target_name, form, any_batch=False)
+    shipped = {"static": static, "any_batch": tk.schedule if tk.any_batch else None, "twin": tk.twin}
+    for name, sch in shipped.items():
+        if sch is not None:
+            mod = tvm.IRModule({"main": tk.shipped_func(sch, "main")})
+            out[name] = (cuda_space.build(mod, target_name)["main"], True)
+    from schedules.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415
+    for cap in caps:
+        func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
+        mod = tvm.IRModule({"main": func.with_attr(MAX_REGISTERS_ATTR, int(cap))})
+        out[f"twin@cap{cap}"] = (cuda_space.build(mod, target_name)["main"], True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("workloads", nargs="+", help="preset:dtype")
+    ap.add_argument("--db", default="tuning_db")
+    ap.add_argument("--target", default="sm_90")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--caps", default="", help="comma-separated register caps to build the twin with as well")
+    args = ap.parse_args(argv)
+    caps = tuple(int(c) for c in args.caps.split(",") if c)
+    import torch  # noqa: PLC0415
+    import tvm_ffi  # noqa: PLC0415
+
+    from benchmarks import commit_id  # noqa: PLC0415
+    from benchmarks.peers import time_cuda, torch_fn, torch_inputs  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    props = torch.cuda.get_device_properties(0)
+    result = {"gpu": props.name, "commit": commit_id(), "rows": []}
+    for item in args.workloads:
+        name, dtype = item.split(":")
+        wl = parse(name, dtype)
+        if wl.bias_shape is not None or wl.mask_shape is not None:
+            ap.error(f"{item}: workloads with a bias or mask are not supported here (A and B only)")
+        c = wl.canonical
+        feeds = torch_inputs(wl)
+        ref = torch_fn(wl)(**{k: t.float() for k, t in feeds.items()})
+        a = feeds["A"].as_strided((c.b0, c.b1, c.m, c.k), c.a_strides)
+        b_rows = (c.n, c.k) if wl.trans_b else (c.k, c.n)
+        b = feeds["B"].as_strided((c.b0, c.b1, *b_rows), c.b_strides)
+        runs = {}
+        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps).items():
+            p = torch.empty((c.b0, c.b1, c.m, c.n), dtype=a.dtype, device="cuda")
+            ops = [tvm_ffi.from_dlpack(t) for t in ((a, b, p) if runtime else (a.contiguous(), b.contiguous(), p))]
+
+            def run(fn=fn, ops=ops, runtime=runtime, p=p):
+                fn(*ops, float(wl.scale)) if runtime else fn(*ops)
+                return p
+            err = float((run().float().reshape(ref.shape) - ref).abs().max())
+            runs[form] = (run, err)
+        row = {"workload": wl.dir_name,
+               "forms": {f: {"max_abs_err_vs_fp32": e, "us": []} for f, (_, e) in runs.items()}}
+        for _ in range(args.rounds):
+            for form, (run, err) in runs.items():
+                if err < 0.05:
+                    row["forms"][form]["us"].append(time_cuda(run, args.reps)["median_us"])
+        for form, r in row["forms"].items():
+            print(f"{wl.dir_name:16s} {form:10s} err {r['max_abs_err_vs_fp32']:.2e}  us {r['us']}", flush=True)
+        result["rows"].append(row)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
