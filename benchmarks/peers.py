@@ -62,6 +62,18 @@ def time_cuda(fn, reps: int, budget_s: float = 3.0) -> dict:
             "p90_us": times[(len(times) * 9) // 10], "warmup": warmup, "calls_per_group": inner, "groups": groups}
 
 
+def time_in_rounds(calls: dict, rounds: int, reps: int, timer=None) -> dict:
+    """{name: timing} of every call, timed `rounds` times by timer (time_cuda) in alternating order (forward, then
+    backward, ...); each name's timing is its median round's, with every round's median in round_medians_us."""
+    timer = timer or time_cuda
+    times = {name: [] for name in calls}
+    for r in range(rounds):
+        for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+            times[name].append(timer(calls[name], reps))
+    return {name: {**sorted(ts, key=lambda t: t["median_us"])[len(ts) // 2],
+                   "round_medians_us": [t["median_us"] for t in ts]} for name, ts in times.items()}
+
+
 def copy_rate_bytes_per_s() -> float:
     """Device-to-device copy of 1 GiB, bytes read + written per second (median of 20)."""
     import torch  # noqa: PLC0415
@@ -255,9 +267,13 @@ def _bind_feeds(fn):
     return prepare
 
 
-def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), systems=SYSTEMS, ms_db=None):
+def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), systems=SYSTEMS, ms_db=None,
+                   rounds: int = 1):
     """One workload: every system checked against an FP32 torch reference, then timed (time_cuda).
-    A system that cannot run the workload is recorded with its reason, never silently dropped."""
+    A system that cannot run the workload is recorded with its reason, never silently dropped.
+    rounds > 1: every system is prepared first, then timed once a round, the order reversed every other round (a
+    GPU whose clock drifts within the run, as the LM head's does, then weighs on all systems alike); each system's
+    row is its median round, with every round's median in round_medians_us (benchmarks/gemm.py does the same)."""
     import torch  # noqa: PLC0415
     feeds = torch_inputs(wl)
     nbytes = sum(t.numel() * t.element_size() for t in feeds.values())
@@ -290,6 +306,7 @@ def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), sys
         makers["ort_cuda"] = lambda: ort_unfused(wl)
     if "ms_default_unfused" in systems:
         makers["ms_default_unfused"] = lambda: ms_default_unfused(wl, target_name, ms_db)
+    ready = {}  # name -> (call, max abs error), for the rounds
     for name, make in makers.items():
         if name == "ours_tuned" and row.get("ours_kernel", "").startswith("tuned"):
             continue  # "ours" is the tuned kernel already
@@ -298,13 +315,24 @@ def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), sys
             err = float((fn().float() - ref).abs().max())
             if not err < 0.05:  # a wrong answer is reported, never timed as if it were a result
                 raise ArithmeticError(f"max abs error {err:.3g} against the FP32 reference")
+            if rounds > 1:
+                ready[name] = (fn, err)
+                continue
             row[name] = {**time_cuda(fn, reps), "max_abs_err_vs_fp32": err}
             log(f"  {name:20s} {row[name]['median_us']:10.1f} us   err {err:.2e}")
         except Exception as exc:  # noqa: BLE001  (a system that cannot serve this workload: say why, go on)
             lines = str(exc).strip().splitlines() or [type(exc).__name__]
             row[name] = {"error": f"{type(exc).__name__}: {lines[-1][:300]}"}
             log(f"  {name:20s} not measured: {row[name]['error']}")
-        torch.cuda.empty_cache()
+        if rounds <= 1:
+            torch.cuda.empty_cache()
+    timed = time_in_rounds({name: fn for name, (fn, _) in ready.items()}, rounds, reps)
+    for name, t in timed.items():
+        row[name] = {**t, "max_abs_err_vs_fp32": ready[name][1]}
+        log(f"  {name:20s} {t['median_us']:10.1f} us   err {ready[name][1]:.2e}   rounds "
+            + ", ".join(f"{x:.1f}" for x in t["round_medians_us"]))
+    ready.clear()
+    torch.cuda.empty_cache()
     log(f"  {'HBM floor':20s} {row['hbm_floor_us']:10.1f} us" +
         (f"   tensor-core floor {row['tc_floor_us']:.1f} us" if peak else ""))
     return row

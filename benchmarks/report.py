@@ -33,7 +33,10 @@ def markdown(result, compare=None) -> str:
              "", f"Device copy rate {env['copy_rate_TBps']:.2f} TB/s (read + written, measured in this run); "
              f"tensor-core peak {f(env.get('peak_tflops'))} TFLOP/s ({env.get('peak_source', 'unknown GPU')}).",
              f"Protocol: {result['protocol']['timer']}; L2 {'flushed' if result['protocol']['l2_flush'] else 'not flushed'}"
-             f" between calls; inputs {result['protocol']['inputs']}. Times in µs (median; p10–p90 in the JSON).", "",
+             f" between calls; inputs {result['protocol']['inputs']}"
+             + (f"; {result['protocol']['rounds']} rounds alternating the systems, each system's median round"
+                if result["protocol"].get("rounds", 1) > 1 else "")
+             + ". Times in µs (median; p10–p90 in the JSON).", "",
              "| workload | dtype | " + " | ".join(LABELS.get(n, n) for n in names)
              + " | HBM floor | TC floor | ours / HBM floor | best peer / ours |",
              "|---|---|" + "---|" * len(names) + "---|---|---|---|"]

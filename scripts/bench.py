@@ -17,8 +17,11 @@ Timing protocol (also written into the JSON): inputs random normal (never zeros)
 against an FP32 torch reference first (a wrong answer is reported, not timed); 10 warm-up calls, then --reps calls
 in groups of 10 back-to-back calls between two CUDA events on the current stream; median and 10th/90th percentiles
 of the group means. Systems slower than ~3 s per --reps calls get 1 warm-up and groups of one call (at least 3).
-L2 is not flushed between calls. Output: JSON + markdown + bar chart + roofline (scripts/bench_report.py
-regenerates them from the JSON); --compare OLD.json flags our numbers that got more than 5 % slower and exits 1.
+L2 is not flushed between calls. --rounds R times every system R times, alternating, and keeps each system's
+median round (all rounds in the JSON): a GPU whose clock drifts within a run (the LM head's does, by up to 20 %)
+then weighs on every system alike, where one pass in order would favour the systems timed first.
+Output: JSON + markdown + bar chart + roofline (scripts/bench_report.py regenerates them from the JSON);
+--compare OLD.json flags our numbers that got more than 5 % slower and exits 1.
 """
 import argparse
 import datetime
@@ -50,6 +53,9 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None, help="tuning database root (default tuning_db/)")
     ap.add_argument("--ms-db", default=None, help="Meta-Schedule default databases (default tuning_db/ms_default)")
     ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every system this many times, alternating (each row: its median round); for GPUs "
+                         "whose clock drifts within a run")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated subset of the systems")
     ap.add_argument("--also", default="",
@@ -58,6 +64,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="JSON path (.md and plots written beside it)")
     ap.add_argument("--compare", default=None, metavar="OLD.json", help="flag our numbers >5%% slower than OLD's")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1 (got {args.rounds})")
 
     import benchmarks  # noqa: PLC0415
     from benchmarks import peers, report  # noqa: PLC0415
@@ -110,6 +118,7 @@ def main(argv=None) -> int:
               "env": {**env, **versions, "copy_rate_TBps": rate / 1e12, "peak_tflops": peak,
                       "peak_source": f"published dense peak for {source}" if source else None},
               "protocol": {"warmup": peers.WARMUP, "reps": args.reps, "calls_per_event_pair": peers.INNER,
+                           "rounds": args.rounds,
                            "timer": "CUDA events around 10 back-to-back calls; median (p10, p90) of the groups "
                                     "(slow systems: 1 warm-up, groups of 1 call; per row in the JSON)",
                            "l2_flush": False, "inputs": "random normal; bool masks 80% keep",
@@ -118,7 +127,7 @@ def main(argv=None) -> int:
     for wl in workloads:
         print(f"{wl.dir_name} {wl.spec()}", flush=True)
         rows.append(peers.bench_workload(wl, target, args.db, args.reps, rate, peak, print, also, systems,
-                                         ms_db=args.ms_db))
+                                         ms_db=args.ms_db, rounds=args.rounds))
         if args.out:  # after every workload: a run cut short (timeout, lost machine) keeps what it measured
             os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
             with open(args.out, "w") as fh:

@@ -103,3 +103,28 @@ def test_suite_workloads_parse_in_both_dtypes():
     from tir_kernels.workloads import parse  # noqa: PLC0415
     names = [parse(w, d).dir_name for w in bench.SUITE for d in ("float16", "bfloat16")]
     assert len(set(names)) == 2 * len(bench.SUITE)
+
+
+def test_rounds_alternate_the_systems_and_keep_each_ones_median_round():
+    """scripts/bench.py --rounds: a clock that slows down within the run (each timing 10 us slower than the one
+    before) must not favour the system timed first: the order reverses every other round, and each system keeps
+    its median round."""
+    from benchmarks.peers import time_in_rounds
+    order = []
+
+    def drifting_timer(call, reps):
+        order.append(call())
+        return {"median_us": 100.0 + 10 * len(order), "p10_us": 0.0, "p90_us": 0.0}
+    out = time_in_rounds({"ours": lambda: "ours", "torch": lambda: "torch"}, 3, 50, drifting_timer)
+    assert order == ["ours", "torch", "torch", "ours", "ours", "torch"]
+    assert out["ours"]["round_medians_us"] == [110.0, 140.0, 150.0] and out["ours"]["median_us"] == 140.0
+    assert out["torch"]["round_medians_us"] == [120.0, 130.0, 160.0] and out["torch"]["median_us"] == 130.0
+    single = time_in_rounds({"ours": lambda: "ours"}, 1, 50, drifting_timer)
+    assert single["ours"]["round_medians_us"] == [170.0] and single["ours"]["median_us"] == 170.0
+
+
+def test_the_protocol_line_says_how_many_rounds():
+    res = _result()
+    assert "rounds alternating" not in report.markdown(res)
+    res["protocol"]["rounds"] = 3
+    assert "3 rounds alternating the systems, each system's median round" in report.markdown(res)
