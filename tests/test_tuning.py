@@ -512,3 +512,17 @@ def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_i
                                   "--seed-from-dtype", "float16", "--db", str(root)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and "give the workloads' own dtype" in proc.stderr, proc.stderr
+
+
+def test_a_form_of_few_points_gets_a_small_search_population():
+    """The wide split-N form's space is 12 points (4 sketches x one categorical of 3): its evolutionary search gets
+    4 candidates a point, not the 512 that spent 150 s re-sampling them; spaces that sample tile sizes keep theirs."""
+    from schedules import targets
+    wl = parse("lm-head", "bfloat16")
+    targets.register_intrinsics("sm_90")
+    modules = {f.name: m for f, m in tuner.tuning_modules(wl, "sm_90")}
+    assert tuner.space_points(modules["split-n-wide"], "sm_90") == 12
+    assert tuner.space_points(modules["split-n"], "sm_90") is None  # (it samples tile sizes)
+    assert tuner.form_population(512, 12) == 48
+    assert tuner.form_population(512, 2) == tuner.MIN_POPULATION
+    assert tuner.form_population(512, None) == 512 and tuner.form_population(32, 12) == 32

@@ -2,6 +2,7 @@
 postprocessor, and the cost model's feature extraction. No GPU needed (sm_* targets only compile-check).
 
     python -m tuning_db.search_profile --target sm_90 --workload vit-b16 [--candidates 40]
+    python -m tuning_db.search_profile --target sm_90 --workload lm-head --form split-n-wide
 
 Every candidate the search scores costs one replay, the postprocessors and one feature extraction, on one core;
 a search of population P with G evolve iterations scores about P * (G + 1) of them a batch. tune.py's
@@ -19,14 +20,20 @@ from tvm.s_tir import meta_schedule as ms
 from schedules import targets
 from tir_kernels.workloads import parse
 
-from .tuner import design_space, tuning_module
+from .tuner import design_space, form_module, forms
 
 
-def profile(workload, target_name: str, candidates: int = 40, seed: int = 1) -> dict:
-    """{'candidates', 'valid', 'ms_per_candidate': {stage: ms}} over `candidates` random points of the space."""
+def profile(workload, target_name: str, candidates: int = 40, seed: int = 1, form: str = "") -> dict:
+    """{'candidates', 'valid', 'ms_per_candidate': {stage: ms}} over `candidates` random points of the space of the
+    workload's `form` (tuner.forms: a name; "" is the primary form)."""
     target_name = targets.resolve(target_name)
     targets.register_intrinsics(target_name)
-    mod = tuning_module(workload, target_name)
+    available = forms(workload, target_name)
+    chosen = [f for f in available if f.name == form] if form else available[:1]
+    if not chosen:
+        raise ValueError(f"{workload.dir_name} on {target_name} has no form {form!r}; its forms: "
+                         f"{', '.join(f.name for f in available)}")
+    mod = form_module(workload, chosen[0])
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=design_space(target_name),
                          task_name="profile", num_threads=1, rand_state=seed)
     sketches = ctx.generate_design_space()
@@ -67,12 +74,14 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", required=True, help="a preset or a spec, as for tune.py")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16"])
     ap.add_argument("--candidates", type=int, default=40)
+    ap.add_argument("--form", default="", help="a form of the workload (tune.py --forms names them; default: the "
+                                               "primary one)")
     args = ap.parse_args(argv)
     if args.candidates < 1:
         ap.error("--candidates must be at least 1")
     try:
         workload = parse(args.workload, args.dtype)
-        out = profile(workload, args.target, args.candidates)
+        out = profile(workload, args.target, args.candidates, form=args.form)
     except (ValueError, targets.TargetError) as err:
         ap.error(str(err))
     print(f"{workload.dir_name} on {args.target}: {out['candidates']} candidates, {out['valid']} valid; "

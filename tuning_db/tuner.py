@@ -346,6 +346,38 @@ class _SearchOutcome:
         return out
 
 
+# A form whose space is a handful of points gets a population of a few candidates a point instead of `population`:
+# the wide split-N form has 12 (4 sketches x one categorical of 3), and with a population of 512 the evolutionary
+# search spent 150-160 s of each 3-minute run re-sampling them
+# (results/h100/tune-lm-head-wide-session31-2026-11-27.log).
+SMALL_SPACE_CANDIDATES_A_POINT = 4
+MIN_POPULATION = 16
+
+
+def space_points(mod: tvm.IRModule, target_name: str) -> Optional[int]:
+    """The number of points of our design space on `mod` when every sampling decision of its sketches is categorical
+    (a finite product per sketch); None when a sketch samples tile sizes or anything else."""
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=design_space(target_name),
+                         task_name="count", num_threads=1)
+    total = 0
+    for sketch in ctx.generate_design_space():
+        points = 1
+        for inst in sketch.trace.insts:
+            if inst.kind.name == "SampleCategorical":
+                points *= len(inst.attrs[0])
+            elif inst.kind.name.startswith("Sample"):
+                return None
+        total += points
+    return total
+
+
+def form_population(population: int, points: Optional[int]) -> int:
+    """The evolutionary search's population for a form of `points` points (None: a large space)."""
+    if points is None:
+        return population
+    return min(population, max(MIN_POPULATION, SMALL_SPACE_CANDIDATES_A_POINT * points))
+
+
 def _search(workload: Workload, target_name: str, work: Path, budget: int, seed: int, workers: int, servers: int,
             best0: float, trials: int, done: int, progress: bool, log: Callable, *, strategy: str, batch_size: int,
             population: int, tracker: Optional[rpc_runner.Tracker], rpc_timeout: int, padded_form: bool = False,
@@ -386,13 +418,21 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
         # module whose function keeps its own name, so the records would not match tuning_modules())
         target = targets.tvm_target(target_name)
         names = ["main" if f is modules[0][0] else f"main_{f.name}" for f, _ in modules]
+        populations = []
+        for form, mod in modules:
+            points = None if is_random else space_points(mod, target_name)
+            populations.append(form_population(population, points))
+            if populations[-1] < population:
+                log(f"[tune] {workload.dir_name}: the {form.name} form's space has {points} points; its search "
+                    f"population is {populations[-1]} (not {population})")
         tasks = [ms.TuneContext(
             mod=mod, target=target, space_generator=design_space(target_name), task_name=name, rand_state=rs,
             search_strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
-                population_size=population, init_min_unmeasured=min(50, population)),
+                population_size=pop, init_min_unmeasured=min(50, pop)),
             num_threads=workers, logger=logger).clone()
-            for (_, mod), name, logger, rs in zip(modules, names, ms.logging.get_loggers_from_work_dir(str(work), names),
-                                                  ms.utils.fork_seed(seed, n=len(modules)))]
+            for (_, mod), name, logger, rs, pop in zip(modules, names,
+                                                       ms.logging.get_loggers_from_work_dir(str(work), names),
+                                                       ms.utils.fork_seed(seed, n=len(modules)), populations)]
         ms.tune.tune_tasks(
             tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work), max_trials_global=budget,
             num_trials_per_iter=max(1, min(batch_size, budget)), builder=builder, runner=runner,
