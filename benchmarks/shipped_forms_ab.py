@@ -10,7 +10,8 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   twin       one batch dim static (the bundle's fixed-batch twin, tuning_db.best._twin);
   any_batch  both batch dims symbolic (what serves every other batch);
   twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap.
-Each form's P is checked against an FP32 torch reference before it is timed; rounds interleave the forms.
+Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
+rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
 from __future__ import annotations
 
@@ -68,12 +69,14 @@ def main(argv=None) -> int:
     import tvm_ffi  # noqa: PLC0415
 
     from benchmarks import commit_id  # noqa: PLC0415
-    from benchmarks.peers import time_cuda, torch_fn, torch_inputs  # noqa: PLC0415
+    from benchmarks.peers import time_in_rounds, torch_fn, torch_inputs  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
     props = torch.cuda.get_device_properties(0)
     result = {"gpu": props.name, "commit": commit_id(), "rows": []}
     for item in args.workloads:
-        name, dtype = item.split(":")
+        name, _, dtype = item.partition(":")
+        if dtype not in ("float16", "bfloat16"):
+            ap.error(f"{item}: give a workload as preset:dtype, the dtype float16 or bfloat16")
         wl = parse(name, dtype)
         if wl.bias_shape is not None or wl.mask_shape is not None:
             ap.error(f"{item}: workloads with a bias or mask are not supported here (A and B only)")
@@ -88,17 +91,15 @@ def main(argv=None) -> int:
             p = torch.empty((c.b0, c.b1, c.m, c.n), dtype=a.dtype, device="cuda")
             ops = [tvm_ffi.from_dlpack(t) for t in ((a, b, p) if runtime else (a.contiguous(), b.contiguous(), p))]
 
-            def run(fn=fn, ops=ops, runtime=runtime, p=p):
-                fn(*ops, float(wl.scale)) if runtime else fn(*ops)
+            def run(fn=fn, call_args=ops + [float(wl.scale)] if runtime else ops, p=p):
+                fn(*call_args)
                 return p
             err = float((run().float().reshape(ref.shape) - ref).abs().max())
             runs[form] = (run, err)
+        timed = time_in_rounds({f: run for f, (run, err) in runs.items() if err < 0.05}, args.rounds, args.reps)
         row = {"workload": wl.dir_name,
-               "forms": {f: {"max_abs_err_vs_fp32": e, "us": []} for f, (_, e) in runs.items()}}
-        for _ in range(args.rounds):
-            for form, (run, err) in runs.items():
-                if err < 0.05:
-                    row["forms"][form]["us"].append(time_cuda(run, args.reps)["median_us"])
+               "forms": {f: {"max_abs_err_vs_fp32": e, "us": timed[f]["round_medians_us"] if f in timed else []}
+                         for f, (_, e) in runs.items()}}
         for form, r in row["forms"].items():
             print(f"{wl.dir_name:16s} {form:10s} err {r['max_abs_err_vs_fp32']:.2e}  us {r['us']}", flush=True)
         result["rows"].append(row)
