@@ -136,14 +136,8 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
     # Alternating rounds, each system's row the round with its median time: a single timing of cuBLAS right after
     # tuning once ran 1.9x slower than the same call a minute later in a fresh process (H100, 2026-11-26)
     calls = {"ours": lambda: fn(*ops.args), "cublas": ops.cublas}
-    rounds = {name: [] for name in calls}
-    for _ in range(rounds_n):
-        for name, call in calls.items():
-            rounds[name].append(peers.time_cuda(call, reps))
     rows = {}
-    for name, ts in rounds.items():
-        t = dict(sorted(ts, key=lambda r: r["median_us"])[len(ts) // 2])
-        t["round_medians_us"] = [r["median_us"] for r in ts]
+    for name, t in peers.time_in_rounds(calls, rounds_n, reps).items():
         t["tflops"] = ops.flop / (t["median_us"] * 1e-6) / 1e12
         t["max_rel_err_vs_fp32"] = err[name]
         rows[name] = t
