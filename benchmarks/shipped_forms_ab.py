@@ -2,14 +2,17 @@
 timed in one process on the same inputs with scripts/bench.py's protocol (benchmarks.peers.time_cuda).
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
-      [--caps 168,128]
+      [--caps 168,128] [--guarded]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
   static     the runtime function with static batch dims (symbolic strides, scale an argument);
   twin       one batch dim static (the bundle's fixed-batch twin, tuning_db.best._twin);
   any_batch  both batch dims symbolic (what serves every other batch);
-  twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap.
+  twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap;
+  tuning@guarded, twin@guarded (--guarded)  those two forms with the normalize step's branch left as CodeGenCUDA
+             writes it (schedules.cuda_build.unguard_normalize off), the twin with the register cap of the tuning
+             form compiled that way, as the export compiled it before.
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -24,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 
-def forms_of(wl, target_name: str, db_root: Path, caps: tuple = ()) -> dict:
+def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), guarded: bool = False) -> dict:
     """{form name: (compiled function, takes runtime strides and scale)} of the database's best record."""
     import tvm  # noqa: PLC0415
 
@@ -51,7 +54,31 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = ()) -> dict:
         func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
         mod = tvm.IRModule({"main": func.with_attr(MAX_REGISTERS_ATTR, int(cap))})
         out[f"twin@cap{cap}"] = (cuda_space.build(mod, target_name)["main"], True)
+    if guarded:
+        out.update(_guarded_forms(tuning, tk, target_name))
     return out
+
+
+def _guarded_forms(tuning, tk, target_name: str) -> dict:
+    """The tuning form and the twin built with FLASHGEMM_NO_UNGUARD=1 (the module doc's *@guarded)."""
+    import tvm  # noqa: PLC0415
+
+    from schedules import cuda_build, cuda_space, targets  # noqa: PLC0415
+    before = os.environ.get("FLASHGEMM_NO_UNGUARD")
+    os.environ["FLASHGEMM_NO_UNGUARD"] = "1"  # read by the codegen hook at every compile
+    try:
+        out = {"tuning@guarded": (cuda_space.build(tuning.mod, target_name)["main"], False)}
+        cap = cuda_build.kernel_registers(tuning.mod, targets.tvm_target(target_name))
+        func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
+        if cap:
+            func = func.with_attr(cuda_build.MAX_REGISTERS_ATTR, int(cap))
+        out["twin@guarded"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
+        return out
+    finally:
+        if before is None:
+            del os.environ["FLASHGEMM_NO_UNGUARD"]
+        else:
+            os.environ["FLASHGEMM_NO_UNGUARD"] = before
 
 
 def main(argv=None) -> int:
@@ -63,6 +90,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--caps", default="", help="comma-separated register caps to build the twin with as well")
+    ap.add_argument("--guarded", action="store_true",
+                    help="also the tuning form and the twin with the normalize step's branch kept (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415
@@ -87,7 +116,7 @@ def main(argv=None) -> int:
         b_rows = (c.n, c.k) if wl.trans_b else (c.k, c.n)
         b = feeds["B"].as_strided((c.b0, c.b1, *b_rows), c.b_strides)
         runs = {}
-        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps).items():
+        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps, args.guarded).items():
             p = torch.empty((c.b0, c.b1, c.m, c.n), dtype=a.dtype, device="cuda")
             ops = [tvm_ffi.from_dlpack(t) for t in ((a, b, p) if runtime else (a.contiguous(), b.contiguous(), p))]
 

@@ -101,8 +101,9 @@ _launch_max_registers: dict = {}  # global symbol -> R while compile_cuda runs (
 
 @tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
 def _postproc_source(code, *_target):
-    """CodeGenCUDA's source hook: the register caps, then the bf16 -> fp32 conversions (notes above each)."""
-    return bf16_to_f32_by_shift(_cap_registers(code))
+    """CodeGenCUDA's source hook: the register caps, the recompute form's normalize guard, then the bf16 -> fp32
+    conversions (notes above each)."""
+    return bf16_to_f32_by_shift(unguard_recompute_normalize(_cap_registers(code)))
 
 
 def _cap_registers(code: str) -> str:
@@ -111,6 +112,78 @@ def _cap_registers(code: str) -> str:
         code = re.sub(r"__launch_bounds__\(\d+\)(\s+%s_kernel\w*\()" % re.escape(symbol),
                       lambda mt: f"__maxnreg__({regs}){mt.group(1)}", code)
     return code
+
+
+# ---- the normalize step without a branch (the recompute form's kernels)
+# The template writes P = (row_sum > 0 ? E / row_sum : 0) (a fully masked row gives zeros) as T.if_then_else, which
+# CodeGenCUDA prints as an if/else around the whole element computation (exp, division):
+#     if (0x0p+0f/*0.000000e+00*/ < SUM) { ...; condval = E / SUM; } else { condval = 0; }
+# nvcc keeps it a branch per element or vector (a BSSY/BSYNC convergence region each, the reciprocal inside).
+# unguard_normalize computes the branch's body unconditionally and then zeroes the result where the test fails:
+#     { ...; condval = E / SUM; }  if (!(0x0p+0f/*0.000000e+00*/ < SUM)) { condval = 0; }
+# Same values for every input (a NaN or non-positive sum still gives 0). The body only reads what the branch read,
+# and every such read sits inside the bounds guard that encloses the if, not under the sum test, so it is as safe
+# unguarded. Only this exact shape is touched: a test `0 < X`, a body ending in `V = ...;`, an else of `V = <zeros>;`.
+# Where it pays (H100, 2026-11-27, benchmarks/shipped_forms_ab.py --guarded, results/h100/unguard-ab-*): the
+# recompute form's W3 kernels ran 7-8 % faster as shipped (fixed-batch twin, median of 5 alternating rounds: fp16
+# 747 against 801 us, bf16 734 against 800), but the register sketch's W1 kernels ran 20 % *slower* (143-146 against
+# 119-120 us), though its SASS went from 140 to 12 BSSY and from 128 to 8 MUFU.RCP, kept its occupancy (249 against
+# 230 registers: 2 blocks of 4 warps an SM either way) and spills nothing; why is not understood (its P stores sit
+# between the exps more finely, not less).
+# The shared-S form (W2) moved by 1 %. So the hook applies it to the recompute form's kernels only, recognised by its
+# third copy of S (`S_p_*` in the source: tir_kernels' recompute template is the only one with an "S_p" buffer).
+# FLASHGEMM_NO_UNGUARD=1 turns it off (A/B).
+_SUM_TEST = re.compile(r"^(?P<ind>[ \t]*)if \((?=0x0p\+0f/\*0\.000000e\+00\*/ < )", re.M)
+_ZERO_ELSE = re.compile(r" else \{\n[ \t]*(?P<var>\w+) = (?P<zero>(?:make_float\d\()?0x0p\+0f/\*0\.000000e\+00\*/"
+                        r"(?:, 0x0p\+0f/\*0\.000000e\+00\*/)*\)?);\n[ \t]*\}")
+
+
+def _closing(code: str, i: int, open_: str, close: str) -> int:
+    """Index of the bracket that closes code[i] (== open_), or -1."""
+    depth = 0
+    for j in range(i, len(code)):
+        if code[j] == open_:
+            depth += 1
+        elif code[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+_RECOMPUTE_FORM = re.compile(r"\bS_p_(?:warp|local|shared)")
+
+
+def unguard_recompute_normalize(code: str) -> str:
+    """unguard_normalize on the recompute form's kernels, unless FLASHGEMM_NO_UNGUARD is set (note above)."""
+    if os.environ.get("FLASHGEMM_NO_UNGUARD") or not _RECOMPUTE_FORM.search(code):
+        return code
+    return unguard_normalize(code)
+
+
+def unguard_normalize(code: str) -> str:
+    """The normalize step's `if (0 < SUM) {...} else {V = 0;}` -> `{...} if (!(0 < SUM)) {V = 0;}` (note above)."""
+    out, pos = [], 0
+    for m in _SUM_TEST.finditer(code):
+        if m.start() < pos:
+            continue
+        cond_open = m.end() - 1
+        cond_close = _closing(code, cond_open, "(", ")")
+        if cond_close < 0 or code[cond_close + 1:cond_close + 3] != " {":
+            continue
+        body_open = cond_close + 2
+        body_close = _closing(code, body_open, "{", "}")
+        tail = _ZERO_ELSE.match(code, body_close + 1) if body_close > 0 else None
+        if tail is None:
+            continue
+        body, var = code[body_open + 1:body_close], tail.group("var")
+        if not re.search(r"(^|\n)[ \t]*%s = [^;]*;\s*$" % re.escape(var), body):
+            continue
+        ind = m.group("ind")
+        out += [code[pos:m.start()], f"{ind}{{{body}}}\n{ind}if (!({code[cond_open + 1:cond_close]})) {{\n",
+                f"{ind}  {var} = {tail.group('zero')};\n{ind}}}"]
+        pos = tail.end()
+    return "".join(out) + code[pos:]
 
 
 # ---- bf16 -> fp32 conversions
