@@ -246,6 +246,36 @@ def driver_command(wl, system, target_name, db_root, info_file) -> list:
     return cmd + (["--db", str(db_root)] if db_root else [])
 
 
+def add_workload_args(ap, timeout_s: int) -> None:
+    """The command-line options scripts/dram_bytes.py and scripts/stall_sites.py share."""
+    ap.add_argument("--target", default="auto", help="sm_80|sm_89|sm_90|auto (a CUDA target)")
+    ap.add_argument("--workload", action="append", required=True, help="preset (w1..w4, bert-large, ...) or spec")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
+                    help="default: the preset's own (float16; bfloat16 for lm-head)")
+    ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db)")
+    ap.add_argument("--ncu", default=None, help="path of ncu (default: $NCU, then PATH)")
+    ap.add_argument("--timeout", type=int, default=timeout_s, help="seconds per ncu run")
+
+
+def cuda_workloads(ap, args, script: str) -> tuple:
+    """(CUDA target, workloads) of add_workload_args' options; ap.error for a target that is not CUDA or a bad
+    workload."""
+    from schedules import targets  # noqa: PLC0415
+    from tir_kernels.workloads import parse  # noqa: PLC0415
+    try:
+        target = targets.resolve(args.target)
+    except targets.TargetError as err:
+        ap.error(str(err))
+    if not targets.is_cuda(target):
+        ap.error(f"{script} profiles GPU kernels with Nsight Compute: --target {args.target} resolves to "
+                 f"{target}; run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
+    dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
+    try:
+        return target, [parse(w, d) for w in args.workload for d in dtypes]
+    except ValueError as err:
+        ap.error(str(err))
+
+
 def _tail(text, n=6):
     return " | ".join(line.strip() for line in text.strip().splitlines()[-n:])
 

@@ -190,7 +190,10 @@ def profile(wl, target_name: str, db_root, ncu: str, timeout_s: int = 1800, keep
             wl, "ours", target_name, db_root, info_file)
         proc = _run(cmd, timeout_s)
         dram_bytes.check_ncu_output(proc.stdout + "\n" + proc.stderr)
-        info = json.load(open(info_file)) if os.path.exists(info_file) else {}
+        info = {}
+        if os.path.exists(info_file):
+            with open(info_file) as fh:
+                info = json.load(fh)
         if info.get("error"):
             raise dram_bytes.NcuError(f"{wl.dir_name}: the driver failed: {info['error']}")
         if proc.returncode != 0 or not os.path.exists(rep + ".ncu-rep"):

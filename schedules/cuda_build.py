@@ -218,12 +218,8 @@ def _rewrite_f32_casts(code: str) -> str:
     """`((float)E)` -> `(flashgemm_f32(E))`, E up to the parenthesis that closes the cast's own (nested casts too)."""
     out, pos, cast = [], 0, "((float)"
     while (at := code.find(cast, pos)) >= 0:
-        depth = 0
-        for end in range(at, len(code)):
-            depth += {"(": 1, ")": -1}.get(code[end], 0)
-            if depth == 0:
-                break
-        else:
+        end = _closing(code, at, "(", ")")
+        if end < 0:
             raise ValueError(f"unbalanced parentheses after offset {at} of the CUDA source")
         out.append(code[pos:at] + "(flashgemm_f32(" + _rewrite_f32_casts(code[at + len(cast):end]) + "))")
         pos = end + 1

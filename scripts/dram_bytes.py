@@ -28,39 +28,19 @@ def main(argv=None) -> int:
     from benchmarks import dram_bytes  # noqa: PLC0415  (no torch, no GPU at import)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="auto", help="sm_80|sm_89|sm_90|auto (a CUDA target)")
-    ap.add_argument("--workload", action="append", required=True, help="preset (w1..w4, bert-large, ...) or spec")
-    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
-                    help="default: the preset's own (float16; bfloat16 for lm-head)")
-    ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db)")
+    dram_bytes.add_workload_args(ap, timeout_s=3600)
     ap.add_argument("--out", default=None, help="JSON path (a .md table is written beside it)")
     ap.add_argument("--systems", default=",".join(dram_bytes.SYSTEMS),
                     help=f"comma-separated, from {', '.join(dram_bytes.SYSTEMS)}")
-    ap.add_argument("--ncu", default=None, help="path of ncu (default: $NCU, then PATH)")
     ap.add_argument("--cache-control", default="all", choices=["all", "none"],
                     help="ncu's: flush the caches before each kernel (all, the default) or not")
-    ap.add_argument("--timeout", type=int, default=3600, help="seconds per ncu run")
     ap.add_argument("--require-goals", action="store_true", help="exit 3 when a goal is not met or not measured")
     args = ap.parse_args(argv)
 
-    from schedules import targets  # noqa: PLC0415
-    try:
-        target = targets.resolve(args.target)
-    except targets.TargetError as err:
-        ap.error(str(err))
-    if not targets.is_cuda(target):
-        ap.error(f"dram_bytes.py profiles GPU kernels with Nsight Compute: --target {args.target} resolves to "
-                 f"{target}; run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
+    target, workloads = dram_bytes.cuda_workloads(ap, args, "dram_bytes.py")
     systems = [s for s in args.systems.split(",") if s]
     if not systems or set(systems) - set(dram_bytes.SYSTEMS):
         ap.error(f"--systems: choose from {', '.join(dram_bytes.SYSTEMS)}")
-
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
-    try:
-        workloads = [parse(w, d) for w in args.workload for d in dtypes]
-    except ValueError as err:
-        ap.error(str(err))
 
     try:
         result = dram_bytes.measure(workloads, target, args.db, print, systems=systems, ncu=args.ncu,

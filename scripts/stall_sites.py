@@ -41,31 +41,11 @@ def main(argv=None) -> int:
     from benchmarks import dram_bytes, stall_sites  # noqa: PLC0415  (no torch, no GPU at import)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="auto", help="sm_80|sm_89|sm_90|auto (a CUDA target)")
-    ap.add_argument("--workload", action="append", required=True, help="preset (w1..w4, bert-large, ...) or spec")
-    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
-                    help="default: the preset's own (float16; bfloat16 for lm-head)")
-    ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db)")
+    dram_bytes.add_workload_args(ap, timeout_s=1800)
     ap.add_argument("--out", required=True, help="JSON path (the .md report is written beside it)")
     ap.add_argument("--keep-source", action="store_true", help="keep each kernel's ncu source page (CSV) beside it")
-    ap.add_argument("--ncu", default=None, help="path of ncu (default: $NCU, then PATH)")
-    ap.add_argument("--timeout", type=int, default=1800, help="seconds per ncu run")
     args = ap.parse_args(argv)
-
-    from schedules import targets  # noqa: PLC0415
-    try:
-        target = targets.resolve(args.target)
-    except targets.TargetError as err:
-        ap.error(str(err))
-    if not targets.is_cuda(target):
-        ap.error(f"stall_sites.py profiles GPU kernels with Nsight Compute: --target {args.target} resolves to "
-                 f"{target}; run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
-    try:
-        workloads = [parse(w, d) for w in args.workload for d in dtypes]
-    except ValueError as err:
-        ap.error(str(err))
+    target, workloads = dram_bytes.cuda_workloads(ap, args, "stall_sites.py")
 
     out_dir = os.path.dirname(os.path.abspath(args.out))
     rows = []
