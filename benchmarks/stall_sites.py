@@ -56,11 +56,13 @@ CLASSES = {
     "warp shuffles": ("SHFL",),
     "special functions (exp, reciprocal: MUFU)": ("MUFU",),
     "fp32 arithmetic": ("FADD", "FMUL", "FFMA", "FMNMX", "FSETP", "FSEL", "FCHK", "FSWZADD", "FRND"),
-    "conversions / packing": ("F2F", "F2FP", "I2F", "F2I", "I2FP", "F2IP", "PRMT"),
+    # HADD2.F32 Rd, -RZ, Rs.H0_H0 is how ptxas widens an fp16 to fp32; HFMA2 / HMUL2 are fp16 pairs
+    "conversions / packing, fp16 pairs": ("F2F", "F2FP", "I2F", "F2I", "I2FP", "F2IP", "PRMT", "HADD2", "HFMA2",
+                                          "HMUL2"),
     "integer / address arithmetic": ("IMAD", "IADD3", "IADD", "LEA", "LOP3", "SHF", "ISETP", "IABS", "IMNMX", "SEL",
                                      "MOV", "S2R", "S2UR", "CS2R", "ULDC", "LDC", "UMOV", "UIADD3", "ULEA", "USHF",
                                      "ULOP3", "UIMAD", "R2UR", "POPC", "FLO", "PLOP3", "P2R", "R2P", "VOTE", "VOTEU",
-                                     "UISETP", "USEL", "UPRMT", "IMUL", "HFMA2", "HADD2", "HMUL2"),
+                                     "UISETP", "USEL", "UPRMT", "IMUL"),
     "control flow": ("BRA", "EXIT", "BSSY", "BSYNC", "WARPSYNC", "CALL", "RET", "NOP", "YIELD", "BMOV", "JMP"),
 }
 _CLASS_OF = {op: cls for cls, ops in CLASSES.items() for op in ops}

@@ -33,6 +33,8 @@ def test_opcodes_and_classes():
     assert stall_sites.instruction_class("HMMA.16816.F32 R1, R2, R3, R1") == "tensor core (HMMA)"
     assert stall_sites.instruction_class("STG.E [R2.64], R8") == "global stores (P)"
     assert stall_sites.instruction_class("FOOBAR R1") == stall_sites.OTHER
+    # ptxas widens an fp16 to fp32 with HADD2.F32 (-RZ + x): a conversion, not integer math
+    assert stall_sites.instruction_class("@!P0  HADD2.F32 R2, -RZ, R14.H0_H0") == "conversions / packing, fp16 pairs"
 
 
 def test_a_two_kernel_page_groups_samples_by_class_and_reason():
