@@ -82,11 +82,8 @@ def instruction_class(sass: str) -> str:
 
 
 def _number(text: str) -> float:
-    text = (text or "").strip().replace(",", "")
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0
+    """A cell of the source page as a count (ncu groups thousands, "1,200"); an empty or "-" cell counts 0."""
+    return dram_bytes._number(text or "") or 0.0
 
 
 def parse_source_csv(text: str) -> list:
