@@ -2,7 +2,7 @@
 timed in one process on the same inputs with scripts/bench.py's protocol (benchmarks.peers.time_cuda).
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
-      [--caps 168,128] [--guarded]
+      [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
@@ -12,7 +12,11 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap;
   tuning@guarded, twin@guarded (--guarded)  those two forms with the normalize step's branch left as CodeGenCUDA
              writes it (schedules.cuda_build.unguard_normalize off), the twin with the register cap of the tuning
-             form compiled that way, as the export compiled it before.
+             form compiled that way, as the export compiled it before;
+  tuning@exp-twice, twin@exp-twice (--exp-twice)  the same with exp(logit - max) computed again by the normalize
+             step (schedules.exp_in_accumulator off, and with it schedules.sector_stores);
+  tuning@half-sectors, twin@half-sectors (--half-sectors)  the same with P stored from the fragments as CodeGenCUDA
+             writes it (schedules.sector_stores off).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -27,7 +31,12 @@ from pathlib import Path
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 
-def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), guarded: bool = False) -> dict:
+# the A/B switches: form tag -> the environment variable that turns a codegen rewrite off
+SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_REUSE",
+            "half-sectors": "FLASHGEMM_NO_SECTOR_STORES"}
+
+
+def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = ()) -> dict:
     """{form name: (compiled function, takes runtime strides and scale)} of the database's best record."""
     import tvm  # noqa: PLC0415
 
@@ -54,31 +63,32 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), guarded: boo
         func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
         mod = tvm.IRModule({"main": func.with_attr(MAX_REGISTERS_ATTR, int(cap))})
         out[f"twin@cap{cap}"] = (cuda_space.build(mod, target_name)["main"], True)
-    if guarded:
-        out.update(_guarded_forms(tuning, tk, target_name))
+    for tag in switches:
+        out.update(_switched_forms(tuning, tk, target_name, tag))
     return out
 
 
-def _guarded_forms(tuning, tk, target_name: str) -> dict:
-    """The tuning form and the twin built with FLASHGEMM_NO_UNGUARD=1 (the module doc's *@guarded)."""
+def _switched_forms(tuning, tk, target_name: str, tag: str) -> dict:
+    """The tuning form and the twin built with SWITCHES[tag]=1 (the module doc's *@guarded, *@exp-twice)."""
     import tvm  # noqa: PLC0415
 
     from schedules import cuda_build, cuda_space, targets  # noqa: PLC0415
-    before = os.environ.get("FLASHGEMM_NO_UNGUARD")
-    os.environ["FLASHGEMM_NO_UNGUARD"] = "1"  # read by the codegen hook at every compile
+    var = SWITCHES[tag]
+    before = os.environ.get(var)
+    os.environ[var] = "1"  # read at every compile (the codegen hook, the device pipeline)
     try:
-        out = {"tuning@guarded": (cuda_space.build(tuning.mod, target_name)["main"], False)}
+        out = {f"tuning@{tag}": (cuda_space.build(tuning.mod, target_name)["main"], False)}
         cap = cuda_build.kernel_registers(tuning.mod, targets.tvm_target(target_name))
         func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
         if cap:
             func = func.with_attr(cuda_build.MAX_REGISTERS_ATTR, int(cap))
-        out["twin@guarded"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
+        out[f"twin@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
         return out
     finally:
         if before is None:
-            del os.environ["FLASHGEMM_NO_UNGUARD"]
+            del os.environ[var]
         else:
-            os.environ["FLASHGEMM_NO_UNGUARD"] = before
+            os.environ[var] = before
 
 
 def main(argv=None) -> int:
@@ -92,6 +102,10 @@ def main(argv=None) -> int:
     ap.add_argument("--caps", default="", help="comma-separated register caps to build the twin with as well")
     ap.add_argument("--guarded", action="store_true",
                     help="also the tuning form and the twin with the normalize step's branch kept (A/B)")
+    ap.add_argument("--exp-twice", action="store_true",
+                    help="also the tuning form and the twin with the exp computed twice an element (A/B)")
+    ap.add_argument("--half-sectors", action="store_true",
+                    help="also the tuning form and the twin with P's half-sector stores from the fragments (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415
@@ -116,7 +130,8 @@ def main(argv=None) -> int:
         b_rows = (c.n, c.k) if wl.trans_b else (c.k, c.n)
         b = feeds["B"].as_strided((c.b0, c.b1, *b_rows), c.b_strides)
         runs = {}
-        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps, args.guarded).items():
+        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps,
+                                               tuple(t for t in SWITCHES if getattr(args, t.replace("-", "_")))).items():
             p = torch.empty((c.b0, c.b1, c.m, c.n), dtype=a.dtype, device="cuda")
             ops = [tvm_ffi.from_dlpack(t) for t in ((a, b, p) if runtime else (a.contiguous(), b.contiguous(), p))]
 

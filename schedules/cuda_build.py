@@ -13,6 +13,8 @@ them. A tensor-core kernel has one accumulator and at least two A/B fragment buf
 accumulator stayed 32x-too-large per-thread arrays indexed by threadIdx.x (`half A_warp[256]`): local
 memory, a st.local/ld.local round trip per ldmatrix -> mma. Running the pass until the module stops
 changing lowers them all (each run lowers one more; an already lowered buffer is "local" and skipped).
+Then exp_in_accumulator: where the row sum and the normalize step both compute exp(logit - max) from an
+accumulator (the register sketches), the sum stores it there and the normalize step reads it (its module doc).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import targets  # noqa: E402
+from . import exp_in_accumulator, sector_stores, targets  # noqa: E402
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -60,8 +62,8 @@ def _flashgemm_pipeline(**kwargs):
     pipeline, finalize_host, _ = _pipelines.get_tir_pipeline("s_tir", **kwargs)
 
     def finalize_device():
-        return tvm.ir.transform.Sequential([lower_all_warp_memory, tirx.transform.StmtSimplify(),
-                                            tirx.transform.LowerIntrin()])
+        return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
+                                            tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin()])
     return pipeline, finalize_host, finalize_device
 
 
@@ -101,9 +103,9 @@ _launch_max_registers: dict = {}  # global symbol -> R while compile_cuda runs (
 
 @tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
 def _postproc_source(code, *_target):
-    """CodeGenCUDA's source hook: the register caps, the recompute form's normalize guard, then the bf16 -> fp32
-    conversions (notes above each)."""
-    return bf16_to_f32_by_shift(unguard_recompute_normalize(_cap_registers(code)))
+    """CodeGenCUDA's source hook: the register caps, the recompute form's normalize guard, the register sketches'
+    whole-sector P stores (sector_stores), then the bf16 -> fp32 conversions (notes above each)."""
+    return bf16_to_f32_by_shift(sector_stores.rewrite(unguard_recompute_normalize(_cap_registers(code))))
 
 
 def _cap_registers(code: str) -> str:
@@ -128,8 +130,9 @@ def _cap_registers(code: str) -> str:
 # recompute form's W3 kernels ran 7-8 % faster as shipped (fixed-batch twin, median of 5 alternating rounds: fp16
 # 747 against 801 us, bf16 734 against 800), but the register sketch's W1 kernels ran 20 % *slower* (143-146 against
 # 119-120 us), though its SASS went from 140 to 12 BSSY and from 128 to 8 MUFU.RCP, kept its occupancy (249 against
-# 230 registers: 2 blocks of 4 warps an SM either way) and spills nothing; why is not understood (its P stores sit
-# between the exps more finely, not less).
+# 230 registers: 2 blocks of 4 warps an SM either way) and spills nothing. Session 34 found why: a P pass no longer
+# paced by its exps and reciprocals sends P's half-sector stores in bursts, and they, not the math, bound the kernel
+# (sector_stores' module doc; with its whole-sector stores this rewrite changes W1 by < 1 %).
 # The shared-S form (W2) moved by 1 %. So the hook applies it to the recompute form's kernels only, recognised by its
 # third copy of S (`S_p_*` in the source: tir_kernels' recompute template is the only one with an "S_p" buffer).
 # FLASHGEMM_NO_UNGUARD=1 turns it off (A/B).

@@ -31,6 +31,16 @@ from tvm.script import tirx as T
 from .variant import MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
 NEG_INF = float("-inf")
+# P's element offset is a multiple of this in the runtime tensor-core forms (strided, align >= 64): TVM's argument
+# binder checks it at every call (a clear error otherwise), because the register sketches' P stores are 8 bytes wide
+# (schedules/sector_stores, which proves its addresses aligned on this). The tuning form keeps offset_factor 1 (its
+# structure is the tuning databases' key); only the tuner and the benchmarks call it, with byte_offset 0, as do the
+# op (ort_integration/src/op.cc) and DLPack tensors.
+P_OFFSET_FACTOR = 4
+
+
+def p_offset_factor(align: int, strided: bool) -> int:
+    return P_OFFSET_FACTOR if strided and align >= 64 else 1
 
 
 def _strides(name: str, n: int):
@@ -67,6 +77,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     # Runtime kernels accept any element-aligned pointer (ORT hands us user memory, e.g. numpy views),
     # unless the caller asks for more (tensor-core kernels: see runtime_func).
     align = align if strided else 64
+    p_offset = p_offset_factor(align, strided)
     has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
 
     def b_elem(Bm, b0, b1, k, j):
@@ -98,7 +109,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
         Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
         Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
         S = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
         row_max = T.sblock_alloc_buffer((B0, B1, M), "float32")
         E = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
@@ -164,7 +175,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
         Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
         Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
         P_unnorm = T.decl_buffer((B0, B1, M, N), dt, data=P.data)
         S = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
         chunk_max = T.sblock_alloc_buffer((B0, B1, M, C), "float32")
@@ -249,6 +260,7 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     if not (Mp >= M and Np >= N and Kp >= K):
         raise ValueError(f"padded sizes {pad} smaller than (M, N, K) = {(M, N, K)}")
     trans_b = variant.trans_b
+    p_offset = p_offset_factor(align, a_strides is not None)
     bp_shape = (B0, B1, Np, Kp) if trans_b else (B0, B1, Kp, Np)
 
     def b_inside(r, c):  # B's (row, column) inside the real [N, K] (transB) or [K, N]
@@ -263,7 +275,7 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
         Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
         A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
         Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
         S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
@@ -319,7 +331,7 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
         Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
         A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
         Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
         S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
@@ -422,7 +434,7 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
         Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
         A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
         Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
         S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
