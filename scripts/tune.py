@@ -11,6 +11,11 @@ each site the rewrite would fuse): a tuned kernel serves every batch size of its
 
 Running it again continues toward --trials (the budget is a total, not an increment).
 
+After a change to how kernels are compiled, the kept records' times are stale: --remeasure times them again with
+today's compiler and rewrites the database with those times before the search (tuner.remeasure: a search against
+stale times can rank new candidates above a faster kept record and prune it):
+  scripts/tune.py --target sm_90 --workload bert-large --dtype both --trials 2048 --remeasure
+
 Measuring on several GPUs (TVM's RPC tracker; scripts/rpc_cluster.py starts one server per GPU):
   scripts/rpc_cluster.py run -- scripts/tune.py --target sm_90 --workload w1 --workload w2 --runner rpc --jobs 2
 --jobs tunes that many workloads at once: while one searches and compiles on the CPU, another's candidates
@@ -94,6 +99,9 @@ def main(argv=None) -> int:
                     help="before searching, replay the best --seed-records records of the same workload in the other "
                          "dtype's committed database (float16 or bfloat16; CUDA targets) and measure them, so that "
                          "the search starts from that dtype's kernels too (each is replayed once per work directory)")
+    ap.add_argument("--remeasure", action="store_true",
+                    help="first time each workload's kept records again with today's compiler and write them back "
+                         "(then the search goes on toward --trials; the local runner only)")
     ap.add_argument("--seed-records", type=int, default=10, metavar="N",
                     help="how many records --seed-from-dtype replays (default 10)")
     args = ap.parse_args(argv)
@@ -144,6 +152,16 @@ def main(argv=None) -> int:
                    two_sweep_form=args.two_sweep_form, migrate_records=args.migrate_records,
                    seed_from_dtype=args.seed_from_dtype, seed_records=args.seed_records,
                    only_forms=tuple(x.strip() for x in args.forms.split(",") if x.strip()) if args.forms else None)
+    if args.remeasure:
+        if args.runner != "local":
+            ap.error("--remeasure measures on this machine (the local runner): leave out --runner rpc")
+        from tuning_db import database as dbm  # noqa: PLC0415
+        for wl in workloads:
+            try:
+                tuner.remeasure(wl, target, db_root=args.db, workers=args.workers)
+            except dbm.DatabaseError as err:
+                print(f"tune.py: error: {err}", file=sys.stderr)
+                return 2
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     except (KeyboardInterrupt, RuntimeError):

@@ -526,3 +526,37 @@ def test_a_form_of_few_points_gets_a_small_search_population():
     assert tuner.form_population(512, 12) == 48
     assert tuner.form_population(512, 2) == tuner.MIN_POPULATION
     assert tuner.form_population(512, None) == 512 and tuner.form_population(32, 12) == 32
+
+
+@pytest.mark.slow
+def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
+    # stale times (as after a compiler change): the kept records stored as 10x and 20x slower than they run
+    wl = parse(SPEC)
+    tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
+    wl_dir = tmp_path / "llvm" / wl.dir_name
+    # the search's own measurements (work/) are as stale and would be read first: refused until moved aside
+    with pytest.raises(dbm.DatabaseError, match="move .*work aside"):
+        tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2)
+    shutil.move(wl_dir / "work", wl_dir / "work.before-remeasure")
+    path = wl_dir / "database_tuning_record.json"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    traces = sorted(json.dumps(r[1][0]) for r in lines)
+    for i, r in enumerate(lines):
+        r[1][1] = [1.0 + i]  # seconds: far beyond any real run of this tiny kernel
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    said = []
+    prov = tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2, log=said.append)
+    after = records(wl_dir)
+    assert sorted(json.dumps(r[1][0]) for r in after) == traces  # the same kernels, none lost
+    secs = [sum(r[1][1]) / len(r[1][1]) for r in after]
+    assert secs == sorted(secs) and secs[-1] < 0.5 and secs[0] == pytest.approx(prov["best_secs"])
+    entry = prov["remeasured"][-1]
+    assert entry["records"] == entry["kept"] == len(lines)
+    assert sorted(b for b, _ in entry["us_before_after"]) == [1e6 * (1.0 + i) for i in range(len(lines))]
+    assert json.loads((wl_dir / "provenance.json").read_text())["remeasured"] == prov["remeasured"]
+    assert any("timing its" in line for line in said)
+    # tune.py --remeasure then goes on with the search toward --trials
+    out = subprocess.run(TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "3", "--db", str(tmp_path),
+                                 "--remeasure", "--workers", "2"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "[remeasure]" in out.stdout and len(json.loads((wl_dir / "provenance.json").read_text())["remeasured"]) == 2

@@ -501,30 +501,109 @@ def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, record
     return measured, ok
 
 
-def _measure_into(work: Path, target_name: str, items: list, workers: int) -> tuple:
-    """Build and measure postprocessed schedules [(module, schedule)] with the tuning builder and runner and commit
-    each (failures as invalid) to the work database: (measured, valid, best seconds, error lines)."""
+def _measure(target_name: str, items: list, workers: int) -> list:
+    """Build and measure postprocessed schedules [(module, schedule)] with the tuning builder and runner:
+    [(run seconds, None) or (None, error line)] in the items' order."""
     if not items:
-        return 0, 0, math.inf, []
+        return []
     target = targets.tvm_target(target_name)
     builder, runner = _builder_runner(target_name, workers, None, 0, 60)
     built = list(builder.build([ms.builder.BuilderInput(sch.mod, target) for _, sch in items]))
     args = [ms.arg_info.ArgInfo.from_prim_func(mod["main"]) for mod, _ in items]
     ok = [i for i, b in enumerate(built) if not b.error_msg]  # (indices: FFI results are new wrappers per access)
-    futures = dict(zip(ok, runner.run([ms.runner.RunnerInput(built[i].artifact_path, "cuda", args[i])
+    device = "cuda" if targets.is_cuda(target_name) else "cpu"
+    futures = dict(zip(ok, runner.run([ms.runner.RunnerInput(built[i].artifact_path, device, args[i])
                                         for i in ok]))) if ok else {}
-    work_db = dbm.open_json_db(work, create=True)
-    best, errors = math.inf, []
-    for i, (mod, sch) in enumerate(items):
+    out = []
+    for i in range(len(items)):
         res = futures[i].result() if i in futures else None
         err = built[i].error_msg if res is None else res.error_msg
         if err:
-            errors.append(str(err).strip().splitlines()[-1][:300] if str(err).strip() else "error")
-        secs = [dbm.INVALID_SECS] if err else [float(x) for x in res.run_secs]
-        work_db.commit_tuning_record(ms.database.TuningRecord(sch.trace, work_db.commit_workload(mod), secs,
-                                                              target, args[i]))
+            out.append((None, str(err).strip().splitlines()[-1][:300] if str(err).strip() else "error"))
+        else:
+            out.append(([float(x) for x in res.run_secs], None))
+    return out
+
+
+def _measure_into(work: Path, target_name: str, items: list, workers: int) -> tuple:
+    """_measure, each result committed (failures as invalid) to the work database: (measured, valid, best seconds,
+    error lines)."""
+    if not items:
+        return 0, 0, math.inf, []
+    target = targets.tvm_target(target_name)
+    work_db = dbm.open_json_db(work, create=True)
+    best, errors = math.inf, []
+    for (mod, sch), (secs, err) in zip(items, _measure(target_name, items, workers)):
+        if err:
+            errors.append(err)
+        secs = [dbm.INVALID_SECS] if err else secs
+        work_db.commit_tuning_record(ms.database.TuningRecord(sch.trace, work_db.commit_workload(mod), secs, target,
+                                                              ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
         best = min(best, dbm.mean_secs(secs) or math.inf)
     return len(items), len(items) - len(errors), best, errors
+
+
+def remeasure(workload: Workload, target_name: str, *, db_root=None, workers: Optional[int] = None,
+              log: Callable = print) -> dict:
+    """Time a database's kept records again with today's compiler and write the database back with those times;
+    returns the new provenance.
+
+    A record's time is its kernel's as compiled the day it was measured. A change to how kernels are compiled (a
+    device pass or source hook of schedules/cuda_build) leaves the kept times stale, and a search then ranks its new
+    candidates against them: after the W1 rewrites of 2026-11-27 a 256-trial slice measured new kernels at 92.4 us
+    and up, ranked them above the best record's stale 121.9 us, and the top-k pruning dropped that record, which now
+    ran 88 us (results/h100/tune-w1-f16-after-rewrites-*). So: re-measure, then search. Each kept record is rebuilt
+    from its trace (postprocessors included) on its form's module and measured with the tuning builder and runner;
+    one that no longer builds or runs is dropped (and logged). Provenance: best_secs, and an entry under
+    "remeasured" (when, the times before and after). A work directory holding earlier measurements is refused: a
+    search reads them before the committed records, with their stale times."""
+    target_name = targets.resolve(target_name)
+    wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
+    with tuning_lock(wl_dir):
+        work = wl_dir / "work"
+        held = [d for d in (work, *work.glob(f"{SHARD_PREFIX}*"))
+                if (d / dbm.DB_FILES[1]).exists() and (d / dbm.DB_FILES[1]).stat().st_size]
+        if held:
+            raise dbm.DatabaseError(
+                f"{held[0]} holds the earlier searches' measurements, as stale as the kept ones, and a search would "
+                f"read them first: move {work} aside (e.g. to {work.name}.before-remeasure; the next run counts its "
+                f"trials from the provenance, as in a fresh clone) and run --remeasure again")
+        prov = dbm.read_provenance(wl_dir)
+        dbm.check_target(wl_dir, prov, target_name)
+        targets.register_intrinsics(target_name)
+        modules = tuning_modules(workload, target_name)
+        recs = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir)], int(prov.get("top_k", 10)))
+        if not recs:
+            raise dbm.DatabaseError(f"{wl_dir} has no valid record to re-measure")
+        items = []
+        for rec in recs:
+            sch = tvm.s_tir.Schedule(rec.workload.mod)
+            rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            items.append((rec.workload.mod, sch))
+        log(f"[remeasure] {workload.dir_name}: timing its {len(recs)} kept records again on {target_name}")
+        kept, rows = [], []
+        for rec, (secs, err) in zip(recs, _measure(target_name, items, workers or os.cpu_count() or 1)):
+            before = dbm.mean_secs(rec)
+            if err:
+                log(f"[remeasure]   {before * 1e6:9.1f} us -> dropped: {err}")
+                continue
+            kept.append(ms.database.TuningRecord(rec.trace, rec.workload, secs, rec.target, rec.args_info))
+            rows.append((before, dbm.mean_secs(secs)))
+            log(f"[remeasure]   {before * 1e6:9.1f} us -> {rows[-1][1] * 1e6:9.1f} us")
+        if not kept:
+            raise dbm.DatabaseError(f"no kept record of {wl_dir} builds and runs today: the database is left as it "
+                                    f"was; tune it afresh (another --db) or find what broke the build")
+        kept.sort(key=dbm.mean_secs)
+        prov = dict(prov, best_secs=dbm.mean_secs(kept[0]))
+        prov.pop("twin", None)  # (a twin verdict times the old kernels: tuning_db/twins ignores it from here on anyway)
+        prov["remeasured"] = [*prov.get("remeasured", []), {
+            "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "environment": environment(target_name), "records": len(recs), "kept": len(kept),
+            "us_before_after": [[round(b * 1e6, 2), round(a * 1e6, 2)] for b, a in sorted(rows, key=lambda r: r[1])]}]
+        dbm.write_top_k(wl_dir, tuning_module(workload, target_name), kept, prov)
+        log(f"[remeasure] {workload.dir_name}: best {dbm.mean_secs(recs[0]) * 1e6:.1f} -> "
+            f"{prov['best_secs'] * 1e6:.1f} us, {len(kept)} of {len(recs)} records kept in {wl_dir}")
+        return prov
 
 
 SEEDED = "seeded.json"  # in work/: the other dtype's records already replayed by _seed_from_dtype
@@ -934,6 +1013,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         "best_secs": dbm.mean_secs(top[0]) if top else None,
         "environment": environment(target_name),
         "runs": runs,
+        **({"remeasured": prov_old["remeasured"]} if prov_old.get("remeasured") else {}),  # (remeasure's history)
     }
     if not top:
         raise dbm.DatabaseError(f"no valid candidate among {total} trials for {workload.dir_name} on {target_name}; "
