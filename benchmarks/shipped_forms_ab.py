@@ -130,8 +130,8 @@ def main(argv=None) -> int:
         b_rows = (c.n, c.k) if wl.trans_b else (c.k, c.n)
         b = feeds["B"].as_strided((c.b0, c.b1, *b_rows), c.b_strides)
         runs = {}
-        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps,
-                                               tuple(t for t in SWITCHES if getattr(args, t.replace("-", "_")))).items():
+        switches = tuple(t for t in SWITCHES if getattr(args, t.replace("-", "_")))
+        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps, switches).items():
             p = torch.empty((c.b0, c.b1, c.m, c.n), dtype=a.dtype, device="cuda")
             ops = [tvm_ffi.from_dlpack(t) for t in ((a, b, p) if runtime else (a.contiguous(), b.contiguous(), p))]
 

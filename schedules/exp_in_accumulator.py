@@ -290,8 +290,9 @@ class _Checker:
             raise _Unsafe("a normalize exp in a loop of the sum pass")
         for el, c, src, m_idx in self._elements(pat):
             got = self.covered.get(el)
-            if got is None or not _same_scale(got[0], c) or not got[1].same_as(src) or len(got[2]) != len(m_idx) or not all(
-                    self.analyzer.can_prove_equal(a, b) for a, b in zip(got[2], m_idx)):
+            same_max = got is not None and got[1].same_as(src) and len(got[2]) == len(m_idx) and all(
+                self.analyzer.can_prove_equal(a, b) for a, b in zip(got[2], m_idx))
+            if not same_max or not _same_scale(got[0], c):
                 raise _Unsafe(f"element {el} normalized with another max, scale or no sum")
         self.uses += 1
 

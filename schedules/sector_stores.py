@@ -22,9 +22,10 @@ with whole-sector stores alone, and 86.1-87.7 with both. So the rewrite is appli
 the exp pass rewrote (recognised in the source by a store of an exp of an accumulator element into that element).
 
 Applied to a loop only when its shape is the one above and the address is proven to be one: the store is the last
-statement of the jh loop body, no `if` encloses the loop (every lane reaches the shuffles), and ADDR, evaluated as an
-integer expression at random values of its variables, moves by 8 elements with jh and by 2 with q = threadIdx.x & 3,
-while the rewritten address is the quad's first address plus 4q and a multiple of 4 elements (8 bytes). For that
+statement of the jh loop body, only loops of constant trip count enclose the loop (every lane reaches the shuffles),
+and ADDR, evaluated as an integer expression at random values of its variables, moves by 8 elements with jh and by 2
+with q = threadIdx.x & 3, while the rewritten address is the quad's first address plus 4q and a multiple of 4 elements
+(8 bytes). For that
 last condition P's `elem_offset` is sampled as a multiple of tir_kernels' P_OFFSET_FACTOR (4), which the runtime forms
 declare and TVM's argument binder checks at every call; the tuning form is called with byte_offset 0 only. No
 fallback for a misaligned address is emitted: a predicated second path, even never taken, cost the W1 kernel 2x
@@ -66,7 +67,7 @@ def rewrite(code: str) -> str:
     def sub(m):
         g = m.groupdict()
         new_addr = g["addr"].replace(_LANE, _LANE4)
-        if (len(g["ind3"]) != len(g["ind2"]) + 2 or _inside_if(code, m.start())
+        if (len(g["ind3"]) != len(g["ind2"]) + 2 or _divergent(code, m.start())
                 or not _proven(g["addr"], new_addr, g["jh"])):
             return m.group(0)
         i2 = g["ind2"]
@@ -88,8 +89,12 @@ def rewrite(code: str) -> str:
     return _LOOP.sub(sub, code)
 
 
-def _inside_if(code: str, at: int) -> bool:
-    """Whether an `if` (or `else`) block encloses position `at` of the source (then not every lane may shuffle)."""
+_UNIFORM_BLOCK = re.compile(r'^(extern "C" .*|for \(int (\w+) = 0; \2 < \d+; \+\+\2\) \{|\{)$')
+
+
+def _divergent(code: str, at: int) -> bool:
+    """Whether a block other than the kernel's body, a loop of constant trip count or a plain scope encloses position
+    `at` of the source: an `if`, `else` or a loop with a runtime bound could leave lanes out of the shuffles."""
     stack = []
     for line in code[:at].splitlines():
         s = line.strip()
@@ -102,7 +107,7 @@ def _inside_if(code: str, at: int) -> bool:
             stack.append(s)
         elif s.endswith("{"):
             stack.append(s)
-    return any(s.startswith(("if", "} else", "else")) for s in stack)
+    return not all(_UNIFORM_BLOCK.match(s) for s in stack)
 
 
 def _py(expr: str) -> Optional[str]:
