@@ -17,7 +17,10 @@ dead after P). It is applied to an accumulator only when the device code proves 
   * the sum pass's loops that do not also enclose the write enumerate each element at most once (constant extents);
   * each normalize exp reads elements the sum pass covered since the last write, with the same c and with its max
     loaded from the same index of the same buffer as the sum pass's max for that element (checked per element,
-    the loop variables enumerated and the indices simplified), that max's local copy stored unconditionally.
+    the loop variables enumerated and the indices simplified), that max's local copy stored unconditionally, and
+    that buffer not stored to between the sum pass and the normalize step. (A store through another buffer over the
+    same memory, e.g. the row sums' part of the shared pool, is not seen; the sketches write the max once a row
+    tile, before the sum pass, and the GPU numerics tests run every register sketch with the rewrite.)
 
 Anything it cannot prove leaves the kernel as it was. FLASHGEMM_NO_EXP_REUSE=1 turns it off (A/B).
 Measured (H100, 2026-11-27, results/h100/exp-reuse-alone-ab-*, sector-stores-ab-*): alone it made the W1 twin slower,
@@ -49,8 +52,8 @@ def _is_load(e, buf=None) -> bool:
 
 
 def _scalar(e):
-    """A value or its broadcast: (value, lanes)."""
-    return (e.value, int(e.lanes)) if isinstance(e, tirx.Broadcast) else (e, 1)
+    """A value or the value it broadcasts."""
+    return e.value if isinstance(e, tirx.Broadcast) else e
 
 
 def _exp_of_logit(e) -> Optional[tuple]:
@@ -62,11 +65,11 @@ def _exp_of_logit(e) -> Optional[tuple]:
     logit, m_term = e.args[0].a, e.args[0].b
     c = None
     if isinstance(logit, tirx.Mul):
-        c, _ = _scalar(logit.b)
+        c = _scalar(logit.b)
         logit = logit.a
         if not isinstance(c, (tirx.FloatImm, tirx.Var)):
             return None
-    m, _ = _scalar(m_term)
+    m = _scalar(m_term)
     if not (_is_load(logit) and _is_load(m) and len(logit.indices) == 1):
         return None
     s_buf, m_buf = logit.source, m.source
@@ -111,12 +114,8 @@ def _loads_of(e, s_buf) -> int:
     return n[0]
 
 
-def _names(stmt_or_expr, s_buf) -> bool:
-    """Whether S appears at all (a buffer is a Var in TVM 0.27: its loads, and `S.data` passed to mma or mma_fill)."""
-    return _uses_var(stmt_or_expr, s_buf)
-
-
 def _uses_var(e, var) -> bool:
+    """Whether `var` appears in e (a buffer is a Var in TVM 0.27: S's loads, and `S.data` passed to mma)."""
     hit = [False]
 
     def check(v):
@@ -145,6 +144,7 @@ class _Checker:
         self.loop_vars: list = []  # every For variable seen so far
         self.phase = "logits"  # logits -> sums -> normalize, back to logits at a write
         self.covered: dict = {}  # element -> (c, max index) of the sum that stored its exp
+        self.max_sources: list = []  # the buffers the sums since the last write loaded their max from
         self.sums = self.uses = 0
 
     # -- statements
@@ -168,10 +168,8 @@ class _Checker:
         elif isinstance(s, tirx.BufferStore):
             self.store(s)
         elif isinstance(s, tirx.Evaluate):
-            if _names(s, self.s):
+            if _uses_var(s, self.s):  # mma, mma_fill: S written (a call that only read it is as safe here)
                 self.write()
-            elif _loads_of(s.value, self.s):
-                raise _Unsafe("S read by a call")
         elif isinstance(s, tirx.AttrStmt):
             self.expr(s.value)
             self.stmt(s.body)
@@ -179,15 +177,16 @@ class _Checker:
             self.write()  # (its definition)
         elif hasattr(s, "body"):
             self.stmt(s.body)
-        elif _names(s, self.s) or _loads_of(s, self.s):
+        elif _uses_var(s, self.s):
             raise _Unsafe(f"S in a {type(s).__name__}")
 
     def expr(self, e):
-        if _loads_of(e, self.s) or _names(e, self.s):
+        if _uses_var(e, self.s):
             raise _Unsafe("S read outside the proven patterns")
 
     def write(self):
         self.phase, self.covered, self.write_loops, self.sum_loops = "logits", {}, list(self.loops), []
+        self.max_sources = []
 
     def _common(self, loops) -> int:
         """How many outer loops the current position shares with `loops`."""
@@ -201,6 +200,8 @@ class _Checker:
             self.write()
             return
         buf = st.buffer
+        if any(src.same_as(buf) for src in self.max_sources):
+            raise _Unsafe("the max's buffer written between the sum pass and the normalize step")
         if buf.scope() == "local" and [int(x) for x in buf.shape] == [1]:
             self.m_defs[buf] = (st.value, self.conditional > 0)
         for idx in st.indices:
@@ -277,6 +278,8 @@ class _Checker:
                 raise _Unsafe("an element summed twice")
             self.covered[el] = (c, src, m_idx)
         self.sum_loops.append(list(self.loops))
+        self.max_sources += [src for _, src, _ in self.covered.values()
+                             if not any(src.same_as(x) for x in self.max_sources)]
         self.sums += 1
 
     def use(self, pat):
