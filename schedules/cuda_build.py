@@ -15,6 +15,7 @@ memory, a st.local/ld.local round trip per ldmatrix -> mma. Running the pass unt
 changing lowers them all (each run lowers one more; an already lowered buffer is "local" and skipped).
 Then exp_in_accumulator: where the row sum and the normalize step both compute exp(logit - max) from an
 accumulator (the register sketches), the sum stores it there and the normalize step reads it (its module doc).
+Then softmax_arithmetic: exp(x - m) as exp2 of one FFMA, and one reciprocal of the row sum a row (its module doc).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import exp_in_accumulator, sector_stores, targets  # noqa: E402
+from . import exp_in_accumulator, sector_stores, softmax_arithmetic, targets  # noqa: E402
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -63,7 +64,8 @@ def _flashgemm_pipeline(**kwargs):
 
     def finalize_device():
         return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
-                                            tirx.transform.StmtSimplify(), tirx.transform.LowerIntrin()])
+                                            softmax_arithmetic.softmax_arithmetic, tirx.transform.StmtSimplify(),
+                                            tirx.transform.LowerIntrin()])
     return pipeline, finalize_host, finalize_device
 
 

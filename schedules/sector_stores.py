@@ -47,7 +47,7 @@ _LOOP = re.compile(
 _LANE = "((((int)threadIdx.x) & 3) * 2)"
 _LANE4 = "((((int)threadIdx.x) & 3) * 4)"
 # an accumulator element overwritten with its exp: the mark exp_in_accumulator leaves in the sum pass
-_EXP_KEPT = re.compile(r"\b(?P<arr>\w+)\[(?P<idx>[^\]\n]+)\] = expf\(\(+(?P=arr)\[(?P=idx)\]")
+_EXP_KEPT = re.compile(r"\b(?P<arr>\w+)\[(?P<idx>[^\]\n]+)\] = exp2?f\(\(+(?P=arr)\[(?P=idx)\]")
 _CAST = re.compile(r"\(\(int\)(\w+)\.(\w)\)")
 _INT_EXPR = re.compile(r"^[\w\s()+\-*/%&|<>]*$")  # no ternary or casts left
 P_OFFSET_FACTOR = 4  # tir_kernels.fused_gemm_softmax.P_OFFSET_FACTOR (not imported: builder workers stay light)

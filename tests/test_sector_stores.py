@@ -107,7 +107,7 @@ def test_the_tuned_w1_kernels_store_whole_sectors_in_every_shipped_form(monkeypa
         for sch in (tk.schedule, tk.twin):  # any batch (symbolic batch dims: divisions in the address) and the twin
             cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(sch, "main")}), targets.tvm_target("sm_90"))
             src = seen[-1]
-            assert src.count("expf(") == 2 and src.count("fg_pair[2]") == 2  # the loop and its pipeline epilogue
+            assert src.count("exp2f(") == 2 and src.count("fg_pair[2]") == 2  # the loop and its pipeline epilogue
             assert not re.search(r"\*\(half2\*\)\(P_ptr", src)
     finally:
         tvm_ffi.register_global_func("tvm_callback_cuda_postproc", cuda_build._postproc_source, override=True)
