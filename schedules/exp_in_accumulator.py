@@ -114,7 +114,7 @@ def _loads_of(e, s_buf) -> int:
     return n[0]
 
 
-def _uses_var(e, var) -> bool:
+def uses_var(e, var) -> bool:
     """Whether `var` appears in e (a buffer is a Var in TVM 0.27: S's loads, and `S.data` passed to mma)."""
     hit = [False]
 
@@ -168,7 +168,7 @@ class _Checker:
         elif isinstance(s, tirx.BufferStore):
             self.store(s)
         elif isinstance(s, tirx.Evaluate):
-            if _uses_var(s, self.s):  # mma, mma_fill: S written (a call that only read it is as safe here)
+            if uses_var(s, self.s):  # mma, mma_fill: S written (a call that only read it is as safe here)
                 self.write()
         elif isinstance(s, tirx.AttrStmt):
             self.expr(s.value)
@@ -177,11 +177,11 @@ class _Checker:
             self.write()  # (its definition)
         elif hasattr(s, "body"):
             self.stmt(s.body)
-        elif _uses_var(s, self.s):
+        elif uses_var(s, self.s):
             raise _Unsafe(f"S in a {type(s).__name__}")
 
     def expr(self, e):
-        if _uses_var(e, self.s):
+        if uses_var(e, self.s):
             raise _Unsafe("S read outside the proven patterns")
 
     def write(self):
@@ -262,7 +262,7 @@ class _Checker:
             if not isinstance(b, tirx.IntImm):
                 raise _Unsafe("an element index that depends on more than the loops")
             m_idx = tuple(self.analyzer.simplify(_substitute(x, env)) for x in m_val.indices)
-            if any(_uses_var(x, v) for x in m_idx for v in self.loop_vars
+            if any(uses_var(x, v) for x in m_idx for v in self.loop_vars
                    if not any(v.same_as(lp.loop_var) for lp in self.loops)):
                 raise _Unsafe("the max's index names a loop that has ended")
             for lane in range(lanes):

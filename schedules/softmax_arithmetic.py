@@ -37,6 +37,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .exp_in_accumulator import uses_var
+
 EXP = tvm.ir.Op.get("tirx.exp")
 ADDRESS_OF = tvm.ir.Op.get("tirx.address_of")
 LOG2E = 1.0 / math.log(2.0)
@@ -86,16 +88,6 @@ def _exp_as_exp2(call, mutator):
     else:
         x_l = _times(x, LOG2E)
     return tirx.exp2(tirx.Sub(x_l, _times(_at_least(m, M_FLOOR), LOG2E)))
-
-
-def _uses_var(e, var) -> bool:
-    hit = [False]
-
-    def check(v):
-        if v.same_as(var):
-            hit[0] = True
-    tvm_ffi.structural_walk(e, ((tirx.Var, check),))
-    return hit[0]
 
 
 def _divisor_load(div):
@@ -150,7 +142,7 @@ def _hoist_reciprocals(body, plain: set):
             # with its loads replaced, the buffer no longer appears in the loop: no store there (nor allocation)
             probe = tvm_ffi.structural_map(loop.body, ((tvm.ir.TensorLoad, lambda ld: tirx.FloatImm("float32", 0.0)
                                                         if ld.source.same_as(b.source) else ld),))
-            if not _uses_var(probe, b.source):
+            if not uses_var(probe, b.source):
                 recips.append((tirx.Var(f"{b.source.name}_rcp", "float32"), b))
         if not recips:
             return mutator.default_mutate(loop)

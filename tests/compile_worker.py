@@ -1,4 +1,5 @@
-"""Compile-only CUDA tests' worker process (not a test module): see run_compile_worker."""
+"""Compile-only CUDA tests' helpers (not a test module): the worker process (run_compile_worker) and the CUDA
+source of a committed database's best record as the export compiles it (best_record_source)."""
 import json
 import os
 import shutil
@@ -68,3 +69,20 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
         except Exception as err:  # noqa: BLE001
             builds.append({"ok": False, "error": str(err)[-2000:], "sketch": k})
     return {"sketches": len(sketches), "valid": valid, "seeds": seeds, "builds": builds}
+
+
+def best_record_source(db: str, target: str = "sm_90") -> str:
+    """The CUDA source of tuning_db/<target>/<db>'s best record in its tuning form, compiled by
+    schedules.cuda_build.compile_cuda (the device pipeline and the source hook as the export runs them)."""
+    from pathlib import Path
+
+    import tvm
+
+    from schedules import cuda_build, targets
+    from tuning_db.database import open_json_db
+    targets.register_intrinsics(target)
+    root = Path(REPO) / "tuning_db" / target / db
+    rec = min(open_json_db(root).get_all_tuning_records(), key=lambda r: sum(float(s) for s in r.run_secs))
+    sch = tvm.s_tir.Schedule(rec.workload.mod)
+    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    return cuda_build.compile_cuda(sch.mod, targets.tvm_target(target)).mod.imports[0].inspect_source("cuda")

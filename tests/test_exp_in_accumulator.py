@@ -99,20 +99,12 @@ def test_the_switch_turns_it_off(monkeypatch):
 
 
 def _source(db: str, monkeypatch, off: bool) -> str:
-    from pathlib import Path
-
-    from schedules import cuda_build, targets
-    from tuning_db.database import open_json_db
+    from tests.compile_worker import best_record_source
     if off:
         monkeypatch.setenv("FLASHGEMM_NO_EXP_REUSE", "1")
     else:
         monkeypatch.delenv("FLASHGEMM_NO_EXP_REUSE", raising=False)
-    targets.register_intrinsics("sm_90")
-    root = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / db
-    rec = min(open_json_db(root).get_all_tuning_records(), key=lambda r: sum(float(s) for s in r.run_secs))
-    sch = tvm.s_tir.Schedule(rec.workload.mod)
-    rec.trace.apply_to_schedule(sch, remove_postproc=False)
-    return cuda_build.compile_cuda(sch.mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
+    return best_record_source(db)
 
 
 def test_the_register_sketch_kernels_get_one_exp_an_element_and_the_others_stay(monkeypatch):

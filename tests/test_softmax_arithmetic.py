@@ -114,23 +114,11 @@ def test_the_switch_turns_both_off(monkeypatch):
     assert sa.softmax_arithmetic(mod)["main"].same_as(mod["main"])
 
 
-def _source(db: str) -> str:
-    from pathlib import Path
-
-    from schedules import cuda_build, targets
-    from tuning_db.database import open_json_db
-    targets.register_intrinsics("sm_90")
-    root = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / db
-    rec = min(open_json_db(root).get_all_tuning_records(), key=lambda r: sum(float(s) for s in r.run_secs))
-    sch = tvm.s_tir.Schedule(rec.workload.mod)
-    rec.trace.apply_to_schedule(sch, remove_postproc=False)
-    return cuda_build.compile_cuda(sch.mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
-
-
 def test_the_w1_kernel_as_exported():
     # W1's best record (register sketch): the sum pass's exp is exp2 of an FFMA, its normalize step multiplies by
     # one reciprocal a row (in the row-tile loop and in its pipeline epilogue), P's stores stay whole sectors
-    src = _source("bert-large.f16")
+    from tests.compile_worker import best_record_source
+    src = best_record_source("bert-large.f16")
     assert "expf(" not in src and src.count("exp2f(") == 2
     assert len(re.findall(r"_rcp(?:_\d+)? = \(0x1p\+0f/\*1\.000000e\+00\*/ / ", src)) == 2
     assert src.count("fg_pair[2]") == 2
