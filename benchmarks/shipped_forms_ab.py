@@ -54,7 +54,7 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
     tuning = tvm.s_tir.Schedule(rec.workload.mod)
     rec.trace.apply_to_schedule(tuning, remove_postproc=False)
     out = {"tuning": (cuda_space.build(tuning.mod, target_name)["main"], False)}
-    static = best._on_runtime_func(rec.trace, wl, target_name, form, any_batch=False)
+    static = best.on_runtime_func(rec.trace, wl, target_name, form, any_batch=False)
     shipped = {"static": static, "any_batch": tk.schedule if tk.any_batch else None, "twin": tk.twin}
     for name, sch in shipped.items():
         if sch is not None:

@@ -81,14 +81,17 @@ def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_
     form = form or forms(wl, target)[0]
     for any_batch in (True, False):
         try:
-            return _on_runtime_func(trace, wl, target, form, any_batch), any_batch
+            return on_runtime_func(trace, wl, target, form, any_batch), any_batch
         except Exception:  # noqa: BLE001
             if not any_batch:
                 raise
     raise AssertionError("unreachable")
 
 
-def _on_runtime_func(trace, wl, target: str, form: Form, any_batch: bool, fixed_batch=None) -> tvm.s_tir.Schedule:
+def on_runtime_func(trace, wl, target: str, form: Form, any_batch: bool, fixed_batch=None) -> tvm.s_tir.Schedule:
+    """A tuning trace replayed on the runtime function of `form` (symbolic strides, scale an argument): any batch,
+    static batch dims, or one of them fixed (fixed_batch: (dim, size), the twin). Raises where the trace does not
+    replay there."""
     align = TENSOR_CORE_ALIGN if targets.is_cuda(target) else 2
     sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
                                           chunk=form.chunk, pad=form.pad, recompute=form.recompute,
@@ -106,7 +109,7 @@ def _twin(trace, wl, target: str, form: Optional[Form], any_batch: bool) -> dict
     b0, b1 = wl.canonical.sizes[:2]
     fixed = (0, 1) if b0 == 1 else (1, b1)
     try:
-        return {"twin": _on_runtime_func(trace, wl, target, form or forms(wl, target)[0], True, fixed),
+        return {"twin": on_runtime_func(trace, wl, target, form or forms(wl, target)[0], True, fixed),
                 "fixed_batch": fixed}
     except Exception:  # noqa: BLE001  (not expected: the any-batch kernel, which did replay, then serves every batch)
         return {}
