@@ -15,6 +15,9 @@ After a change to how kernels are compiled, the kept records' times are stale: -
 today's compiler and rewrites the database with those times before the search (tuner.remeasure: a search against
 stale times can rank new candidates above a faster kept record and prune it):
   scripts/tune.py --target sm_90 --workload bert-large --dtype both --trials 2048 --remeasure
+It does so by itself (the local runner, on the target's machine) when the database's provenance names another
+compiler than today's (tuner.compiler_id: a hash of the compile pipeline's sources and TVM's version), and warns
+instead with --runner rpc, --keep-times or a CUDA target without a local GPU.
 
 Measuring on several GPUs (TVM's RPC tracker; scripts/rpc_cluster.py starts one server per GPU):
   scripts/rpc_cluster.py run -- scripts/tune.py --target sm_90 --workload w1 --workload w2 --runner rpc --jobs 2
@@ -102,6 +105,9 @@ def main(argv=None) -> int:
     ap.add_argument("--remeasure", action="store_true",
                     help="first time each workload's kept records again with today's compiler and write them back "
                          "(then the search goes on toward --trials; the local runner only)")
+    ap.add_argument("--keep-times", action="store_true",
+                    help="do not re-time kept records that another compiler timed (by default tune.py does, with the "
+                         "local runner, before the search: tuner.compiler_id)")
     ap.add_argument("--seed-records", type=int, default=10, metavar="N",
                     help="how many records --seed-from-dtype replays (default 10)")
     args = ap.parse_args(argv)
@@ -152,11 +158,21 @@ def main(argv=None) -> int:
                    two_sweep_form=args.two_sweep_form, migrate_records=args.migrate_records,
                    seed_from_dtype=args.seed_from_dtype, seed_records=args.seed_records,
                    only_forms=tuple(x.strip() for x in args.forms.split(",") if x.strip()) if args.forms else None)
-    if args.remeasure:
-        if args.runner != "local":
-            ap.error("--remeasure measures on this machine (the local runner): leave out --runner rpc")
-        from tuning_db import database as dbm  # noqa: PLC0415
-        for wl in workloads:
+    if args.remeasure and args.runner != "local":
+        ap.error("--remeasure measures on this machine (the local runner): leave out --runner rpc")
+    from tuning_db import database as dbm  # noqa: PLC0415
+    # (re-timing needs the target here: the local runner, and a GPU for a CUDA target)
+    can_time = args.runner == "local" and (not targets.is_cuda(target) or targets.detect_local() != "llvm")
+    for wl in workloads:
+        # kept records timed by another compiler are re-timed first (tuner.compiler_id), unless --keep-times
+        why = None if args.remeasure else tuner.stale_times(wl, target, args.db)
+        if why and (args.keep_times or not can_time):
+            print(f"[tune] warning: {wl.dir_name}: {why}; the search ranks new candidates against those times "
+                  f"(tuner.remeasure): run tune.py --remeasure on the GPU machine first", file=sys.stderr)
+            continue
+        if why:
+            print(f"[tune] {wl.dir_name}: {why}: timing them again first (--keep-times to skip)", flush=True)
+        if args.remeasure or why:
             try:
                 tuner.remeasure(wl, target, db_root=args.db, workers=args.workers)
             except dbm.DatabaseError as err:

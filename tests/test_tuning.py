@@ -528,6 +528,33 @@ def test_a_form_of_few_points_gets_a_small_search_population():
     assert tuner.form_population(512, None) == 512 and tuner.form_population(32, 12) == 32
 
 
+def test_the_compiler_that_timed_the_kept_records_is_named_and_checked(tmp_path, monkeypatch):
+    # one name for every CUDA arch (one pipeline), another for llvm; a change to a listed source changes it
+    cuda = tuner.compiler_id("sm_90")
+    assert cuda == tuner.compiler_id("sm_80") != tuner.compiler_id("llvm")
+    fake = tmp_path / "repo"
+    for rel in tuner.COMPILER_SOURCES:
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, fake / rel)
+    monkeypatch.setattr(tuner, "_REPO", fake)
+    assert tuner.compiler_id("sm_90") == cuda
+    with open(fake / "schedules" / "softmax_arithmetic.py", "a") as f:
+        f.write("# changed\n")
+    assert tuner.compiler_id("sm_90") != cuda
+    monkeypatch.setattr(tuner, "_REPO", REPO)
+    # stale_times: no database, a database timed by another compiler, by an unnamed (older) one, by today's
+    wl = parse(SPEC)
+    assert tuner.stale_times(wl, "sm_90", tmp_path) is None
+    wl_dir = dbm.workload_dir(tmp_path, "sm_90", wl.dir_name)
+    wl_dir.mkdir(parents=True)
+    for prov, why in (({"best_secs": 1e-4, "compiler": "0123456789ab"}, "another compiler (0123456789ab)"),
+                      ({"best_secs": 1e-4}, "a compiler from before this check"),
+                      ({"best_secs": 1e-4, "compiler": cuda}, None), ({"best_secs": None}, None)):
+        (wl_dir / dbm.PROVENANCE).write_text(json.dumps(prov))
+        got = tuner.stale_times(wl, "sm_90", tmp_path)
+        assert got == why if why is None else why in got and cuda in got
+
+
 @pytest.mark.slow
 def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     # stale times (as after a compiler change): the kept records stored as 10x and 20x slower than they run
@@ -561,3 +588,18 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "[remeasure]" in out.stdout
     assert len(json.loads((wl_dir / "provenance.json").read_text())["remeasured"]) == 2
+    assert json.loads((wl_dir / "provenance.json").read_text())["compiler"] == tuner.compiler_id("llvm")
+    # kept records that another compiler timed: tune.py re-times them first by itself, or warns with --keep-times
+    if (wl_dir / "work").exists():  # (remeasure refuses a work directory holding measurements)
+        shutil.move(wl_dir / "work", wl_dir / "work.second")
+    prov_path = wl_dir / "provenance.json"
+    prov = json.loads(prov_path.read_text())
+    prov_path.write_text(json.dumps(dict(prov, compiler="0123456789ab")))
+    cmd = TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "3", "--db", str(tmp_path), "--workers", "2"]
+    out = subprocess.run(cmd + ["--keep-times"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "another compiler (0123456789ab)" in out.stderr and "[remeasure]" not in out.stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "timing them again first" in out.stdout and "[remeasure]" in out.stdout
+    prov = json.loads(prov_path.read_text())
+    assert prov["compiler"] == tuner.compiler_id("llvm") and len(prov["remeasured"]) == 3

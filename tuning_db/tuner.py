@@ -211,6 +211,42 @@ def environment(target_name: str) -> dict:
     return env
 
 
+# ---- which compiler timed the kept records
+# A record's time is its kernel's as compiled the day it was measured (remeasure's doc). These sources decide what a
+# trace compiles to after scheduling (the device pipeline, the CUDA source hook, the intrinsics); their hash with
+# TVM's version names the compiler in provenance ("compiler"). The name stays that of the kept records' compiler: a
+# search under another compiler keeps the old name (its top-k then mixes both), remeasure sets today's.
+COMPILER_SOURCES = ("schedules/cuda_build.py", "schedules/exp_in_accumulator.py", "schedules/sector_stores.py",
+                    "schedules/softmax_arithmetic.py", "schedules/tensor_intrin.py")
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def compiler_id(target_name: str) -> str:
+    """A short hash naming how kernels for this target are compiled today (note above; llvm: TVM's version only)."""
+    h = hashlib.sha256(f"tvm {tvm.__version__}\n".encode())
+    if targets.is_cuda(target_name):
+        for rel in COMPILER_SOURCES:
+            h.update(rel.encode() + b"\n" + (_REPO / rel).read_bytes())
+    else:
+        h.update(b"llvm")
+    return h.hexdigest()[:12]
+
+
+def stale_times(workload: Workload, target_name: str, db_root=None) -> Optional[str]:
+    """Why a database's kept records may carry stale times (another compiler timed them), or None (no database,
+    no record, or today's compiler)."""
+    target_name = targets.resolve(target_name)
+    wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
+    if not (wl_dir / dbm.PROVENANCE).exists():
+        return None
+    prov = dbm.read_provenance(wl_dir)
+    had, now = prov.get("compiler"), compiler_id(target_name)
+    if not prov.get("best_secs") or had == now:
+        return None
+    by = f"another compiler ({had})" if had else "a compiler from before this check"
+    return f"its kept records were timed by {by}; today's is {now}"
+
+
 @derived_object
 class _Progress(ms.measure_callback.PyMeasureCallback):
     """Counts trials as they are measured: valid/invalid, best so far, for the bar and the curve."""
@@ -596,6 +632,7 @@ def remeasure(workload: Workload, target_name: str, *, db_root=None, workers: Op
         kept.sort(key=dbm.mean_secs)
         prov = dict(prov, best_secs=dbm.mean_secs(kept[0]))
         prov.pop("twin", None)  # (a twin verdict times the old kernels: tuning_db/twins ignores it from here on anyway)
+        prov["compiler"] = compiler_id(target_name)
         prov["remeasured"] = [*prov.get("remeasured", []), {
             "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "environment": environment(target_name), "records": len(recs), "kept": len(kept),
@@ -1014,6 +1051,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         "environment": environment(target_name),
         "runs": runs,
         **({"remeasured": prov_old["remeasured"]} if prov_old.get("remeasured") else {}),  # (remeasure's history)
+        # the kept records' compiler (note at compiler_id): today's for a new database, else the one it had
+        **({"compiler": prov_old["compiler"]} if prov_old.get("compiler") else
+           {} if prov_old.get("best_secs") else {"compiler": compiler_id(target_name)}),
     }
     if not top:
         raise dbm.DatabaseError(f"no valid candidate among {total} trials for {workload.dir_name} on {target_name}; "
