@@ -212,20 +212,27 @@ def environment(target_name: str) -> dict:
 
 
 # ---- which compiler timed the kept records
-# A record's time is its kernel's as compiled the day it was measured (remeasure's doc). These sources decide what a
-# trace compiles to after scheduling (the device pipeline, the CUDA source hook, the intrinsics); their hash with
-# TVM's version names the compiler in provenance ("compiler"). The name stays that of the kept records' compiler: a
-# search under another compiler keeps the old name (its top-k then mixes both), remeasure sets today's.
-COMPILER_SOURCES = ("schedules/cuda_build.py", "schedules/exp_in_accumulator.py", "schedules/sector_stores.py",
-                    "schedules/softmax_arithmetic.py", "schedules/tensor_intrin.py")
+# A record's time is its kernel's as compiled the day it was measured (remeasure's doc). compiler_sources() decide
+# what a trace compiles to after scheduling (the device pipeline, the CUDA source hook, the intrinsics); their hash
+# with TVM's version names the compiler in provenance ("compiler"). The name stays that of the kept records'
+# compiler: a search under another compiler keeps the old name (its top-k then mixes both), remeasure sets today's.
 _REPO = Path(__file__).resolve().parent.parent
+
+
+def compiler_sources() -> tuple:
+    """schedules/cuda_build.py, the project modules it imports (its passes and source rewrites: derived, so a new
+    one is never left out) and the tensor intrinsics, as paths relative to the repository."""
+    from schedules import cuda_build  # noqa: PLC0415
+    mods = {m.__name__.rsplit(".", 1)[1] for m in vars(cuda_build).values()
+            if isinstance(m, type(cuda_build)) and m.__name__.startswith("schedules.")}
+    return tuple(sorted(f"schedules/{name}.py" for name in mods | {"cuda_build", "tensor_intrin"}))
 
 
 def compiler_id(target_name: str) -> str:
     """A short hash naming how kernels for this target are compiled today (note above; llvm: TVM's version only)."""
     h = hashlib.sha256(f"tvm {tvm.__version__}\n".encode())
     if targets.is_cuda(target_name):
-        for rel in COMPILER_SOURCES:
+        for rel in compiler_sources():
             h.update(rel.encode() + b"\n" + (_REPO / rel).read_bytes())
     else:
         h.update(b"llvm")
