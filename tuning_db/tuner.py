@@ -7,6 +7,7 @@ atomically at the end of every run.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import csv
 import dataclasses
@@ -220,11 +221,13 @@ _REPO = Path(__file__).resolve().parent.parent
 
 
 def compiler_sources() -> tuple:
-    """schedules/cuda_build.py, the project modules it imports (its passes and source rewrites: derived, so a new
-    one is never left out) and the tensor intrinsics, as paths relative to the repository."""
-    from schedules import cuda_build  # noqa: PLC0415
-    mods = {m.__name__.rsplit(".", 1)[1] for m in vars(cuda_build).values()
-            if isinstance(m, type(cuda_build)) and m.__name__.startswith("schedules.")}
+    """schedules/cuda_build.py, the project modules it imports (its passes and source rewrites: read from its
+    `from . import` statements, so a new one is never left out) and the tensor intrinsics, as paths relative to the
+    repository. (Read, not imported: importing cuda_build registers an index map that TVM's own tensor-intrinsic
+    module, imported later by Meta-Schedule, would then fail to register.)"""
+    tree = ast.parse((_REPO / "schedules" / "cuda_build.py").read_text())
+    mods = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
+            and not node.module for alias in node.names}
     return tuple(sorted(f"schedules/{name}.py" for name in mods | {"cuda_build", "tensor_intrin"}))
 
 
