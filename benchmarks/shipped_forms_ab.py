@@ -2,7 +2,7 @@
 timed in one process on the same inputs with scripts/bench.py's protocol (benchmarks.peers.time_cuda).
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
-      [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith]
+      [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith] [--dynamic-statistics]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
@@ -18,7 +18,9 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@half-sectors, twin@half-sectors (--half-sectors)  the same with P stored from the fragments as CodeGenCUDA
              writes it (schedules.sector_stores off);
   tuning@plain-arith, twin@plain-arith (--plain-arith)  the same with exp(x - m) and the division by the row sum
-             as the template writes them (schedules.softmax_arithmetic off).
+             as the template writes them (schedules.softmax_arithmetic off);
+  tuning@dynamic-statistics, twin@dynamic-statistics (--dynamic-statistics)  the same with the row statistics left in
+             dynamic shared memory (schedules.static_statistics off: more barriers).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -35,7 +37,8 @@ os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 # the A/B switches: form tag -> the environment variable that turns a codegen rewrite off
 SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_REUSE",
-            "half-sectors": "FLASHGEMM_NO_SECTOR_STORES", "plain-arith": "FLASHGEMM_NO_SOFTMAX_ARITH"}
+            "half-sectors": "FLASHGEMM_NO_SECTOR_STORES", "plain-arith": "FLASHGEMM_NO_SOFTMAX_ARITH",
+            "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS"}
 
 
 def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = ()) -> dict:
@@ -110,6 +113,8 @@ def main(argv=None) -> int:
                     help="also the tuning form and the twin with P's half-sector stores from the fragments (A/B)")
     ap.add_argument("--plain-arith", action="store_true",
                     help="also the tuning form and the twin without schedules.softmax_arithmetic (A/B)")
+    ap.add_argument("--dynamic-statistics", action="store_true",
+                    help="also the tuning form and the twin without schedules.static_statistics (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415

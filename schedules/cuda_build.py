@@ -33,7 +33,7 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import exp_in_accumulator, sector_stores, softmax_arithmetic, targets  # noqa: E402
+from . import exp_in_accumulator, sector_stores, softmax_arithmetic, static_statistics, targets  # noqa: E402
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -65,7 +65,9 @@ def _flashgemm_pipeline(**kwargs):
     def finalize_device():
         return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
                                             softmax_arithmetic.softmax_arithmetic, tirx.transform.StmtSimplify(),
-                                            tirx.transform.LowerIntrin()])
+                                            tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
+    # the statistics' buffers leave dynamic shared memory before TVM plans the barriers (static_statistics)
+    pipeline = tvm.ir.transform.Sequential([static_statistics.statistics_in_static_shared, pipeline])
     return pipeline, finalize_host, finalize_device
 
 
@@ -356,7 +358,13 @@ def compile_cuda(mod, target):
 
 def _compile_cuda(mod, target):
     try:
-        with target, tvm.transform.PassContext(config=PASS_CONFIG):
+        try:
+            with target, tvm.transform.PassContext(config=PASS_CONFIG):
+                return tvm.compile(mod, target=target, tir_pipeline=TIR_PIPELINE)
+        except Exception as err:  # noqa: BLE001  (only the moved statistics' shared-memory overflows are retried)
+            if not static_statistics.overflows_static(err):
+                raise
+        with static_statistics.left_dynamic(), target, tvm.transform.PassContext(config=PASS_CONFIG):
             return tvm.compile(mod, target=target, tir_pipeline=TIR_PIPELINE)
     except tvm.error.InternalError as err:
         if "LowerWarpMemory" not in str(err) and "LowerAllWarpMemory" not in str(err):

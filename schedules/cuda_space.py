@@ -59,8 +59,7 @@ from .worker_init import ignore_stop_signals
 
 from .cuda_build import PASS_CONFIG, compile_cuda, f_build  # noqa: E402,F401  (re-exported)
 
-# Opt-in maximum of dynamic shared memory per block (bytes), CUDA programming guide table 21.
-SMEM_LIMIT = {"sm_80": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
+SMEM_LIMIT = targets.SMEM_LIMIT  # opt-in maximum of dynamic shared memory per block (bytes)
 MAX_WARPS = 8  # threads per block <= 256
 PIPELINE_STAGES = (2, 3)
 SMEM = "shared.dyn"  # every shared buffer of the kernel: dynamic shared memory (module doc)

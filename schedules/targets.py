@@ -11,6 +11,8 @@ CUDA_ARCHES = {  # arch -> TVM target tag carrying max_threads_per_block etc. (M
     "sm_90": "nvidia/nvidia-h100",
 }
 TARGET_NAMES = ("llvm", *CUDA_ARCHES)
+# Opt-in maximum of dynamic shared memory per block (bytes), CUDA programming guide table 21.
+SMEM_LIMIT = {"sm_80": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
 
 
 class TargetError(ValueError):
