@@ -3,6 +3,7 @@ timed in one process on the same inputs with scripts/bench.py's protocol (benchm
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
       [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith] [--dynamic-statistics]
+      [--shared-warp-statistics]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
@@ -20,7 +21,10 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@plain-arith, twin@plain-arith (--plain-arith)  the same with exp(x - m) and the division by the row sum
              as the template writes them (schedules.softmax_arithmetic off);
   tuning@dynamic-statistics, twin@dynamic-statistics (--dynamic-statistics)  the same with the row statistics left in
-             dynamic shared memory (schedules.static_statistics off: more barriers).
+             dynamic shared memory (schedules.static_statistics off: more barriers);
+  tuning@shared-warp-statistics, twin@shared-warp-statistics (--shared-warp-statistics)  the same with a warp
+             allreduce's statistics in shared memory (schedules.warp_statistics off: a lane-0 store, two barriers
+             and the warp's reloads a statistic).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -38,7 +42,8 @@ os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 # the A/B switches: form tag -> the environment variable that turns a codegen rewrite off
 SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_REUSE",
             "half-sectors": "FLASHGEMM_NO_SECTOR_STORES", "plain-arith": "FLASHGEMM_NO_SOFTMAX_ARITH",
-            "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS"}
+            "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS",
+            "shared-warp-statistics": "FLASHGEMM_NO_WARP_STATISTICS"}
 
 
 def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = ()) -> dict:
@@ -115,6 +120,8 @@ def main(argv=None) -> int:
                     help="also the tuning form and the twin without schedules.softmax_arithmetic (A/B)")
     ap.add_argument("--dynamic-statistics", action="store_true",
                     help="also the tuning form and the twin without schedules.static_statistics (A/B)")
+    ap.add_argument("--shared-warp-statistics", action="store_true",
+                    help="also the tuning form and the twin without schedules.warp_statistics (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415

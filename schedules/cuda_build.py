@@ -33,7 +33,8 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import exp_in_accumulator, sector_stores, softmax_arithmetic, static_statistics, targets  # noqa: E402
+from . import (exp_in_accumulator, sector_stores, softmax_arithmetic, static_statistics, targets,  # noqa: E402
+               warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -66,8 +67,10 @@ def _flashgemm_pipeline(**kwargs):
         return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
                                             softmax_arithmetic.softmax_arithmetic, tirx.transform.StmtSimplify(),
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
-    # the statistics' buffers leave dynamic shared memory before TVM plans the barriers (static_statistics)
-    pipeline = tvm.ir.transform.Sequential([static_statistics.statistics_in_static_shared, pipeline])
+    # before TVM plans the barriers: a warp allreduce's statistics go to registers (warp_statistics), the other
+    # statistics' buffers leave dynamic shared memory (static_statistics)
+    pipeline = tvm.ir.transform.Sequential([warp_statistics.warp_statistics_in_registers,
+                                            static_statistics.statistics_in_static_shared, pipeline])
     return pipeline, finalize_host, finalize_device
 
 

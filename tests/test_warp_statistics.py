@@ -1,0 +1,136 @@
+"""schedules.warp_statistics: a warp allreduce's row statistics kept in registers (CUDA source of committed records and
+of a small hand-scheduled kernel; W2's numerics and racecheck on the GPU: results/h100)."""
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import tirx as T
+
+from schedules import cuda_build, targets, warp_statistics
+
+BATCH, ROWS, COLS = 3, 16, 64
+
+
+def _kernel(src: str) -> str:
+    return src[src.index("__global__"):]
+
+
+def _source(db: str, monkeypatch, shared: bool) -> str:
+    from tests.compile_worker import best_record_source
+    if shared:
+        monkeypatch.setenv(warp_statistics.SWITCH, "1")
+    else:
+        monkeypatch.delenv(warp_statistics.SWITCH, raising=False)
+    return best_record_source(db)
+
+
+def _scheduled_record(db: str):
+    from pathlib import Path
+
+    from tuning_db.database import open_json_db
+    targets.register_intrinsics("sm_90")
+    rec = min(open_json_db(Path("tuning_db/sm_90") / db).get_all_tuning_records(),
+              key=lambda r: sum(float(s) for s in r.run_secs))
+    sch = tvm.s_tir.Schedule(rec.workload.mod)
+    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod["main"]
+
+
+def test_the_w2_kernel_keeps_its_statistics_in_registers(monkeypatch):
+    # W2's one-pass kernel: a warp a row, TVM's shuffle allreduce. In shared memory each statistic took a lane-0
+    # store between two barriers and the warp's reloads; in registers the readers use the shuffle's broadcast result
+    shared = _kernel(_source("vit-b16.f16", monkeypatch, shared=True))
+    regs = _kernel(_source("vit-b16.f16", monkeypatch, shared=False))
+    assert shared.count("__syncthreads") == 8 and regs.count("__syncthreads") == 4
+    lane0_store = re.compile(r"\(\(int\)threadIdx\.x\) == 0\)\) \{\s*"
+                             r"\(\(float\*\)buf_dyn_shmem_ptr\)\[[^\]]*\] = red_buf")
+    assert len(lane0_store.findall(shared)) == 2 and not lane0_store.findall(regs)
+    # the normalize loop divides by the row sum's register (its reciprocal: softmax_arithmetic) and subtracts the max's
+    p_loop = regs[regs.rindex("for (int"):]
+    assert "red_buf0_ptr[0]" in p_loop and "red_buf0_rcp" in p_loop and "buf_dyn_shmem_ptr)[((int)threadIdx.y)]" \
+        not in p_loop
+
+
+# W1: the register form (rfactor partials combined across warps, no allreduce); W3: the recompute form; the LM head:
+# the split-N normalize (an allreduce over 128 threads, several warps: left, module doc); decoding: the row-vector form
+# (the same); W2: the one-pass form
+@pytest.mark.parametrize("db, moved", [("bert-large.f16", []), ("whisper-enc.f16", []), ("lm-head.bf16", []),
+                                       ("decode-m1.f16", []), ("vit-b16.f16", ["row_max", "row_sum"]),
+                                       ("vit-b16.bf16", ["row_max", "row_sum"])])
+def test_which_statistics_move(db, moved):
+    func = _scheduled_record(db)
+    assert sorted(name for name, _, _ in warp_statistics.statistics_to_move(func)) == moved
+    assert warp_statistics.move(func).same_as(func) == (not moved)
+
+
+def rows_minus_max(shift: int):
+    """P = X - max of row (i + shift) % ROWS, a block a batch: the smallest kernel with a row statistic."""
+    @T.prim_func(s_tir=True)
+    def f(X: T.Buffer((BATCH, ROWS, COLS), "float32"), P: T.Buffer((BATCH, ROWS, COLS), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        row_max = T.sblock_alloc_buffer((BATCH, ROWS), "float32")
+        for b, i, j in T.grid(BATCH, ROWS, COLS):
+            with T.sblock("row_max"):
+                vb, vi, vj = T.axis.remap("SSR", [b, i, j])
+                with T.init():
+                    row_max[vb, vi] = T.min_value("float32")
+                row_max[vb, vi] = T.max(row_max[vb, vi], X[vb, vi, vj])
+        for b, i, j in T.grid(BATCH, ROWS, COLS):
+            with T.sblock("P"):
+                vb, vi, vj = T.axis.remap("SSS", [b, i, j])
+                P[vb, vi, vj] = X[vb, vi, vj] - row_max[vb, (vi + shift) % ROWS]
+    return f
+
+
+def scheduled(case: str, scope: str = "shared.dyn") -> tvm.IRModule:
+    """rows_minus_max scheduled as the one-pass form does (a warp a row, lanes over columns), or with one change that
+    makes a thread read a statistic its own warp did not compute."""
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": rows_minus_max(1 if case == "other-row" else 0)}))
+    rm, p = sch.get_sblock("row_max"), sch.get_sblock("P")
+    sch.bind(sch.get_loops(p)[0], "blockIdx.x")
+    sch.compute_at(rm, sch.get_loops(p)[0])
+    sch.set_scope(rm, 0, scope)
+    for blk in (rm, p):
+        i, j = sch.get_loops(blk)[-2:]
+        if case == "block-wide" and blk == rm:  # the reduction over two warps (threadIdx.y too)
+            _, jy, jx = sch.split(j, factors=[None, 2, 32])
+            sch.bind(jy, "threadIdx.y")
+            sch.bind(jx, "threadIdx.x")
+            continue
+        if case != "block-wide" and not (case == "serial-rows" and blk == p):
+            sch.bind(i, "threadIdx.y")
+        _, jx = sch.split(j, factors=[None, 16 if case == "half-warp" else 32])
+        sch.bind(jx, "threadIdx.x")
+    return sch.mod
+
+
+@pytest.mark.parametrize("case, moves", [("warp", True), ("half-warp", True), ("other-row", False),
+                                         ("serial-rows", False), ("block-wide", False)])
+def test_a_statistic_moves_only_where_each_thread_reads_its_own_warps(case, moves):
+    mod = scheduled(case)
+    assert bool(warp_statistics.statistics_to_move(mod["main"])) == moves
+    src = _kernel(cuda_build.compile_cuda(mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda"))
+    assert ("__shared__" in src) == (not moves)  # moved: the kernel has no shared memory left
+
+
+def test_the_switch_turns_it_off(monkeypatch):
+    monkeypatch.setenv(warp_statistics.SWITCH, "1")
+    mod = scheduled("warp")
+    assert warp_statistics.warp_statistics_in_registers(mod).same_as(mod)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["warp", "half-warp", "other-row"])
+def test_moved_statistics_numerics(case):
+    import tests.test_gpu_kernels as g
+    if g.ARCH is None:
+        pytest.skip("no CUDA GPU visible to TVM")
+    ex = cuda_build.compile_cuda(scheduled(case), targets.tvm_target(g.ARCH))
+    x = np.random.default_rng(0).standard_normal((BATCH, ROWS, COLS)).astype("float32")
+    dev = tvm.cuda(0)
+    p = tvm.runtime.tensor(np.zeros_like(x), dev)
+    ex(tvm.runtime.tensor(x, dev), p)
+    shift = 1 if case == "other-row" else 0
+    ref = x - np.roll(x.max(axis=2), -shift, axis=1)[:, :, None]
+    np.testing.assert_array_equal(p.numpy(), ref)
