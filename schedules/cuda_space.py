@@ -40,6 +40,8 @@ Row max / row sum: warp per row (threadIdx.y over the block's rows, lanes over t
 cross-thread allreduce (warp shuffles). That needs the row_max init to be min_value("float32") (the
 template's choice since it dropped -inf): TVM's reducer matching knows max only with that identity.
 With a -inf init (older template) the max falls back to one thread per row, serial over the columns.
+The statistics are scheduled in shared memory; where a warp holds one row, the compile pipeline keeps them in
+registers instead (schedules/warp_statistics: no lane-0 store, barriers and reloads).
 """
 from __future__ import annotations
 
