@@ -71,18 +71,25 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
     return {"sketches": len(sketches), "valid": valid, "seeds": seeds, "builds": builds}
 
 
-def best_record_source(db: str, target: str = "sm_90") -> str:
-    """The CUDA source of tuning_db/<target>/<db>'s best record in its tuning form, compiled by
-    schedules.cuda_build.compile_cuda (the device pipeline and the source hook as the export runs them)."""
+def best_record_module(db: str, target: str = "sm_90"):
+    """tuning_db/<target>/<db>'s best record applied to its tuning form: the scheduled IRModule (not compiled)."""
     from pathlib import Path
 
     import tvm
 
-    from schedules import cuda_build, targets
+    from schedules import targets
     from tuning_db.database import open_json_db
     targets.register_intrinsics(target)
     root = Path(REPO) / "tuning_db" / target / db
     rec = min(open_json_db(root).get_all_tuning_records(), key=lambda r: sum(float(s) for s in r.run_secs))
     sch = tvm.s_tir.Schedule(rec.workload.mod)
     rec.trace.apply_to_schedule(sch, remove_postproc=False)
-    return cuda_build.compile_cuda(sch.mod, targets.tvm_target(target)).mod.imports[0].inspect_source("cuda")
+    return sch.mod
+
+
+def best_record_source(db: str, target: str = "sm_90") -> str:
+    """The CUDA source of tuning_db/<target>/<db>'s best record in its tuning form, compiled by
+    schedules.cuda_build.compile_cuda (the device pipeline and the source hook as the export runs them)."""
+    from schedules import cuda_build, targets
+    mod = best_record_module(db, target)
+    return cuda_build.compile_cuda(mod, targets.tvm_target(target)).mod.imports[0].inspect_source("cuda")

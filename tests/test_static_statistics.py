@@ -74,15 +74,8 @@ def test_kernels_that_reduce_across_threads_keep_dynamic_statistics(monkeypatch)
 
 
 def _scheduled(db: str):
-    from pathlib import Path
-
-    from tuning_db.database import open_json_db
-    targets.register_intrinsics("sm_90")
-    rec = min(open_json_db(Path("tuning_db/sm_90") / db).get_all_tuning_records(),
-              key=lambda r: sum(float(s) for s in r.run_secs))
-    sch = tvm.s_tir.Schedule(rec.workload.mod)
-    rec.trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch.mod
+    from tests.compile_worker import best_record_module
+    return best_record_module(db)
 
 
 # W1: the register form; W2: the one-pass form (an allreduce); W3: the recompute form (S computed three times)

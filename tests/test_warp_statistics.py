@@ -26,15 +26,8 @@ def _source(db: str, monkeypatch, shared: bool) -> str:
 
 
 def _scheduled_record(db: str):
-    from pathlib import Path
-
-    from tuning_db.database import open_json_db
-    targets.register_intrinsics("sm_90")
-    rec = min(open_json_db(Path("tuning_db/sm_90") / db).get_all_tuning_records(),
-              key=lambda r: sum(float(s) for s in r.run_secs))
-    sch = tvm.s_tir.Schedule(rec.workload.mod)
-    rec.trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch.mod["main"]
+    from tests.compile_worker import best_record_module
+    return best_record_module(db)["main"]
 
 
 def test_the_w2_kernel_keeps_its_statistics_in_registers(monkeypatch):
