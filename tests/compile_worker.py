@@ -87,6 +87,15 @@ def best_record_module(db: str, target: str = "sm_90"):
     return sch.mod
 
 
+def best_record_source_switched(db: str, monkeypatch, switch: str, off: bool) -> str:
+    """best_record_source with a pass's FLASHGEMM_NO_* switch set (off) or cleared, for the rest of the test."""
+    if off:
+        monkeypatch.setenv(switch, "1")
+    else:
+        monkeypatch.delenv(switch, raising=False)
+    return best_record_source(db)
+
+
 def best_record_source(db: str, target: str = "sm_90") -> str:
     """The CUDA source of tuning_db/<target>/<db>'s best record in its tuning form, compiled by
     schedules.cuda_build.compile_cuda (the device pipeline and the source hook as the export runs them)."""

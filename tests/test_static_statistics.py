@@ -37,12 +37,8 @@ def _reads_before_a_barrier(src: str) -> list:
 
 
 def _source(db: str, monkeypatch, dynamic: bool) -> str:
-    from tests.compile_worker import best_record_source
-    if dynamic:
-        monkeypatch.setenv(static_statistics.SWITCH, "1")
-    else:
-        monkeypatch.delenv(static_statistics.SWITCH, raising=False)
-    return best_record_source(db)
+    from tests.compile_worker import best_record_source_switched
+    return best_record_source_switched(db, monkeypatch, static_statistics.SWITCH, off=dynamic)
 
 
 def test_the_w1_kernel_keeps_the_barriers_its_statistics_need(monkeypatch):

@@ -17,12 +17,8 @@ def _kernel(src: str) -> str:
 
 
 def _source(db: str, monkeypatch, shared: bool) -> str:
-    from tests.compile_worker import best_record_source
-    if shared:
-        monkeypatch.setenv(warp_statistics.SWITCH, "1")
-    else:
-        monkeypatch.delenv(warp_statistics.SWITCH, raising=False)
-    return best_record_source(db)
+    from tests.compile_worker import best_record_source_switched
+    return best_record_source_switched(db, monkeypatch, warp_statistics.SWITCH, off=shared)
 
 
 def _scheduled_record(db: str):
