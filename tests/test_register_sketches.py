@@ -152,13 +152,15 @@ def test_register_sketches_build_with_accumulators_in_registers(codegen, padded_
         for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
             assert needle in src
         # S is a per-thread register array (the warp's fragments: 8 floats each) that the softmax reads directly (no
-        # fp32 S tile in shared memory), and no shuffles but P's whole-sector stores (schedules/sector_stores, on the
-        # half-precision P): every element of S is read by the lane that holds it
+        # fp32 S tile in shared memory), and no shuffles of S (only P's whole-sector stores, schedules/sector_stores,
+        # and the partial statistics' quad reductions): every element of S is read by the lane that holds it
         (acc,) = re.findall(r"alignas\(64\) float S\w*_warp_ptr\[(\d+)\];", src)
         assert int(acc) % 8 == 0 and int(acc) <= 128, acc
         assert re.search(r"=[^;\n]*\bS\w*_warp_ptr\[", src)  # the softmax reads the accumulators themselves
         kernel = src[src.index('extern "C" __global__'):]  # (TVM's preamble defines shuffle macros)
-        assert kernel.count("__shfl") == kernel.count("__shfl_sync(0xffffffffu, fg_pair[")
+        # (and the quad reductions of the partial statistics: schedules/quad_statistics)
+        quad = re.findall(r"__shfl_xor_sync\(\(uint\)4294967295, row_(?:max|sum)_rf\w*_ptr\w*\[0\], [12], 32\)", kernel)
+        assert kernel.count("__shfl") == kernel.count("__shfl_sync(0xffffffffu, fg_pair[") + len(quad)
         assert len(re.findall(r'__global__ void __launch_bounds__\(\d+\) (\w+)\(', src)) == 2  # decl + def: 1 kernel
 
 
