@@ -220,6 +220,52 @@ def _uses(func, buf) -> int:
     return n[0]
 
 
+BUFFER_DATA = tvm.ir.Op.get("tirx.buffer_data")
+
+
+def _storage(func) -> list:
+    """[(buffer, the buffer whose memory it is)] for every buffer of func: a DeclBuffer's buffer is a view of the
+    buffers its data expression names (buffer_data(B), maybe offset), followed to an allocation."""
+    decls, views = [], []
+    tvm_ffi.structural_walk(func.body, ((tirx.DeclBuffer, decls.append),))
+    for d in decls:  # (outside the walk: a walk in a walk's callback is not reentrant)
+        named = []
+        tvm_ffi.structural_walk(d.data, ((tvm.ir.Call, lambda c: named.extend(c.args[:1]) if c.op.same_as(BUFFER_DATA)
+                                          else None),))
+        if named:
+            views.append((d.buffer, named[0]))
+    seen = []
+
+    def see(b):
+        if not any(b.same_as(x) for x in seen):
+            seen.append(b)
+    tvm_ffi.structural_walk(func.body, ((tvm.ir.TensorLoad, lambda e: see(e.source)),
+                                        (tirx.BufferStore, lambda st: see(st.buffer)),
+                                        (tirx.AllocBuffer, lambda st: see(st.buffer)),
+                                        (tirx.DeclBuffer, lambda st: see(st.buffer))))
+
+    def root(b):
+        for _ in range(len(views) + 1):
+            nxt = next((base for view, base in views if view.same_as(b)), None)
+            if nxt is None or nxt.same_as(b):
+                return b
+            b = nxt
+        return b
+    return [(b, root(b)) for b in seen]
+
+
+def _root(storage: list, buf):
+    return next((r for b, r in storage if b.same_as(buf)), buf)
+
+
+def _aliases(func, buf) -> list:
+    """The other buffers of func over buf's memory. TVM's storage planner lets a statistic's partials reuse the other
+    statistic's (dead) partials through a view of its allocation: after the rewrite both would be live at once."""
+    storage = _storage(func)
+    mine = _root(storage, buf)
+    return [b for b, r in storage if r.same_as(mine) and not b.same_as(buf)]
+
+
 def _loads_in(stmts, buf) -> int:
     n = [0]
 
@@ -250,6 +296,9 @@ class _Family:
         for c in self.combines:
             if (c.op, c.n_partials) != (self.op, self.n_partials) or not c.acc.same_as(self.acc):
                 raise _Skip("the combine's places differ")
+        for buf in (self.rf, self.st, self.acc):
+            if _aliases(self.func, buf):
+                raise _Skip(f"{buf.name}'s memory is shared with another buffer (the planner's reuse)")
         ctx = _Context(self.func, self.rf, self.st, self.acc)
         tx = ctx.threads.get("threadIdx.x")
         if tx is None or not isinstance(tx[1], tirx.IntImm) or int(tx[1].value) != WARP:
@@ -341,9 +390,10 @@ class _Family:
         return tirx.BufferStore(store.buffer, _tree(self.op, loads), list(store.indices))
 
 
-def _linear_events(stmt, family_bufs) -> list:
+def _linear_events(stmt, family_bufs, storage=()) -> list:
     """Program-order events of the function body: ("sync",), ("sync?",) a barrier under a condition,
-    ("read", buf), ("write", buf) for the buffers given; each loop's body twice (its back edge)."""
+    ("read", mem), ("write", mem) for the memory of the buffers given (their allocations: storage, from _storage),
+    through any buffer over it; each loop's body twice (its back edge)."""
     out = []
 
     def walk(s, conditional):
@@ -364,8 +414,9 @@ def _linear_events(stmt, family_bufs) -> list:
             reads(s.value)
             for i in s.indices:
                 reads(i)
-            if any(s.buffer.same_as(b) for b in family_bufs):
-                out.append(("write", s.buffer))
+            mem = _root(storage, s.buffer)
+            if any(mem.same_as(b) for b in family_bufs):
+                out.append(("write", mem))
         elif isinstance(s, tirx.AttrStmt):
             walk(s.body, conditional)
         elif isinstance(s, tirx.Evaluate):
@@ -375,19 +426,22 @@ def _linear_events(stmt, family_bufs) -> list:
 
     def reads(e):
         def load(x):
-            if any(x.source.same_as(b) for b in family_bufs):
-                out.append(("read", x.source))
+            mem = _root(storage, x.source)
+            if any(mem.same_as(b) for b in family_bufs):
+                out.append(("read", mem))
         tvm_ffi.structural_walk(e, ((tvm.ir.TensorLoad, load),))
     walk(stmt, False)
     return out
 
 
-def barriers_separate(stmt, bufs) -> bool:
-    """Whether, for each buffer of bufs, every read and the next write, and every write and the next read, have an
-    unconditional barrier between them in program order (loops taken twice: module doc). Writes after writes and
-    reads after reads need none (the partials' slots are distinct: _Family.check)."""
+def barriers_separate(stmt, bufs, storage=()) -> bool:
+    """Whether, for the memory of each buffer of bufs, every read and the next write, and every write and the next read,
+    have an unconditional barrier between them in program order (loops taken twice: module doc). Writes after writes
+    and reads after reads need none (the partials' slots are distinct: _Family.check)."""
     seen: list = []  # (buffer, kind) since the last barrier
-    for ev in _linear_events(stmt, bufs):
+    storage = list(storage)
+    bufs = [_root(storage, b) for b in bufs]
+    for ev in _linear_events(stmt, bufs, storage):
         if ev[0] == "sync":
             seen = []
         elif ev[0] == "sync?":
@@ -421,7 +475,7 @@ def rewrite(func) -> tuple:
             new = _apply_family(func, fam)
         except _Skip:
             continue
-        if not barriers_separate(new.body, [fam.rf]):
+        if not barriers_separate(new.body, [fam.rf], _storage(new)):
             continue
         func = new
         done.append(str(fam.rf.name))

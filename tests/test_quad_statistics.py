@@ -191,6 +191,7 @@ def test_register_sketches_with_and_without_the_rewrite(dtype, case, monkeypatch
                 monkeypatch.delenv(quad_statistics.SWITCH, raising=False)
             src = cuda_space.build(rt.mod, g.ARCH).mod.imports[0].inspect_source("cuda")
             rewritten += (not combined) and "__shfl_xor_sync" in src
+            print(case, dtype, "rewritten" if "__shfl_xor_sync" in src else "as is", "switch off" if combined else "")
             out[combined] = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
             g._check(out[combined], c, dtype)
         if feat.get("causal") and m > n:
