@@ -18,6 +18,8 @@ accumulator (the register sketches), the sum stores it there and the normalize s
 Then softmax_arithmetic: exp(x - m) as exp2 of one FFMA, and one reciprocal of the row sum a row (its module doc).
 Then quad_statistics: the register sketches' partial statistics reduced over a quad by shuffles, and combined by
 each reader instead of one warp between two barriers (its module doc).
+Then async_copies: the remaining vector copies from global to shared memory (the register sketches' resident B)
+become cp.async (its module doc).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import (exp_in_accumulator, quad_statistics, sector_stores, softmax_arithmetic, static_statistics,  # noqa: E402
+from . import (async_copies, exp_in_accumulator, quad_statistics, sector_stores, softmax_arithmetic, static_statistics,  # noqa: E402
                targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
@@ -68,7 +70,7 @@ def _flashgemm_pipeline(**kwargs):
     def finalize_device():
         return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
                                             softmax_arithmetic.softmax_arithmetic, quad_statistics.quad_statistics,
-                                            tirx.transform.StmtSimplify(),
+                                            async_copies.async_copies, tirx.transform.StmtSimplify(),
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
     # before TVM plans the barriers: a warp allreduce's statistics go to registers (warp_statistics), the other
     # statistics' buffers leave dynamic shared memory (static_statistics)

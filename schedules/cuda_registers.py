@@ -53,6 +53,9 @@ from . import cuda_space
 from .cuda_space import PIPELINE_STAGES, SMEM
 from .tensor_intrin import intrin_group
 
+# the resident B copy's vector widths (elements) and their probabilities; records tuned before 2026-11-28 had only 1
+# (vectorized_b_fetch re-expresses them)
+B_FETCH_WIDTHS, B_FETCH_PROBS = (1, 2, 4, 8), (0.1, 0.1, 0.2, 0.6)
 MAX_N = 2048  # FM*FN*8 fp32 accumulators a thread: beyond this every tiling spills registers
 WIDE_N = 1024  # rows wider than this: one warp row a block (see _schedule)
 
@@ -115,6 +118,27 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
         else:
             out += [_schedule(sch.copy(), stages, form == "b-resident") for stages in stage_options]
     return out
+
+
+def vectorized_b_fetch(trace):
+    """A register-sketch record tuned when the resident B copy was scalar (before 2026-11-28), re-expressed with
+    that copy 8 elements wide: its trace's JSON up to the postprocessors, the copy's sample given today's widths and
+    the widest chosen (the postprocessors, applied again, then split and vectorize it); None for any other record
+    (a streamed or zero-filled B has no such sample). Why: the search only mutates a record's own decisions, and an
+    old record's sample offers only width 1 (tuning_db.tuner.tune's migrate_records measures these)."""
+    insts, decisions = trace.as_json()
+    end = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
+    scalar = [i for i, inst in enumerate(insts[:end]) if inst[0] == "SampleCategorical"
+              and [int(c) for c in inst[2][0]] == [1] and len(inst[2][1]) == 1
+              and any(x[0] == "Annotate" and x[1][1] == inst[3][0] and x[2] == ["meta_schedule.cooperative_fetch"]
+                      for x in insts[i + 1:end])]
+    if len(scalar) != 1:
+        return None
+    at = scalar[0]
+    insts = [list(inst) for inst in insts[:end]]
+    insts[at] = [insts[at][0], insts[at][1], [list(B_FETCH_WIDTHS), list(B_FETCH_PROBS)], insts[at][3]]
+    widest = len(B_FETCH_WIDTHS) - 1
+    return [insts, [[i, widest if i == at else d] for i, d in decisions if i < end]]
 
 
 def _has_block(sch: tvm.s_tir.Schedule, name: str) -> bool:
@@ -186,10 +210,11 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
         sch.storage_align(blk, 0, axis=-2, factor=32, offset=8)
     fetch(0, rt if row_pipeline else ko, sch.get_sblock("A_pad") if zero_filled else None)
     if resident_b:
-        # B once a block, outside the pipelined k loop: plain loads, not cp.async. With the runtime form's symbolic
-        # batch strides TVM 0.27 cannot prove a vector load aligned and emits a gather nvcc rejects (make_uint4 of 8
-        # halves), so these copies are scalar; the block amortizes them over its RT row tiles.
-        fetch(1, bx, sch.get_sblock("Bm_pad") if zero_filled else None, widths=(1,), probs=(1.0,))
+        # B once a block, outside the pipelined k loop. Vectorized, it becomes cp.async in the compile pipeline
+        # (schedules/async_copies: TVM 0.27 cannot prove a plain vector load aligned with the runtime forms' symbolic
+        # batch strides). A zero-filled B (padded K or form) is a predicated load the pass leaves alone: scalar.
+        widths, probs = (B_FETCH_WIDTHS, B_FETCH_PROBS) if not zero_filled and k % 16 == 0 else ((1,), (1.0,))
+        fetch(1, bx, sch.get_sblock("Bm_pad") if zero_filled else None, widths=widths, probs=probs)
     else:
         fetch(1, ko, sch.get_sblock("Bm_pad") if zero_filled else None)
     a_w = sch.cache_read(s_outer, 0, "warp")

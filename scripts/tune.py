@@ -95,7 +95,8 @@ def main(argv=None) -> int:
                          "--forms recompute2 gives that form all the trials")
     ap.add_argument("--migrate-records", type=int, default=0, metavar="N",
                     help="before searching, re-express the best N records that predate a knob of today's sketches "
-                         "on them (the recompute form's resident-A records at every warp tiling since 2026-11-26) "
+                         "on them (the recompute form's resident-A records at every warp tiling since 2026-11-26; the "
+                         "register sketches' records with their resident B copy vectorized since 2026-11-28) "
                          "and measure them, so that the search starts from them (default 0: off; the search "
                          "mutates only a record's own decisions and never reaches a knob its records lack)")
     ap.add_argument("--seed-from-dtype", default=None, choices=["float16", "bfloat16"], metavar="DTYPE",

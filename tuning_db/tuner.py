@@ -511,35 +511,50 @@ MIGRATED = "migrated.json"  # in work/: the records already re-expressed by _mig
 
 def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, records: int, workers: int,
              log: Callable) -> tuple:
-    """Re-express the best `records` records of the recompute form that predate a knob of today's sketches on
-    those sketches (schedules/cuda_recompute.retiled: resident-A records at every warp tiling), measure them with
-    the tuning builder and runner into the work database, and return (measured, valid). The search then
-    starts from them: it only mutates a record's own decisions, so it never reaches a knob its records lack.
-    Each source record is re-expressed once per work directory (work/migrated.json)."""
-    from schedules import cuda_recompute  # noqa: PLC0415
-    mod = next((m for f, m in tuning_modules(workload, target_name) if f.name == "recompute"), None)
-    if mod is None or not targets.is_cuda(target_name):
-        log(f"[tune] {workload.dir_name}: no recompute form on {target_name}: nothing to migrate")
+    """Re-express the best `records` records of each form that predate a knob of today's sketches on those sketches,
+    measure them with the tuning builder and runner into the work database, and return (measured, valid):
+    recompute-form records at every warp tiling (schedules/cuda_recompute.retiled: resident A, 2026-11-26) and
+    register-sketch records with their resident B copy vectorized (schedules/cuda_registers.vectorized_b_fetch,
+    2026-11-28). The search then starts from them: it only mutates a record's own decisions, so it never reaches a
+    knob its records lack. Each source record is re-expressed once per work directory (work/migrated.json)."""
+    from schedules import cuda_recompute, cuda_registers  # noqa: PLC0415
+    if not targets.is_cuda(target_name):
+        log(f"[tune] {workload.dir_name}: no CUDA sketches on {target_name}: nothing to migrate")
         return 0, 0
     done_path = work / MIGRATED
     done = set(json.loads(done_path.read_text())) if done_path.exists() else set()
-    sources = [r for r in dbm.top_records([mod], dbs, records)
-               if str(list(r.trace.decisions.values())) not in done]
-    traces = [(r, t) for r in sources for t in cuda_recompute.retiled(r.trace, mod)]
-    if not traces:
+    target = targets.tvm_target(target_name)
+    sources, items, rejected = [], [], 0
+    for form, mod in tuning_modules(workload, target_name):
+        ctx = None
+        for rec in dbm.top_records([mod], dbs, records):
+            if str(list(rec.trace.decisions.values())) in done:
+                continue
+            traces = list(cuda_recompute.retiled(rec.trace, mod)) if form.name == "recompute" else []
+            vectorized = cuda_registers.vectorized_b_fetch(rec.trace)
+            if vectorized is not None:
+                traces.append(vectorized)
+            if not traces:
+                continue
+            sources.append(rec)
+            ctx = ctx or ms.TuneContext(mod=mod, target=target, task_name="main",
+                                        space_generator=design_space(target_name))
+            for trace in traces:
+                sch = tvm.s_tir.Schedule(mod)
+                if isinstance(trace, list):  # trace JSON without its postprocessors' steps
+                    tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace, sch)
+                else:
+                    trace.apply_to_schedule(sch, remove_postproc=True)
+                if all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                    items.append((mod, sch))
+                else:
+                    rejected += 1
+    if not sources:
         log(f"[tune] {workload.dir_name}: no record of the best {records} to re-express on today's sketches")
         return 0, 0
-    target = targets.tvm_target(target_name)
-    ctx = ms.TuneContext(mod=mod, target=target, task_name="main", space_generator=design_space(target_name))
-    schs = []
-    for _, trace in traces:
-        sch = tvm.s_tir.Schedule(mod)
-        trace.apply_to_schedule(sch, remove_postproc=True)
-        schs.append(sch if all(p.apply(sch) for p in ctx.space_generator.postprocs) else None)
-    valid = [sch for sch in schs if sch is not None]
     log(f"[tune] {workload.dir_name}: re-expressing {len(sources)} records on today's sketches: measuring "
-        f"{len(valid)} candidates ({len(schs) - len(valid)} rejected by the postprocessors)")
-    measured, ok, best, errors = _measure_into(work, target_name, [(mod, sch) for sch in valid], workers)
+        f"{len(items)} candidates ({rejected} rejected by the postprocessors)")
+    measured, ok, best, errors = _measure_into(work, target_name, items, workers)
     done_path.write_text(json.dumps(sorted(done | {str(list(r.trace.decisions.values())) for r in sources})))
     log(f"[tune] {workload.dir_name}: {measured} re-expressed candidates measured, best "
         + (f"{best * 1e6:.1f} us" if best < math.inf else "none valid")
