@@ -187,4 +187,11 @@ def test_migrating_w1_records_measures_each_once_with_b_vectorized(tmp_path, sta
                  and [int(c) for c in inst[2][0]] == list(cuda_registers.B_FETCH_WIDTHS)]
         assert dict((i, d) for i, d in decisions)[at] == len(cuda_registers.B_FETCH_WIDTHS) - 1  # 8 elements
         assert cuda_registers.vectorized_b_fetch(rec.trace) is None
+        # as the search replays a record it starts from: without the postprocessors' steps, then the postprocessors
+        sch = tvm.s_tir.Schedule(rec.workload.mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        ctx = tvm.s_tir.meta_schedule.TuneContext(mod=rec.workload.mod, target=targets.tvm_target("sm_90"),
+                                                  task_name="main", space_generator=tuner.design_space("sm_90"))
+        assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
     assert tuner._migrate(wl, "sm_90", work, [committed], 3, 2, print) == (0, 0)

@@ -545,6 +545,10 @@ def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, record
                     tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace, sch)
                 else:
                     trace.apply_to_schedule(sch, remove_postproc=True)
+                # the marker first, as Meta-Schedule's own candidates have it: a search that starts from these records
+                # replays them without their postprocessors' steps and applies the postprocessors again; without it
+                # the replay keeps those steps and RewriteCooperativeFetch finds its annotations gone
+                sch.enter_postproc()
                 if all(p.apply(sch) for p in ctx.space_generator.postprocs):
                     items.append((mod, sch))
                 else:
