@@ -17,9 +17,10 @@ loop nest, before any barrier or other statement, so every later read sees it ex
 what the vector store already promised: the schedule only vectorizes where the tuning form's static strides make
 the address a multiple of the vector, and the runtime forms add only batch offsets (a multiple of the contiguous
 inner dims, or 0) to pointers the op checks to be 64-byte aligned (Bundle::Find) -- the same premises under which
-the pipelined A copies are cp.async already. A nest whose store is guarded or whose value is not a plain load, and
-anything inside an asynchronous scope, is left as it is; a nest under a condition keeps it (the commit and the wait
-are in the same branch as the copies).
+the pipelined A copies are cp.async already. A nest whose value is not a plain load (a zero-filled copy) and
+anything inside an asynchronous scope is left as it is. Conditions keep their place: inside the nest (the copy
+loop's bound where the threads do not divide it) they guard the cp.async as they guarded the store; around it, the
+commit and the wait are in the same branch as the copies.
 
 FLASHGEMM_NO_ASYNC_COPIES=1 turns it off (A/B).
 """
@@ -67,11 +68,17 @@ def copy_call(store):
 
 
 def _nest_store(stmt):
-    """A loop nest of serial loops around one store -> the store, else None."""
-    while isinstance(stmt, tirx.For):
-        if stmt.kind != tirx.ForKind.SERIAL:
-            return None
-        stmt = stmt.body
+    """A nest of serial loops and else-less conditions around one store -> the store, else None. (A condition there
+    is the copy loop's bound where the threads do not divide it: cp.async under it copies what the store copied.)"""
+    while isinstance(stmt, (tirx.For, tirx.IfThenElse)):
+        if isinstance(stmt, tirx.For):
+            if stmt.kind != tirx.ForKind.SERIAL:
+                return None
+            stmt = stmt.body
+        else:
+            if stmt.else_case is not None:
+                return None
+            stmt = stmt.then_case
     return stmt if isinstance(stmt, tirx.BufferStore) else None
 
 

@@ -13,7 +13,8 @@ from tvm.script import tirx as T
 from schedules import async_copies, cuda_build, cuda_registers, targets
 
 
-def _copy(lanes: int = 8, src_scope: str = "global", guarded: bool = False, in_async: bool = False):
+def _copy(lanes: int = 8, src_scope: str = "global", guarded: bool = False, in_async: bool = False,
+          zero_filled: bool = False):
     """A device function whose 32 threads copy 1024 elements of A into shared memory, `lanes` a store."""
     @T.prim_func
     def f(a: T.handle("float16", "global")):
@@ -23,7 +24,7 @@ def _copy(lanes: int = 8, src_scope: str = "global", guarded: bool = False, in_a
         for i in range(4):
             S[T.Ramp(i * 256 + tx * 8, 1, 8)] = A[T.Ramp(i * 256 + tx * 8, 1, 8)]
         T.tvm_storage_sync("shared")
-    if lanes == 8 and src_scope == "global" and not guarded and not in_async:
+    if lanes == 8 and src_scope == "global" and not guarded and not in_async and not zero_filled:
         return f
 
     def on_store(s, _mutator):
@@ -32,7 +33,11 @@ def _copy(lanes: int = 8, src_scope: str = "global", guarded: bool = False, in_a
         src = s.value.source
         if src_scope != "global":
             src = tirx.decl_buffer((1024,), "float16", name="L", scope=src_scope)
-        st = tirx.BufferStore(s.buffer, tirx.BufferLoad(src, [idx]), [idx])
+        value = tirx.BufferLoad(src, [idx])
+        if zero_filled:
+            value = tirx.if_then_else(tirx.Broadcast(base < 1000, lanes), value, tirx.Broadcast(
+                tirx.FloatImm("float16", 0.0), lanes))
+        st = tirx.BufferStore(s.buffer, value, [idx])
         return tirx.IfThenElse(base < 1000, st, None) if guarded else st
 
     def on_for(s, mutator):
@@ -69,10 +74,20 @@ def test_narrower_vectors_too(lanes, bytes_):
     assert count == 1 and [int(c.args[4]) for c in _calls(func, async_copies.CP_ASYNC)] == [bytes_]
 
 
-@pytest.mark.parametrize("case", ["scalar", "shared-source", "guarded", "already-async"])
+def test_a_guarded_copy_keeps_its_guard():
+    # the copy loop's bound where the threads do not divide it (a sampled causal M > N kernel had one)
+    func, count = async_copies.rewrite(_copy(guarded=True))
+    assert count == 1
+    ifs = []
+    tvm_ffi.structural_walk(func.body, ((tirx.IfThenElse, ifs.append),))
+    (guard,) = ifs
+    assert isinstance(guard.then_case, tirx.Evaluate) and str(guard.then_case.value.op.name) == async_copies.CP_ASYNC
+
+
+@pytest.mark.parametrize("case", ["scalar", "shared-source", "zero-filled", "already-async"])
 def test_copies_it_leaves_alone(case):
     func = {"scalar": lambda: _copy(lanes=1), "shared-source": lambda: _copy(src_scope="shared"),
-            "guarded": lambda: _copy(guarded=True), "already-async": lambda: _copy(in_async=True)}[case]()
+            "zero-filled": lambda: _copy(zero_filled=True), "already-async": lambda: _copy(in_async=True)}[case]()
     out, count = async_copies.rewrite(func)
     assert count == 0 and out.same_as(func)
 
