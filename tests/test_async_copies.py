@@ -99,26 +99,35 @@ def test_the_switch_turns_it_off(monkeypatch):
     assert async_copies.async_copies(mod).same_as(mod)
 
 
-# ---- the W1 records: re-expressed with a vectorized B copy, compiled as tuned and as shipped
+# ---- the W1 records: tuned with a scalar B copy (session 38's database, tests/data/w1-scalar-b), re-expressed with a
+# vectorized one; the committed databases' best records are those re-expressions (measured on the GPU, 2026-11-28)
 
-def _reexpressed(db: str):
-    """(workload, the committed best record, its re-expressed schedule on the tuning form, postprocessed)."""
-    from tests.compile_worker import best_record_module  # noqa: F401  (registers the intrinsics as it does)
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+SCALAR_B_DB = REPO / "tests" / "data" / "w1-scalar-b" / "sm_90" / "bert-large.f16"
+
+
+def _best(wl_dir):
+    """(workload, the best record of a database directory, its tuning module)."""
     from tuning_db import best
-    from tuning_db.tuner import design_space, form_of, tuning_modules
-    from tvm.s_tir import meta_schedule as ms
-    from pathlib import Path
     from tuning_db import database as dbm
+    from tuning_db.tuner import form_of, tuning_modules
     targets.register_intrinsics("sm_90")
-    wl_dir = Path(__file__).resolve().parents[1] / "tuning_db" / "sm_90" / db
     wl = best._workload_of(wl_dir, dbm.read_provenance(wl_dir))
     modules = tuning_modules(wl, "sm_90")
     rec = dbm.top_records([m for _, m in modules], [dbm.open_json_db(wl_dir)], 1)[0]
-    mod = dict((f.name, m) for f, m in modules)[form_of(rec, modules).name]
+    return wl, rec, dict((f.name, m) for f, m in modules)[form_of(rec, modules).name]
+
+
+def _reexpressed(wl_dir):
+    """(workload, the best record, its re-expression on the tuning form, postprocessed)."""
+    from tuning_db.tuner import design_space
+    from tvm.s_tir import meta_schedule as ms
+    wl, rec, mod = _best(wl_dir)
     trace = cuda_registers.vectorized_b_fetch(rec.trace)
     assert trace is not None
     sch = tvm.s_tir.Schedule(mod)
     tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace, sch)
+    sch.enter_postproc()
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), task_name="main",
                          space_generator=design_space("sm_90"))
     assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
@@ -131,68 +140,98 @@ def _twin(wl, trace):
     return best.on_runtime_func(trace, wl, "sm_90", forms(wl, "sm_90")[0], True, (0, 1))
 
 
+def _kernel_source(mod) -> str:
+    src = cuda_build.compile_cuda(mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
+    return src[src.index("__global__"):]
+
+
 _B_CP_ASYNC = re.compile(r"ptx_cp_async\w*\(buf_dyn_shmem_ptr, [^;]*, Bm_ptr, ")
 _WAIT_ALL = "ptx_cp_async_wait_group_async_wait_group_0();"
 
 
-@pytest.mark.parametrize("db", ["bert-large.f16", "bert-large.bf16"])
-def test_w1_records_reexpressed_copy_b_by_cp_async_as_tuned_and_as_shipped(db):
-    wl, rec, sch = _reexpressed(db)
+def _copies_b_by_cp_async(kernel: str) -> bool:
+    first = _B_CP_ASYNC.search(kernel)
+    if "Bm_ptr[" in kernel or not first:  # a scalar copy of B left, or none by cp.async
+        return False
+    after = kernel[first.end():]
+    # the loop's commit and its wait for every group come before the next barrier or anything else
+    return after.index("commit_group();") < after.index(_WAIT_ALL) < after.index("__syncthreads()")
+
+
+def test_a_scalar_b_record_reexpressed_copies_b_by_cp_async_as_tuned_and_as_shipped():
+    wl, rec, sch = _reexpressed(SCALAR_B_DB)
     assert cuda_registers.vectorized_b_fetch(sch.trace) is None  # already vectorized: nothing more to re-express
-    for mod in (sch.mod, _twin(wl, sch.trace).mod):
-        src = cuda_build.compile_cuda(mod, targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
-        kernel = src[src.index("__global__"):]
-        assert "Bm_ptr[" not in kernel  # no scalar copy of B left
-        first = _B_CP_ASYNC.search(kernel)
-        assert first, "B is not copied by cp.async"
-        after = kernel[first.end():]
-        # the loop's commit and its wait for every group come before the next barrier or anything else
-        assert after.index("commit_group();") < after.index(_WAIT_ALL) < after.index("__syncthreads()")
-    # the committed record itself still replays as it was tuned (its B copy scalar)
-    src = cuda_build.compile_cuda(_twin(wl, rec.trace).mod, targets.tvm_target("sm_90")).mod.imports[0] \
-        .inspect_source("cuda")
-    assert "Bm_ptr[" in src
+    assert _copies_b_by_cp_async(_kernel_source(sch.mod)) and _copies_b_by_cp_async(_kernel_source(
+        _twin(wl, sch.trace).mod))
+    assert "Bm_ptr[" in _kernel_source(_twin(wl, rec.trace).mod)  # the old record replays as it was tuned
+
+
+@pytest.mark.parametrize("db", ["bert-large.f16", "bert-large.bf16"])
+def test_the_committed_w1_kernels_copy_b_by_cp_async(db):
+    wl, rec, _ = _best(REPO / "tuning_db" / "sm_90" / db)
+    assert cuda_registers.vectorized_b_fetch(rec.trace) is None
+    assert _copies_b_by_cp_async(_kernel_source(_twin(wl, rec.trace).mod))
 
 
 def test_only_scalar_resident_b_records_are_reexpressed():
-    from pathlib import Path
     from tuning_db import database as dbm
-    root = Path(__file__).resolve().parents[1] / "tuning_db" / "sm_90"
-    for db, expected in (("whisper-enc.f16", False), ("vit-b16.f16", False), ("bert-large.f16", True)):
-        recs = dbm.open_json_db(root / db).get_all_tuning_records()
+    root = REPO / "tuning_db" / "sm_90"
+    for wl_dir, expected in ((root / "whisper-enc.f16", False), (root / "vit-b16.f16", False),
+                             (root / "bert-large.f16", False), (SCALAR_B_DB, True)):
+        recs = dbm.open_json_db(wl_dir).get_all_tuning_records()
         best = min(recs, key=lambda r: dbm.mean_secs(r) or float("inf"))
-        assert (cuda_registers.vectorized_b_fetch(best.trace) is not None) == expected, db
+        assert (cuda_registers.vectorized_b_fetch(best.trace) is not None) == expected, wl_dir
+
+
+def _run_tuning_form(built, dtype, c, shape):
+    """P of a tuning-form kernel (A, B, P; static sizes, scale folded in) on c's inputs."""
+    dev = tvm.cuda(0)
+    a = tvm.runtime.tensor(np.ascontiguousarray(c["a"]).reshape(shape.b0, shape.b1, shape.m, shape.k), dev)
+    b = tvm.runtime.tensor(np.ascontiguousarray(c["b"]).reshape(shape.b0, shape.b1, shape.n, shape.k), dev)
+    p = tvm.runtime.empty((shape.b0, shape.b1, shape.m, shape.n), dtype, dev)
+    built(a, b, p)
+    return p.numpy().astype(np.float64).reshape(c["a"].shape[:-2] + (shape.m, shape.n))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("db", ["bert-large.f16", "bert-large.bf16"])
-def test_w1_reexpressed_kernels_give_the_committed_kernels_p(db):
-    """The twin of W1's best record and of its re-expression (B copied by cp.async) on the same inputs: the same P,
-    bit for bit (only how B reaches shared memory differs), and within tolerance of FP64."""
+def test_w1_kernels_with_and_without_the_rewrite(db, monkeypatch):
+    """The committed W1 record as tuned (static strides: without the pass TVM copies B with plain 16-byte loads)
+    compiled with the pass and without it on the same inputs: the same P bit for bit (only how B reaches shared
+    memory differs), within tolerance of FP64; and its shipped twin (cp.async only) within tolerance too."""
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
-    wl, rec, sch = _reexpressed(db)
+    wl, rec, mod = _best(REPO / "tuning_db" / "sm_90" / db)
     dtype = "float16" if db.endswith("f16") else "bfloat16"
-    c = g._case(dtype, 1, 4, 512, 512, 64, scale=0.125)
+    sch = tvm.s_tir.Schedule(mod)
+    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    c = g._case(dtype, *wl.canonical.sizes[:2], 512, 512, 64, scale=float(wl.scale))
     shape = g._canon(c)
-    out = [g._run(cuda_build.compile_cuda(_twin(wl, t).mod, targets.tvm_target(g.ARCH)), dtype, c, shape)
-           for t in (rec.trace, sch.trace)]
-    g._check(out[1], c, dtype)
+    out = []
+    for off in (False, True):
+        if off:
+            monkeypatch.setenv(async_copies.SWITCH, "1")
+        built = cuda_build.compile_cuda(sch.mod, targets.tvm_target(g.ARCH))
+        assert _copies_b_by_cp_async(built.mod.imports[0].inspect_source("cuda")) != off
+        out.append(_run_tuning_form(built, dtype, c, shape))
+    monkeypatch.delenv(async_copies.SWITCH)
+    g._check(out[0], c, dtype)
     assert np.array_equal(out[0], out[1])
+    twin = cuda_build.compile_cuda(_twin(wl, rec.trace).mod, targets.tvm_target(g.ARCH))
+    g._check(g._run(twin, dtype, c, shape), c, dtype)
 
 
 def test_migrating_w1_records_measures_each_once_with_b_vectorized(tmp_path, stand_in_measurement):
-    """tune(migrate_records=N) (tuning_db.tuner._migrate) on W1's committed database: its best N records (register
+    """tune(migrate_records=N) (tuning_db.tuner._migrate) on session 38's W1 database: its best N records (register
     sketches, B copied a scalar at a time) re-expressed with the copy 8 wide, each measured (a stand-in runner here)
     and committed to the work database, once a work directory."""
-    from pathlib import Path
     from tir_kernels.workloads import parse
     from tuning_db import database as dbm
     from tuning_db import tuner
     targets.register_intrinsics("sm_90")
     wl = parse("bert-large")
-    committed = dbm.open_json_db(Path(__file__).resolve().parents[1] / "tuning_db" / "sm_90" / "bert-large.f16")
+    committed = dbm.open_json_db(SCALAR_B_DB)
     work = tmp_path / "work"
     n, valid = tuner._migrate(wl, "sm_90", work, [committed], 3, 2, print)
     assert n == valid == len(stand_in_measurement) == 3
