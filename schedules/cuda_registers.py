@@ -124,14 +124,16 @@ def vectorized_b_fetch(trace):
     """A register-sketch record tuned when the resident B copy was scalar (before 2026-11-28), re-expressed with
     that copy 8 elements wide: its trace's JSON up to the postprocessors, the copy's sample given today's widths and
     the widest chosen (the postprocessors, applied again, then split and vectorize it); None for any other record
-    (a streamed or zero-filled B has no such sample). Why: the search only mutates a record's own decisions, and an
+    (a streamed or zero-filled B has no such sample; the recompute form's scalar copy is of A). Why: the search only mutates a record's own decisions, and an
     old record's sample offers only width 1 (tuning_db.tuner.tune's migrate_records measures these)."""
     insts, decisions = trace.as_json()
     end = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
+    # the block each CacheRead made -> the index of the operand it copies (1: B, as fetch(1, ...) below)
+    operand = {x[3][0]: int(x[2][0]) for x in insts[:end] if x[0] == "CacheRead"}
     scalar = [i for i, inst in enumerate(insts[:end]) if inst[0] == "SampleCategorical"
               and [int(c) for c in inst[2][0]] == [1] and len(inst[2][1]) == 1
               and any(x[0] == "Annotate" and x[1][1] == inst[3][0] and x[2] == ["meta_schedule.cooperative_fetch"]
-                      for x in insts[i + 1:end])]
+                      and operand.get(x[1][0]) == 1 for x in insts[i + 1:end])]
     if len(scalar) != 1:
         return None
     at = scalar[0]

@@ -176,7 +176,8 @@ def test_the_committed_w1_kernels_copy_b_by_cp_async(db):
 def test_only_scalar_resident_b_records_are_reexpressed():
     from tuning_db import database as dbm
     root = REPO / "tuning_db" / "sm_90"
-    for wl_dir, expected in ((root / "whisper-enc.f16", False), (root / "vit-b16.f16", False),
+    resident_a = REPO / "tests" / "data" / "w3-resident-one-column" / "sm_90" / "whisper-enc.f16"  # A scalar, not B
+    for wl_dir, expected in ((root / "whisper-enc.f16", False), (root / "vit-b16.f16", False), (resident_a, False),
                              (root / "bert-large.f16", False), (SCALAR_B_DB, True)):
         recs = dbm.open_json_db(wl_dir).get_all_tuning_records()
         best = min(recs, key=lambda r: dbm.mean_secs(r) or float("inf"))
