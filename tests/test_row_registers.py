@@ -172,9 +172,11 @@ def test_the_committed_w2_kernels_read_each_row_once(db, monkeypatch):
 
 @pytest.mark.gpu
 def test_w2_kernels_with_and_without_the_rewrite(monkeypatch):
-    """The committed W2 fp16 record as tuned, compiled with the pass and without it, on the same inputs: the same P bit
-    for bit (the same exp2f of the same values, summed in the same order), within tolerance of FP64; and the shipped
-    twins of both dtypes against FP64."""
+    """The committed W2 fp16 record as tuned, compiled with the pass and without it, on the same inputs: both within
+    tolerance of FP64, and within one fp16 rounding step of each other (not bit for bit: without the pass nvcc compiles
+    the P sweep's exp2 argument on its own and may contract it differently than the sum's, an fp32 ulp that can move
+    P's rounding; the first GPU run, 2026-11-28, saw such differences); and the shipped twins of both dtypes against
+    FP64."""
     import tests.test_gpu_kernels as g
     from tests.test_async_copies import REPO, _best, _run_tuning_form, _twin
     if g.ARCH is None:
@@ -193,7 +195,8 @@ def test_w2_kernels_with_and_without_the_rewrite(monkeypatch):
         out.append(_run_tuning_form(built, "float16", c, shape))
     monkeypatch.delenv(row_registers.SWITCH)
     g._check(out[0], c, "float16")
-    assert np.array_equal(out[0], out[1])
+    g._check(out[1], c, "float16")
+    assert np.abs(out[0] - out[1]).max() <= 2.0 ** -11  # P <= 1: one fp16 step
     for dtype in ("float16", "bfloat16"):
         wl, rec, _ = _best(REPO / "tuning_db" / "sm_90" / f"vit-b16.{'f16' if dtype == 'float16' else 'bf16'}")
         c = g._case(dtype, 1, 12, 197, 197, 64, scale=float(wl.scale))
