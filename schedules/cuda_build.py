@@ -22,8 +22,6 @@ Then quad_statistics: the register sketches' partial statistics reduced over a q
 each reader instead of one warp between two barriers (its module doc).
 Then async_copies: the remaining vector copies from global to shared memory (the register sketches' resident B)
 become cp.async (its module doc).
-Then split_chains: a thread's row max and sum accumulated in 4 independent chains, not one serial chain (its module
-doc).
 """
 from __future__ import annotations
 
@@ -42,7 +40,7 @@ from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
 from . import (async_copies, exp_in_accumulator, quad_statistics, row_registers, sector_stores,  # noqa: E402
-               softmax_arithmetic, split_chains, static_statistics, targets, warp_statistics)
+               softmax_arithmetic, static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -75,8 +73,7 @@ def _flashgemm_pipeline(**kwargs):
         return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
                                             softmax_arithmetic.softmax_arithmetic, row_registers.row_registers,
                                             quad_statistics.quad_statistics,
-                                            async_copies.async_copies, split_chains.split_chains,
-                                            tirx.transform.StmtSimplify(),
+                                            async_copies.async_copies, tirx.transform.StmtSimplify(),
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
     # before TVM plans the barriers: a warp allreduce's statistics go to registers (warp_statistics), the other
     # statistics' buffers leave dynamic shared memory (static_statistics)
