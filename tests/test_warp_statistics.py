@@ -28,7 +28,9 @@ def _scheduled_record(db: str):
 
 def test_the_w2_kernel_keeps_its_statistics_in_registers(monkeypatch):
     # W2's one-pass kernel: a warp a row, TVM's shuffle allreduce. In shared memory each statistic took a lane-0
-    # store between two barriers and the warp's reloads; in registers the readers use the shuffle's broadcast result
+    # store between two barriers and the warp's reloads; in registers the readers use the shuffle's broadcast result.
+    # (row_registers off: with it the normalize loop reads the stored exps and no longer names the max)
+    monkeypatch.setenv("FLASHGEMM_NO_ROW_REGISTERS", "1")
     shared = _kernel(_source("vit-b16.f16", monkeypatch, shared=True))
     regs = _kernel(_source("vit-b16.f16", monkeypatch, shared=False))
     assert shared.count("__syncthreads") == 8 and regs.count("__syncthreads") == 4
