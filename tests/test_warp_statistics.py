@@ -7,7 +7,7 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
-from schedules import cuda_build, targets, warp_statistics
+from schedules import cuda_build, row_registers, targets, warp_statistics
 
 BATCH, ROWS, COLS = 3, 16, 64
 
@@ -30,7 +30,7 @@ def test_the_w2_kernel_keeps_its_statistics_in_registers(monkeypatch):
     # W2's one-pass kernel: a warp a row, TVM's shuffle allreduce. In shared memory each statistic took a lane-0
     # store between two barriers and the warp's reloads; in registers the readers use the shuffle's broadcast result.
     # (row_registers off: with it the normalize loop reads the stored exps and no longer names the max)
-    monkeypatch.setenv("FLASHGEMM_NO_ROW_REGISTERS", "1")
+    monkeypatch.setenv(row_registers.SWITCH, "1")
     shared = _kernel(_source("vit-b16.f16", monkeypatch, shared=True))
     regs = _kernel(_source("vit-b16.f16", monkeypatch, shared=False))
     assert shared.count("__syncthreads") == 8 and regs.count("__syncthreads") == 4
