@@ -26,11 +26,11 @@ FLASHGEMM_NO_ASYNC_COPIES=1 turns it off (A/B).
 """
 from __future__ import annotations
 
-import os
-
 import tvm
 import tvm_ffi
 from tvm import tirx
+
+from .device_pass import each_function
 
 SWITCH = "FLASHGEMM_NO_ASYNC_COPIES"
 CP_ASYNC = "tirx.s_tir.cp_async_raw"
@@ -119,14 +119,5 @@ def rewrite(func) -> tuple:
     return (func.with_body(body) if count[0] else func), count[0]
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.AsyncCopies")
-def async_copies(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """rewrite() on every device function, unless FLASHGEMM_NO_ASYNC_COPIES is set (module doc)."""
-    if os.environ.get(SWITCH):
-        return mod
-    out = {}
-    for gv, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            func, _ = rewrite(func)
-        out[gv] = func
-    return tvm.IRModule(out, attrs=mod.attrs)
+# rewrite() on every device function, unless FLASHGEMM_NO_ASYNC_COPIES is set (module doc).
+async_copies = each_function("flashgemm.AsyncCopies", SWITCH, lambda f: rewrite(f)[0])

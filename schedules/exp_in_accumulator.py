@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from typing import Optional
 
 import tvm
 import tvm.sym.analyzer
 import tvm_ffi
 from tvm import tirx
+
+from .device_pass import each_function
+
+SWITCH = "FLASHGEMM_NO_EXP_REUSE"
 
 EXP = tvm.ir.Op.get("tirx.exp")
 _MAX_ENUMERATION = 4096  # loop-variable combinations one pattern may enumerate (the W1 sum pass: 128)
@@ -349,14 +352,5 @@ def rewrite(func) -> tuple:
     return func.with_body(body), [str(b.name) for b in safe]
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.ExpInAccumulator")
-def exp_in_accumulator(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """rewrite() on every device function, unless FLASHGEMM_NO_EXP_REUSE is set (module doc)."""
-    if os.environ.get("FLASHGEMM_NO_EXP_REUSE"):
-        return mod
-    out = {}
-    for gv, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            func, _ = rewrite(func)
-        out[gv] = func
-    return tvm.IRModule(out, attrs=mod.attrs)
+# rewrite() on every device function, unless FLASHGEMM_NO_EXP_REUSE is set (module doc).
+exp_in_accumulator = each_function("flashgemm.ExpInAccumulator", SWITCH, lambda f: rewrite(f)[0])

@@ -43,13 +43,13 @@ FLASHGEMM_NO_QUAD_STATISTICS=1 turns it off (A/B: benchmarks/shipped_forms_ab.py
 """
 from __future__ import annotations
 
-import os
 import tvm
 import tvm.sym.analyzer
 import tvm_ffi
 from tvm import tirx
 
-from .exp_in_accumulator import _substitute, uses_var
+from .device_pass import each_function
+from .exp_in_accumulator import _is_load, _substitute, uses_var
 
 SWITCH = "FLASHGEMM_NO_QUAD_STATISTICS"
 SYNC = tvm.ir.Op.get("tirx.tvm_storage_sync")
@@ -67,10 +67,6 @@ class _Skip(Exception):
 def _is_sync(s) -> bool:
     return (isinstance(s, tirx.Evaluate) and isinstance(s.value, tvm.ir.Call) and s.value.op.same_as(SYNC)
             and str(s.value.args[0].value).startswith("shared"))
-
-
-def _is_load(e, buf=None) -> bool:
-    return isinstance(e, tvm.ir.TensorLoad) and (buf is None or e.source.same_as(buf))
 
 
 def _one_local(buf) -> bool:
@@ -512,17 +508,8 @@ def _apply_family(func, fam: _Family):
     return func.with_body(body)
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.QuadStatistics")
-def quad_statistics(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """rewrite() on every device function, unless FLASHGEMM_NO_QUAD_STATISTICS is set (module doc)."""
-    if os.environ.get(SWITCH):
-        return mod
-    out = {}
-    for gv, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            func, _ = rewrite(func)
-        out[gv] = func
-    return tvm.IRModule(out, attrs=mod.attrs)
+# rewrite() on every device function, unless FLASHGEMM_NO_QUAD_STATISTICS is set (module doc).
+quad_statistics = each_function("flashgemm.QuadStatistics", SWITCH, lambda f: rewrite(f)[0])
 
 
 def rewritten(func) -> list:

@@ -34,13 +34,13 @@ FLASHGEMM_NO_ROW_REGISTERS=1 turns it off (A/B).
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .device_pass import each_function
 from .exp_in_accumulator import _substitute
 from .quad_statistics import _root, _storage
 
@@ -48,10 +48,6 @@ SWITCH = "FLASHGEMM_NO_ROW_REGISTERS"
 MAX_ELEMENTS = 32  # registers a thread for the row (and as many for its exps): W2 7, a row of 1024 over a warp 32
 _SHARED = ("shared", "shared.dyn")
 _EXPS = (tvm.ir.Op.get("tirx.exp"), tvm.ir.Op.get("tirx.exp2"))
-
-
-def _is_load(e, buf=None) -> bool:
-    return isinstance(e, tvm.ir.TensorLoad) and (buf is None or e.source.same_as(buf))
 
 
 class _Sweep:
@@ -168,6 +164,10 @@ def _touches(stmt, bufs: list) -> bool:
     return hit[0]
 
 
+def _stores_to(sw: _Sweep, bufs: list) -> bool:
+    return any(sw.store.buffer.same_as(b) for b in bufs)
+
+
 def _buffers_read(e) -> list:
     out = []
     tvm_ffi.structural_walk(e, ((tvm.ir.TensorLoad, lambda x: out.append(x.source)),))
@@ -264,8 +264,11 @@ def _rewrite_group(seq: list, group: _Group, serial: list) -> list:
         mine = to_member(exp_expr, sw)
         read = [b for b in _buffers_read(mine) if not b.same_as(row)]
         between = seq[exp_at + 1:at]
+        # (the exp's own sweep counts too, by its store: its calls name what the exp reads)
+        exp_sweep = dict(group.members)[exp_at]
         if any(tvm_ffi.structural_equal(c, mine) for c in exps) and \
-                not any(_touches(s, group.memory(b)) for s in between for b in read):
+                not any(_touches(s, group.memory(b)) for s in between for b in read) and \
+                not any(_stores_to(exp_sweep, group.memory(b)) for b in read):
             reusers.append(at)
     if not reusers:
         exp_at = None
@@ -296,13 +299,16 @@ def _groups(seq: list, allowed: set, storage: list) -> list:
     for at, s in enumerate(seq):
         sw = _as_sweep(s)
         joined = False
-        if sw is not None:
+        # a sweep that itself stores to S's allocation (through any view) neither joins nor opens a group: the rows
+        # kept in registers would go stale. (Its one store is its only write: the calls in its value are pure, and
+        # _touches would count their loads of S as writes.)
+        if sw is not None and not any(_stores_to(sw, g.memory(g.first.buf)) for g in open_):
             for g in open_:
                 if _same_nest(g.first, sw):
                     g.members.append((at, sw))
                     joined = True
                     break
-        if sw is not None and not joined:
+        if sw is not None and not joined and not _stores_to(sw, _Group(sw, at, storage).memory(sw.buf)):
             loop_vars = {lp.loop_var for lp in sw.loops}
             scope = allowed | loop_vars
             if (sw.cond is None or _invariant(sw.cond, scope)) and _invariant(sw.index, scope):
@@ -342,14 +348,5 @@ def rewrite(func) -> tuple:
     return (func.with_body(body) if count[0] else func), count[0]
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.RowRegisters")
-def row_registers(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """rewrite() on every device function, unless FLASHGEMM_NO_ROW_REGISTERS is set (module doc)."""
-    if os.environ.get(SWITCH):
-        return mod
-    out = {}
-    for gv, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            func, _ = rewrite(func)
-        out[gv] = func
-    return tvm.IRModule(out, attrs=mod.attrs)
+# rewrite() on every device function, unless FLASHGEMM_NO_ROW_REGISTERS is set (module doc).
+row_registers = each_function("flashgemm.RowRegisters", SWITCH, lambda f: rewrite(f)[0])

@@ -31,13 +31,15 @@ bench-w123-arith-*), against 87.6 / 87.7 and 730.1 / 724.2 before.
 from __future__ import annotations
 
 import math
-import os
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .device_pass import each_function
 from .exp_in_accumulator import uses_var
+
+SWITCH = "FLASHGEMM_NO_SOFTMAX_ARITH"
 
 EXP = tvm.ir.Op.get("tirx.exp")
 ADDRESS_OF = tvm.ir.Op.get("tirx.address_of")
@@ -170,10 +172,5 @@ def rewrite(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(_hoist_reciprocals(body, _plain_registers(func)))
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.SoftmaxArithmetic")
-def softmax_arithmetic(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """rewrite() on every device function, unless FLASHGEMM_NO_SOFTMAX_ARITH is set (module doc)."""
-    if os.environ.get("FLASHGEMM_NO_SOFTMAX_ARITH"):
-        return mod
-    out = {gv: rewrite(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()}
-    return tvm.IRModule(out, attrs=mod.attrs)
+# rewrite() on every device function, unless FLASHGEMM_NO_SOFTMAX_ARITH is set (module doc).
+softmax_arithmetic = each_function("flashgemm.SoftmaxArithmetic", SWITCH, rewrite)

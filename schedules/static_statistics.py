@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 from . import targets
+from .device_pass import each_function
 from .exp_in_accumulator import uses_var
 
 STAT_PREFIXES = ("row_max", "row_sum")
@@ -183,13 +183,7 @@ def overflows_static(err: Exception) -> bool:
     return OVERFLOW in str(err) or "too much shared data" in str(err)
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.StatisticsInStaticShared")
-def statistics_in_static_shared(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """move() on every scheduled function, unless FLASHGEMM_NO_STATIC_STATISTICS is set or left_dynamic() is in
-    force (module doc)."""
-    if os.environ.get(SWITCH) or _OFF.get():
-        return mod
-    out = {}
-    for gv, func in mod.functions.items():
-        out[gv] = move(func) if isinstance(func, tvm.tirx.PrimFunc) else func
-    return tvm.IRModule(out, attrs=mod.attrs)
+# move() on every scheduled function, unless FLASHGEMM_NO_STATIC_STATISTICS is set or left_dynamic() is in force
+# (module doc).
+statistics_in_static_shared = each_function("flashgemm.StatisticsInStaticShared", SWITCH, move,
+                                            enabled=lambda: not _OFF.get())

@@ -26,11 +26,10 @@ FLASHGEMM_NO_WARP_STATISTICS=1 turns it off (A/B: benchmarks/shipped_forms_ab.py
 """
 from __future__ import annotations
 
-import os
-
 import tvm
 from tvm import tirx
 
+from .device_pass import each_function
 from .exp_in_accumulator import _substitute, uses_var
 from .static_statistics import STAT_PREFIXES
 
@@ -174,12 +173,5 @@ def move(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     return sch.mod["main"]
 
 
-@tvm.transform.module_pass(opt_level=0, name="flashgemm.WarpStatisticsInRegisters")
-def warp_statistics_in_registers(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """move() on every scheduled function, unless FLASHGEMM_NO_WARP_STATISTICS is set (module doc)."""
-    if os.environ.get(SWITCH):
-        return mod
-    out = {}
-    for gv, func in mod.functions.items():
-        out[gv] = move(func) if isinstance(func, tvm.tirx.PrimFunc) else func
-    return tvm.IRModule(out, attrs=mod.attrs)
+# move() on every scheduled function, unless FLASHGEMM_NO_WARP_STATISTICS is set (module doc).
+warp_statistics_in_registers = each_function("flashgemm.WarpStatisticsInRegisters", SWITCH, move)

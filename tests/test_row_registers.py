@@ -15,10 +15,12 @@ from schedules import cuda_build, row_registers, targets
 N = 200  # columns of a row: 7 sweeps of 32 lanes, the last one partial (W2's 197 is the same shape)
 
 
-def _sweeps(between: str = "", third_cond: bool = False, extent: int = 7, loaded_index: bool = False):
+def _sweeps(between: str = "", third_cond: bool = False, extent: int = 7, loaded_index: bool = False,
+            sum_into_view: bool = False):
     """Three sweeps over S's rows, a warp a row (max, sum of exps, P), as the one-pass form lowers them. `between`
     puts a statement between the first and second sweep ("view-write": a store through another view of S's
-    allocation) or between the second and third ("max-write": the max the exp reads overwritten)."""
+    allocation) or between the second and third ("max-write": the max the exp reads overwritten). sum_into_view:
+    the second sweep stores its exps into S's own elements, through that other view, instead of summing them."""
     @T.prim_func
     def f(p: T.handle("float16", "global")):
         P = T.decl_buffer((4 * N,), "float16", data=p)
@@ -65,6 +67,10 @@ def _sweeps(between: str = "", third_cond: bool = False, extent: int = 7, loaded
 
     def on_if(s, mutator):
         s = mutator.default_mutate(s)
+        if sum_into_view and isinstance(s.then_case, tirx.BufferStore) and s.then_case.buffer.name == "sm":
+            exp = s.then_case.value.b  # sm[0] + exp(...)
+            s_index = next(iter(_loads(exp, "S"))).indices
+            return tirx.IfThenElse(s.condition, tirx.BufferStore(_stored(f, "V"), exp, s_index), None)
         if third_cond and isinstance(s.then_case, tirx.BufferStore) and s.then_case.buffer.name == "P":
             guard = tirx.And(s.condition, tirx.LT(s.then_case.indices[0], 4 * N - 1))
             return tirx.IfThenElse(guard, s.then_case, None)
@@ -78,6 +84,19 @@ def _sweeps(between: str = "", third_cond: bool = False, extent: int = 7, loaded
     body = tvm_ffi.structural_mutate(f.body, ((tirx.SeqStmt, on_seq), (tirx.For, on_for), (tirx.IfThenElse, on_if),
                                               (tvm.ir.TensorLoad, on_load)))
     return f.with_body(body)
+
+
+def _loads(e, name) -> list:
+    found = []
+    tvm_ffi.structural_walk(e, ((tvm.ir.TensorLoad, lambda x: found.append(x) if x.source.name == name else None),))
+    return found
+
+
+def _stored(func, name):
+    found = []
+    tvm_ffi.structural_walk(func.body, ((tirx.BufferStore, lambda s: found.append(s.buffer)
+                                         if s.buffer.name == name else None),))
+    return found[0]
 
 
 def _buffer(func, name):
@@ -127,6 +146,15 @@ def test_a_write_to_the_rows_memory_between_sweeps_splits_the_group():
     out, groups = row_registers.rewrite(_sweeps(between="view-write"))
     assert groups == 1
     assert (_count(out, "S"), _count(out, "exp")) == (2, 1)
+
+
+def test_a_sweep_that_writes_the_rows_memory_takes_no_part():
+    # the sum sweep stores into S's elements through another view: P must read S again, so no group (a group of the
+    # max sweep alone, or of P alone, saves nothing and is not made)
+    func = _sweeps(sum_into_view=True)
+    assert _count(func, "S") == 3
+    out, groups = row_registers.rewrite(func)
+    assert groups == 0 and out.same_as(func)
 
 
 def test_the_exp_is_not_reused_when_what_it_reads_changes_between():

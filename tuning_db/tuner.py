@@ -221,14 +221,22 @@ _REPO = Path(__file__).resolve().parent.parent
 
 
 def compiler_sources() -> tuple:
-    """schedules/cuda_build.py, the project modules it imports (its passes and source rewrites: read from its
-    `from . import` statements, so a new one is never left out) and the tensor intrinsics, as paths relative to the
-    repository. (Read, not imported: importing cuda_build registers an index map that TVM's own tensor-intrinsic
-    module, imported later by Meta-Schedule, would then fail to register.)"""
-    tree = ast.parse((_REPO / "schedules" / "cuda_build.py").read_text())
-    mods = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
-            and not node.module for alias in node.names}
-    return tuple(sorted(f"schedules/{name}.py" for name in mods | {"cuda_build", "tensor_intrin"}))
+    """schedules/cuda_build.py, the project modules it imports (its passes and source rewrites) and theirs, followed
+    through every module-level relative import (`from . import x`, `from .x import y`) so that a new one, or a helper
+    a pass imports, is never left out, and the tensor intrinsics: paths relative to the repository. (Read, not imported:
+    importing cuda_build registers an index map that TVM's own tensor-intrinsic module, imported later by
+    Meta-Schedule, would then fail to register.)"""
+    seen, todo = set(), ["cuda_build", "tensor_intrin"]
+    while todo:
+        name = todo.pop()
+        path = _REPO / "schedules" / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen.add(name)
+        for node in ast.parse(path.read_text()).body:  # (module level: a function's import is a lazy one, such as
+            if isinstance(node, ast.ImportFrom) and node.level == 1:  # targets' of the schedule spaces)
+                todo += [node.module] if node.module else [alias.name for alias in node.names]
+    return tuple(sorted(f"schedules/{name}.py" for name in seen))
 
 
 def compiler_id(target_name: str) -> str:
