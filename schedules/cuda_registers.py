@@ -335,6 +335,11 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
         vec = p_vector_width(int(sch.get(p_blk).writes[0].source.shape[-1]))
         col, v = sch.split(j_, factors=[None, vec])  # (the vector within a row: its bounds test stays uniform)
         all_threads(sch.fuse(i_, col))
+        # the statistics through one-element local copies a row, as the fragment P reads them (quad_statistics
+        # rewrites only readers of that shape)
+        lane = sch.get_loops(p_blk)[-2]
+        row_stat_local(p_blk, "row_max", lane)
+        row_stat_local(p_blk, "row_sum", lane)
         sch.vectorize(v)
     else:
         ih_, jl_ = own(p_blk)
