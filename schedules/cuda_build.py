@@ -77,10 +77,8 @@ def _flashgemm_pipeline(**kwargs):
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
     # before TVM plans the barriers: a warp allreduce's statistics go to registers (warp_statistics), the other
     # statistics' buffers leave dynamic shared memory (static_statistics)
-    # (and after it, a kernel the move pushed past 48 KB is opted in: static_statistics.opt_in_dynamic_shared)
     pipeline = tvm.ir.transform.Sequential([warp_statistics.warp_statistics_in_registers,
-                                            static_statistics.statistics_in_static_shared, pipeline,
-                                            static_statistics.opt_in_dynamic_shared])
+                                            static_statistics.statistics_in_static_shared, pipeline])
     return pipeline, finalize_host, finalize_device
 
 

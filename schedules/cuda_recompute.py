@@ -50,7 +50,6 @@ from __future__ import annotations
 import tvm
 
 from . import cuda_registers, cuda_space
-from .cuda_registers import p_vector_width  # noqa: F401  (P's staged stores: one rule for both forms)
 from .cuda_space import SMEM
 from .tensor_intrin import intrin_group
 
@@ -88,6 +87,13 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAG
         return [_schedule2(sch.copy(), stages, res) for res in resident_a for stages in stage_options]
     return [_schedule(sch.copy(), stages, staged, res)
             for res in resident_a for staged in staged_p for stages in stage_options]
+
+
+def p_vector_width(n: int) -> int:
+    """Elements of P a thread stores at once when staged (the staged-P note below): 4 (8 bytes) where every row
+    start allows it (N a multiple of 4, W3's 1500 included), else 2 or 1. Not 8: the same vector reads the fp32
+    tile, and VerifyGPUCode rejects accesses wider than 16 bytes."""
+    return next(v for v in (4, 2, 1) if n % v == 0)
 
 
 # Staged P (the sketches with staged_p, _schedule): P from a shared-memory tile of the chunk's logits, row by row,

@@ -53,14 +53,6 @@ from . import cuda_space
 from .cuda_space import PIPELINE_STAGES, SMEM
 from .tensor_intrin import intrin_group
 
-
-def p_vector_width(n: int) -> int:
-    """Elements of P a thread stores at once when staged (the staged-P notes here and in cuda_recompute): 4 (8 bytes)
-    where every row start allows it (N a multiple of 4, W3's 1500 included), else 2 or 1. Not 8: the same vector reads the fp32
-    tile, and VerifyGPUCode rejects accesses wider than 16 bytes."""
-    return next(v for v in (4, 2, 1) if n % v == 0)
-
-
 # the resident B copy's vector widths (elements) and their probabilities; records tuned before 2026-11-28 had only 1
 # (vectorized_b_fetch re-expresses them)
 B_FETCH_WIDTHS, B_FETCH_PROBS = (1, 2, 4, 8), (0.1, 0.1, 0.2, 0.6)
@@ -112,34 +104,20 @@ def serves(sch: tvm.s_tir.Schedule) -> bool:
 FORMS = ("b-resident", "b-streamed", "row-pipelined")
 
 
-def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES, forms=FORMS,
-             staged_p=(False, True)) -> list:
+def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_STAGES, forms=FORMS) -> list:
     """The register sketches for this module: B resident and B streamed, each pipelined over K with every depth of
-    stage_options, and B resident with the row tiles pipelined (module doc); each with P stored from the fragments
-    and staged through shared memory (staged-P note), as staged_p lists."""
+    stage_options, and B resident with the row tiles pipelined (module doc)."""
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     if not serves(sch):
         raise cuda_space.UnsupportedShapeError(f"no register-resident sketch for M={m}, N={n} or a variant with a "
                                                f"bias or mask (module doc, serves)")
     out = []
-    for staged in staged_p:
-        for form in forms:
-            if form == "row-pipelined":
-                out.append(_schedule(sch.copy(), 2, True, row_pipeline=True, staged_p=staged))
-            else:
-                out += [_schedule(sch.copy(), stages, form == "b-resident", staged_p=staged)
-                        for stages in stage_options]
+    for form in forms:
+        if form == "row-pipelined":
+            out.append(_schedule(sch.copy(), 2, True, row_pipeline=True))
+        else:
+            out += [_schedule(sch.copy(), stages, form == "b-resident") for stages in stage_options]
     return out
-
-
-# Staged P (the sketches with staged_p): the row tile's S copied from the accumulators to a shared-memory fp32 tile
-# (each lane its own elements, 8 bytes a store), then P computed row by row from it by every thread of the block,
-# p_vector_width(N) elements a thread (cuda_recompute's staged-P note), the statistics read from shared memory.
-# Why: from the fragments a warp's store covers 8 rows x 16 bytes (with sector_stores, 8 rows x 32 bytes), and at
-# an odd N (W2's 197) only 2-byte stores, 8 rows a warp instruction; staged, a warp store is one run of a row. A
-# hand-written W2 kernel of this design ran 19.4-23.6 us on the H200 against 27.0 for the shipped one-pass kernel
-# (results/h200/probes-2026-11-28: the rows-in-registers probe with P staged). The cost: BM x (Np + 8) x 4 bytes of
-# shared memory and a barrier a row tile; the search decides.
 
 
 def vectorized_b_fetch(trace):
@@ -181,8 +159,7 @@ def _pipeline_statements(stmt) -> int:
     return 1
 
 
-def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeline: bool = False,
-              staged_p: bool = False) -> tvm.s_tir.Schedule:
+def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeline: bool = False) -> tvm.s_tir.Schedule:
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name in ("A", "A_pad"))
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
@@ -247,14 +224,6 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
     sch.compute_at(a_w, ki)
     sch.compute_at(b_w, ki)
     sch.set_scope(s_outer, 0, "warp")  # S itself is the accumulator: registers, never shared memory
-    if staged_p:  # (staged-P note) the tile and its lanes' local copies, made while S has one writer
-        p_blk = sch.get_sblock("P")
-        s_idx = next(q for q, r in enumerate(sch.get(p_blk).reads) if r.source.name == "S_warp")
-        s_tile = sch.cache_read(p_blk, s_idx, SMEM, consumer_blocks=[p_blk])
-        sch.reverse_compute_at(s_tile, tile, preserve_unit_loops=True)
-        # a vector read of the accumulator itself would retype it as float2, which LowerWarpMemory cannot split
-        # into lanes: each lane's two elements go through a local copy (cuda_recompute's P note)
-        s_local = sch.cache_read(s_tile, 0, "local", consumer_blocks=[s_tile])
     sch.decompose_reduction(s_outer, ko)
     init_inner = sch.get_sblock("S_init")
 
@@ -326,26 +295,10 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
         all_threads(sch.get_loops(sch.cache_write(blk, 0, "local"))[-1])
 
     p_blk = sch.get_sblock("P")
-    if staged_p:  # (staged-P note)
-        sch.storage_align(s_tile, 0, axis=-2, factor=32, offset=8)  # a half warp's 8-byte stores: distinct banks
-        _, jl_ = own(s_tile)
-        sch.compute_at(s_local, sch.get_loops(s_tile)[-2])  # at jh: exactly the lane's two elements
-        sch.vectorize(jl_)
-        i_, j_ = iter_loops(p_blk)[-2:]
-        vec = p_vector_width(int(sch.get(p_blk).writes[0].source.shape[-1]))
-        col, v = sch.split(j_, factors=[None, vec])  # (the vector within a row: its bounds test stays uniform)
-        all_threads(sch.fuse(i_, col))
-        # the statistics through one-element local copies a row, as the fragment P reads them (quad_statistics
-        # rewrites only readers of that shape)
-        lane = sch.get_loops(p_blk)[-2]
-        row_stat_local(p_blk, "row_max", lane)
-        row_stat_local(p_blk, "row_sum", lane)
-        sch.vectorize(v)
-    else:
-        ih_, jl_ = own(p_blk)
-        row_stat_local(p_blk, "row_max", ih_)
-        row_stat_local(p_blk, "row_sum", ih_)
-        sch.vectorize(jl_)  # half2 stores (N is even)
+    ih_, jl_ = own(p_blk)
+    row_stat_local(p_blk, "row_max", ih_)
+    row_stat_local(p_blk, "row_sum", ih_)
+    sch.vectorize(jl_)  # half2 stores (N is even)
 
     # ---- fragments: layouts, then tensor cores
     cuda_space.tensorize_fragments(sch, a_w, b_w, (s_outer, ("write", 0)), loop_a, loop_b, s_inner, init_inner,

@@ -450,54 +450,8 @@ def barriers_separate(stmt, bufs, storage=()) -> bool:
     return True
 
 
-def _separate_partials(func):
-    """func with each statistic's partials in memory of their own where TVM's storage planner (StorageRewrite) made
-    one statistic's partials a view of another's dead ones: rewritten, a statistic's partials stay live until its
-    last reader has combined them, and the other statistic's partial stores would overwrite them. The view becomes an
-    allocation of its own, where the kernel still launches with that much more static shared memory
-    (static_statistics.launchable); else func as it is, and the aliasing check leaves the statistic alone. (The
-    staged-P register kernels of W2: the row sum's partials were a view of the row max's.)"""
-    from .static_statistics import arch_limit, launchable, shared_bytes  # noqa: PLC0415
-    storage = _storage(func)
-    rfs = []
-    for c in _find_combines(func):
-        if not any(c.rf.same_as(b) for b in rfs):
-            rfs.append(c.rf)
-    views = [b for b in rfs if b.scope() == SHARED and not _root(storage, b).same_as(b)
-             and any(_root(storage, b).same_as(_root(storage, o)) for o in rfs if not o.same_as(b))]
-    if not views or not all(isinstance(x, tirx.IntImm) for v in views for x in v.shape):
-        return func
-    added = 0
-    for v in views:
-        n = 1
-        for x in v.shape:
-            n *= int(x)
-        added += n * tvm.DataType(str(v.dtype)).bits // 8
-    static, dynamic = shared_bytes(func)
-    if not launchable(static + added, dynamic, arch_limit(func)):
-        return func
-    own = [(v, tirx.decl_buffer(v.shape, v.dtype, v.name, scope=SHARED)) for v in views]
-
-    def decl(d, mutator):
-        new = next((n for v, n in own if d.buffer.same_as(v)), None)
-        return tirx.AllocBuffer(new) if new is not None else mutator.default_mutate(d)
-    body = tvm_ffi.structural_mutate(func.body, ((tirx.DeclBuffer, decl),))
-    body = tvm_ffi.structural_map(body, ((tirx.Var, lambda x: next((n for v, n in own if x.same_as(v)), x)),))
-    return func.with_body(body)
-
-
 def rewrite(func) -> tuple:
-    """(func with every statistic proven safe rewritten, names of their partial buffers). With partials the planner
-    aliased, separated first (_separate_partials), kept only if a statistic is then rewritten."""
-    separate = _separate_partials(func)
-    if not separate.same_as(func):
-        out, done = _rewrite(separate)
-        if done:
-            return out, done
-    return _rewrite(func)
-
-
-def _rewrite(func) -> tuple:
+    """(func with every statistic proven safe rewritten, names of their partial buffers)."""
     combines = _find_combines(func)
     families: list = []
     for c in combines:

@@ -158,74 +158,6 @@ def launchable(static: int, dynamic: int, limit) -> bool:
     return limit is None or static + dynamic <= limit - DRIVER_RESERVED
 
 
-OPT_IN_DYNAMIC = STATIC_LIMIT + 128  # dynamic bytes that make TVM's runtime opt a kernel in (launchable)
-
-
-def arch_limit(func):
-    """The arch's opt-in shared memory limit of a device function's target (targets.SMEM_LIMIT), or None."""
-    target = func.attrs.get("target") if func.attrs is not None else None
-    arch = str(target.attrs.get("arch", "")) if target is not None else ""
-    return targets.SMEM_LIMIT.get(arch[:-1] if arch.endswith("a") else arch)  # sm_90a: the wgmma kernels' build
-
-
-def _opt_in(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """After SplitHostDevice: a device function whose moved statistics push it past the 48 KB a kernel gets without
-    opting in, while its dynamic part alone stays below 48 KB (so TVM's runtime would not opt it in), gets its
-    dynamic pool grown to OPT_IN_DYNAMIC bytes, in its allocation and in the host's launch argument, so that it
-    launches with the opt-in limit instead of falling back to dynamic statistics (check_shared_memory). Why: that
-    fallback also loses the barrier planning and the quad reductions of its statistics (quad_statistics sees only
-    static ones); a staged-P register kernel of W2 (46 KB dynamic, 4.4 KB of statistics) fell back. Growing the
-    pool costs occupancy only where 48 KB was the binding step."""
-    grown = {}
-    out = {}
-    for gv, func in mod.functions.items():
-        if isinstance(func, tvm.tirx.PrimFunc) and _moved(func):
-            static, dynamic = shared_bytes(func)
-            limit = arch_limit(func)
-            if (limit is not None and 0 < dynamic <= STATIC_LIMIT < static + dynamic and static <= STATIC_LIMIT
-                    and static + OPT_IN_DYNAMIC <= limit - DRIVER_RESERVED):
-                func = _grow_dynamic(func, OPT_IN_DYNAMIC)
-                grown[gv.name_hint] = (dynamic, OPT_IN_DYNAMIC)
-        out[gv] = func
-    if not grown:
-        return mod
-
-    def call(c, mutator):
-        c = mutator.default_mutate(c)
-        if str(getattr(c.op, "name", "")) != "tirx.call_ffi_kernel" or not c.args:
-            return c
-        name = str(c.args[0].value) if isinstance(c.args[0], tvm.ir.StringImm) else None
-        params = [str(x) for x in c.attrs.launch_params] if c.attrs is not None else []
-        if name not in grown or not params or params[-1] != "tirx.use_dyn_shared_memory":
-            return c
-        old, new = grown[name]
-        size = c.args[-1]
-        if not isinstance(size, tirx.IntImm) or int(size) != old:
-            raise ValueError(f"opt-in of {name}: its launch passes {size} bytes of dynamic shared memory, the "
-                             f"kernel allocates {old}")
-        return tvm.ir.Call(c.op, [*c.args[:-1], tirx.IntImm(size.ty, new)], c.attrs, c.ty_args, c.span, ret_ty=c.ty)
-    for gv, func in list(out.items()):
-        if isinstance(func, tvm.tirx.PrimFunc) and gv.name_hint not in grown:
-            out[gv] = func.with_body(tvm_ffi.structural_mutate(func.body, ((tvm.ir.Call, call),)))
-    return tvm.IRModule(out, attrs=mod.attrs)
-
-
-def _grow_dynamic(func, nbytes: int):
-    """func with its one dynamic shared allocation (MergeSharedMemoryAllocations' pool) nbytes long."""
-    pools = []
-    tvm_ffi.structural_walk(func.body, ((tirx.AllocBuffer, lambda a: pools.append(a.buffer)
-                                         if a.buffer.scope() == DYNAMIC else None),))
-    if len(pools) != 1 or str(pools[0].dtype) != "uint8":
-        return func
-    pool = pools[0]
-    grown = tirx.decl_buffer((nbytes,), "uint8", pool.name, scope=DYNAMIC)
-    # (a buffer is a variable: its allocation and every view's buffer_data(pool) name the new one)
-    return func.with_body(tvm_ffi.structural_map(func.body, ((tirx.Var, lambda v: grown if v.same_as(pool) else v),)))
-
-
-opt_in_dynamic_shared = tvm.transform.module_pass(_opt_in, opt_level=0, name="flashgemm.OptInDynamicShared")
-
-
 @tvm.transform.module_pass(opt_level=0, name="flashgemm.CheckStatisticsSharedMemory")
 def check_shared_memory(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     """Raise (OVERFLOW) when a device function whose statistics were moved would not launch (launchable): static
@@ -236,7 +168,9 @@ def check_shared_memory(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         if not isinstance(func, tvm.tirx.PrimFunc) or not _moved(func):
             continue
         static, dynamic = shared_bytes(func)
-        limit = arch_limit(func)
+        target = func.attrs.get("target") if func.attrs is not None else None
+        arch = str(target.attrs.get("arch", "")) if target is not None else ""
+        limit = targets.SMEM_LIMIT.get(arch[:-1] if arch.endswith("a") else arch)  # sm_90a: the wgmma kernels' build
         if not launchable(static, dynamic, limit):
             raise ValueError(f"{OVERFLOW}: {gv.name_hint} would take {static} bytes of static and {dynamic} of dynamic "
                              f"shared memory (launchable: 48 KB in all below 48 KB dynamic, else {limit} less "

@@ -37,16 +37,15 @@ WORKER = textwrap.dedent(r'''
 
     assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
     out = []
-    for arch, dtype, spec, seeds, staged in json.loads(sys.argv[1]):
+    for arch, dtype, spec, seeds in json.loads(sys.argv[1]):
         wl = parse(spec, dtype)
         modules = tuning_modules(wl, arch)  # the padded form where the shape has one, else the primary form
         form, mod = next((fm for fm in modules if fm[0].name == "padded"), modules[0])
-        gen = ms.space_generator.ScheduleFn(lambda s: cuda_registers.schedule(s, arch, staged_p=(staged,)),
-                                            sch_rules=[],
+        gen = ms.space_generator.ScheduleFn(lambda s: cuda_registers.schedule(s, arch), sch_rules=[],
                                             postprocs=cuda_space.postprocs(arch), mutator_probs={})
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                              space_generator=gen)
-        out.append({"arch": arch, "dtype": dtype, "spec": spec, "pad": form.pad, "staged": staged,
+        out.append({"arch": arch, "dtype": dtype, "spec": spec, "pad": form.pad,
                     **sample_and_build(ctx, mod, wl, arch, seeds, pad=form.pad)})
     print("RESULT" + json.dumps(out))
 ''')
@@ -101,9 +100,8 @@ def test_padded_form_where_the_register_sketches_need_it():
 # (sketches, of which rfactor-ed ones) per form: the primary form, then the padded one where there is one, then
 # the recompute ones (cuda_recompute, rfactor-ed statistics too: three sweeps 8 sketches, P from the fragments or
 # staged through shared memory x A's fragments per k tile or resident; two sweeps 4)
-# (register sketches: 5 forms x P from the fragments or staged)
-@pytest.mark.parametrize("spec, expected", [("a=2x3x128x64,b=2x3x256x64,transB=1", [(12, 10), (8, 8), (4, 4)]),  # 2 shared-S + 10
-                                            ("a=2x3x197x64,b=2x3x197x64,transB=1", [(2, 0), (10, 10), (8, 8), (4, 4)]),
+@pytest.mark.parametrize("spec, expected", [("a=2x3x128x64,b=2x3x256x64,transB=1", [(7, 5), (8, 8), (4, 4)]),  # 2 shared-S + 5
+                                            ("a=2x3x197x64,b=2x3x197x64,transB=1", [(2, 0), (5, 5), (8, 8), (4, 4)]),
                                             ("a=2x3x128x64,b=2x3x256x64,transB=1,bias=2x1x128x256", [(2, 0)])])
 def test_space_offers_register_sketches_where_they_apply(spec, expected):
     import tvm
@@ -128,25 +126,13 @@ def test_space_offers_register_sketches_where_they_apply(spec, expected):
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
     from tests.compile_worker import run_compile_worker
-    return run_compile_worker(WORKER, [[a, d, s, SEEDS, False] for a, d, s in CODEGEN], tmp_path_factory)
+    return run_compile_worker(WORKER, [[a, d, s, SEEDS] for a, d, s in CODEGEN], tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def padded_codegen(tmp_path_factory):
     from tests.compile_worker import run_compile_worker
-    return run_compile_worker(WORKER, [[a, d, s, SEEDS, False] for a, d, s in PADDED_CODEGEN], tmp_path_factory)
-
-
-# staged P (cuda_registers' staged-P note): W2's padded form (odd N: one element a thread) and a W1-like row
-# (4 elements a thread), 5 seeds (one a sketch)
-STAGED_CODEGEN = [("sm_90", "float16", "a=2x3x197x64,b=2x3x197x64,transB=1"),
-                  ("sm_80", "bfloat16", "a=2x3x128x64,b=2x3x512x64,transB=1")]
-
-
-@pytest.fixture(scope="module")
-def staged_codegen(tmp_path_factory):
-    from tests.compile_worker import run_compile_worker
-    return run_compile_worker(WORKER, [[a, d, s, 5, True] for a, d, s in STAGED_CODEGEN], tmp_path_factory)
+    return run_compile_worker(WORKER, [[a, d, s, SEEDS] for a, d, s in PADDED_CODEGEN], tmp_path_factory)
 
 
 @pytest.mark.parametrize("arch, dtype, spec", CODEGEN + PADDED_CODEGEN)
@@ -178,33 +164,6 @@ def test_register_sketches_build_with_accumulators_in_registers(codegen, padded_
         assert len(re.findall(r'__global__ void __launch_bounds__\(\d+\) (\w+)\(', src)) == 2  # decl + def: 1 kernel
 
 
-@pytest.mark.parametrize("arch, dtype, spec", STAGED_CODEGEN)
-def test_staged_p_sketches_store_p_from_a_shared_tile(staged_codegen, arch, dtype, spec):
-    (r,) = [x for x in staged_codegen if x["spec"] == spec]
-    print(f"{arch} {dtype} {spec} (padded {r['pad']}, staged): valid {r['valid']}/{r['seeds']}")
-    assert r["staged"] and r["sketches"] == 5 and r["builds"]
-    n = int(spec.split("b=")[1].split("x")[2])
-    width = 4 if n % 4 == 0 else 1  # cuda_registers.p_vector_width
-    ptx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    for b in r["builds"]:
-        assert b["ok"], b.get("error")
-        src = b["src"]
-        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32" in src and "ldmatrix.sync.aligned" in src
-        kernel = src[src.index('extern "C" __global__'):]
-        # each lane's two accumulator elements into the fp32 tile (8 bytes), through its local copy
-        assert re.search(r"\*\(float2\*\)\(\(\(float\*\)buf_dyn_shmem_ptr\) \+ [^;]*\) = \*\(float2\*\)\(S\w*_warp_local_ptr", kernel)
-        # P from the tile: a thread's `width` elements read from shared memory, stored as one vector (or one half)
-        p_stores = re.findall(r"\n\s*(\*\((\w+)\*\)\(P_ptr|P_ptr\[)", kernel)
-        assert p_stores, "no P store"
-        if width == 4:
-            assert all(t in ("uint2", "half4", "nv_bfloat164", "ushort4") for _, t in p_stores), p_stores
-            assert re.search(r"\*\(float4\*\)\(\(\(float\*\)buf_dyn_shmem_ptr\)", kernel)
-        else:
-            assert all(t == "" for _, t in p_stores)
-        # the statistics' quad reductions (quad_statistics: the P sweep reads them through local copies)
-        assert re.search(r"__shfl_xor_sync\(\(uint\)4294967295, row_max_rf\w*_ptr\w*\[0\], 1, 32\)", kernel)
-
-
 # ----------------------------------------------------------------------------- GPU numerics
 CASES = {  # (b, h, m, n, k), features (no bias or mask: cuda_registers.serves)
     "w1": ((2, 16, 512, 512, 64), dict()),
@@ -216,11 +175,10 @@ CASES = {  # (b, h, m, n, k), features (no bias or mask: cuda_registers.serves)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("staged", [False, True], ids=["fragment-p", "staged-p"])
 @pytest.mark.parametrize("forms", [None, ("row-pipelined",)], ids=["all", "row-pipelined"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_register_sketch_numerics(dtype, case, forms, staged):
+def test_register_sketch_numerics(dtype, case, forms):
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
@@ -232,8 +190,7 @@ def test_register_sketch_numerics(dtype, case, forms, staged):
     # cp.async waits across row tiles), each replayed on the runtime form as it ships
     forms = forms or cuda_registers.FORMS
     for rt in g._space_candidates(variant, shape, c["scale"], count=4 if len(forms) > 1 else 2,
-                                  space=lambda s: cuda_registers.schedule(s, g.ARCH, forms=forms,
-                                                                          staged_p=(staged,))):
+                                  space=lambda s: cuda_registers.schedule(s, g.ARCH, forms=forms)):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)
         if feat.get("causal") and m > n:
@@ -250,10 +207,9 @@ PADDED_CASES = {  # shapes the register sketches take in the template's padded f
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("staged", [False, True], ids=["fragment-p", "staged-p"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(PADDED_CASES))
-def test_padded_register_sketch_numerics(dtype, case, staged):
+def test_padded_register_sketch_numerics(dtype, case):
     """Padded rows and columns: zero-filled A/B, -inf logits past N, guarded P stores (that nothing is read or
     written out of bounds is compute-sanitizer memcheck's job: results/h100 has the run)."""
     import tests.test_gpu_kernels as g
@@ -266,7 +222,7 @@ def test_padded_register_sketch_numerics(dtype, case, staged):
     pad = cuda_registers.padded_sizes(g.ARCH, variant, m, n, k)
     assert pad is not None
     for rt in g._space_candidates(variant, shape, c["scale"], count=4, pad=pad,
-                                  space=lambda s: cuda_registers.schedule(s, g.ARCH, staged_p=(staged,))):
+                                  space=lambda s: cuda_registers.schedule(s, g.ARCH)):
         p = g._run(cuda_space.build(rt.mod, g.ARCH), dtype, c, shape)
         g._check(p, c, dtype)
         if feat.get("causal") and m > n:
