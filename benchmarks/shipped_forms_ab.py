@@ -3,7 +3,7 @@ timed in one process on the same inputs with scripts/bench.py's protocol (benchm
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
       [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith] [--dynamic-statistics]
-      [--shared-warp-statistics] [--combined-statistics] [--shared-rows]
+      [--shared-warp-statistics] [--combined-statistics] [--shared-rows] [--cached-stores]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
@@ -28,7 +28,9 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@combined-statistics, twin@combined-statistics (--combined-statistics)  the same with the register sketches'
              partial statistics combined by one warp between two barriers (schedules.quad_statistics off);
   tuning@shared-rows, twin@shared-rows (--shared-rows)  the same with the one-pass form's sweeps reading each row of
-             S from shared memory three times and computing its exp twice (schedules.row_registers off).
+             S from shared memory three times and computing its exp twice (schedules.row_registers off);
+  tuning@cached-stores, twin@cached-stores (--cached-stores)  the same with P's stores without the streaming
+             (evict-first) cache hint (schedules.streaming_stores off).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -48,7 +50,8 @@ SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_RE
             "half-sectors": "FLASHGEMM_NO_SECTOR_STORES", "plain-arith": "FLASHGEMM_NO_SOFTMAX_ARITH",
             "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS",
             "shared-warp-statistics": "FLASHGEMM_NO_WARP_STATISTICS",
-            "combined-statistics": "FLASHGEMM_NO_QUAD_STATISTICS", "shared-rows": "FLASHGEMM_NO_ROW_REGISTERS"}
+            "combined-statistics": "FLASHGEMM_NO_QUAD_STATISTICS", "shared-rows": "FLASHGEMM_NO_ROW_REGISTERS",
+            "cached-stores": "FLASHGEMM_NO_STREAMING_STORES"}
 
 
 def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = ()) -> dict:
@@ -131,6 +134,8 @@ def main(argv=None) -> int:
                     help="also the tuning form and the twin without schedules.quad_statistics (A/B)")
     ap.add_argument("--shared-rows", action="store_true",
                     help="also the tuning form and the twin without schedules.row_registers (A/B)")
+    ap.add_argument("--cached-stores", action="store_true",
+                    help="also the tuning form and the twin without schedules.streaming_stores (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415

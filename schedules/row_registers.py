@@ -23,12 +23,13 @@ unrolled (they are marked so): registers. One shared load and one exp an element
 A group is rewritten only where that is proven from the code, not assumed: the sweeps are statements of one
 sequence, each a nest of serial loops of constant extents (at most MAX_ELEMENTS iterations in all) around an
 else-less condition (or none) and one store; their nests, conditions and S indices are the same up to the loop
-variables' names; the condition and the index use only the loop variables, the launch's thread and block indices
-and the function's parameters; S is a float32 shared buffer that no sweep writes and that nothing between the first
-and the last sweep writes or passes to a call (any store or call on S's memory: every view of the same allocation
-counts). The exp of a later sweep is replaced only where it is the same expression as the one the earlier sweep
-stored (after S's loads became `row`), and none of the buffers it reads is written between the two sweeps. A sweep
-that reads S otherwise keeps its shared loads (still correct: S did not change). Everything else is left as it was.
+variables' names; the condition and the index use only the loop variables, the launch's thread and block indices and
+the function's parameters; S is a float32 shared buffer that no sweep writes, through any view of its allocation
+(such a sweep neither joins nor opens a group), and that nothing between the first and the last sweep writes or
+passes to a call (any store or call on S's memory: every view of the same allocation counts). The exp of a later
+sweep is replaced only where it is the same expression as the one the earlier sweep stored (after S's loads became
+`row`), and none of the buffers it reads is written between the two sweeps. A sweep that reads S otherwise keeps its
+shared loads (still correct: S did not change). Everything else is left as it was.
 
 FLASHGEMM_NO_ROW_REGISTERS=1 turns it off (A/B).
 """
@@ -217,18 +218,22 @@ def _unrolled(loops, body):
     return body
 
 
+def _memory(storage: list, buf) -> list:
+    """buf and every other buffer over the same allocation; storage: the function's (buffer, allocation) pairs
+    (quad_statistics._storage)."""
+    root = _root(storage, buf)
+    return [buf] + [b for b, r in storage if r.same_as(root)]
+
+
 class _Group:
-    """The sweeps of one sequence that share S, nest, condition and index with the first (module doc); storage: the
-    function's (buffer, allocation) pairs (quad_statistics._storage)."""
+    """The sweeps of one sequence that share S, nest, condition and index with the first (module doc)."""
 
     def __init__(self, first: _Sweep, at: int, storage: list):
         self.first, self.at, self.storage = first, at, storage
         self.members = [(at, first)]
 
     def memory(self, buf) -> list:
-        """buf and every other buffer over the same allocation."""
-        root = _root(self.storage, buf)
-        return [buf] + [b for b, r in self.storage if r.same_as(root)]
+        return _memory(self.storage, buf)
 
 
 def _rewrite_group(seq: list, group: _Group, serial: list) -> list:
@@ -308,7 +313,7 @@ def _groups(seq: list, allowed: set, storage: list) -> list:
                     g.members.append((at, sw))
                     joined = True
                     break
-        if sw is not None and not joined and not _stores_to(sw, _Group(sw, at, storage).memory(sw.buf)):
+        if sw is not None and not joined and not _stores_to(sw, _memory(storage, sw.buf)):
             loop_vars = {lp.loop_var for lp in sw.loops}
             scope = allowed | loop_vars
             if (sw.cond is None or _invariant(sw.cond, scope)) and _invariant(sw.index, scope):

@@ -109,5 +109,6 @@ def test_the_tuned_w1_kernels_store_whole_sectors_in_every_shipped_form(monkeypa
             src = seen[-1]
             assert src.count("exp2f(") == 2 and src.count("fg_pair[2]") == 2  # the loop and its pipeline epilogue
             assert not re.search(r"\*\(half2\*\)\(P_ptr", src)
+            assert src.count("fg_store_cs((uint2*)(P_ptr + ") == 2  # streamed (schedules/streaming_stores)
     finally:
         tvm_ffi.register_global_func("tvm_callback_cuda_postproc", cuda_build._postproc_source, override=True)
