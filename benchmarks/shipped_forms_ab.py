@@ -30,7 +30,7 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@shared-rows, twin@shared-rows (--shared-rows)  the same with the one-pass form's sweeps reading each row of
              S from shared memory three times and computing its exp twice (schedules.row_registers off);
   tuning@cached-stores, twin@cached-stores (--cached-stores)  the same with P's stores without the streaming
-             (evict-first) cache hint (schedules.streaming_stores off).
+             (evict-first) cache hint (schedules.sector_stores' __stcs off).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shared-rows", action="store_true",
                     help="also the tuning form and the twin without schedules.row_registers (A/B)")
     ap.add_argument("--cached-stores", action="store_true",
-                    help="also the tuning form and the twin without schedules.streaming_stores (A/B)")
+                    help="also the tuning form and the twin without sector_stores' streaming hint (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415

@@ -40,7 +40,7 @@ from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
 from . import (async_copies, exp_in_accumulator, quad_statistics, row_registers, sector_stores,  # noqa: E402
-               softmax_arithmetic, static_statistics, streaming_stores, targets, warp_statistics)
+               softmax_arithmetic, static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -119,10 +119,8 @@ _launch_max_registers: dict = {}  # global symbol -> R while compile_cuda runs (
 @tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
 def _postproc_source(code, *_target):
     """CodeGenCUDA's source hook: the register caps, the recompute form's normalize guard, the register sketches'
-    whole-sector P stores (sector_stores), P's streaming stores (streaming_stores), then the bf16 -> fp32
-    conversions (notes above each)."""
-    code = sector_stores.rewrite(unguard_recompute_normalize(_cap_registers(code)))
-    return bf16_to_f32_by_shift(streaming_stores.rewrite(code))
+    whole-sector P stores (sector_stores), then the bf16 -> fp32 conversions (notes above each)."""
+    return bf16_to_f32_by_shift(sector_stores.rewrite(unguard_recompute_normalize(_cap_registers(code))))
 
 
 def _cap_registers(code: str) -> str:

@@ -172,10 +172,9 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
         n = parse(spec, dtype).canonical.sizes[3]
         assert (_a_fragment_buffers(src) == 1) == resident  # else one a sweep at least (see the two-sweep test)
         lanes = p_vector_width(n) if staged else 2
-        # (P's stores as streaming stores: fg_store_cs((half2*)(P_ptr + ...), v), fg_store_cs(P_ptr + (...), v))
-        vec = f"({'nv_bfloat16' if dtype == 'bfloat16' else 'half'}{lanes}*)(P_ptr"
+        vec = f"*({'nv_bfloat16' if dtype == 'bfloat16' else 'half'}{lanes}*)(P_ptr"
         if lanes == 1:
-            assert "fg_store_cs(P_ptr + (" in src and not re.search(r"\((nv_bfloat16|half)\d\*\)", src)
+            assert "P_ptr[" in src and "*(nv_bfloat16" not in src and "*(half" not in src
         else:
             assert (vec in src) == (n % lanes == 0), (n, vec)
         if staged and lanes > 1:

@@ -192,7 +192,7 @@ def test_the_committed_w2_kernels_read_each_row_once(db, monkeypatch):
     kernel = src[src.index("__global__"):]
     assert "float row_0_ptr[7];" in kernel and "float row_0_exp_ptr[7];" in kernel
     assert kernel.count("exp2f(") == 1
-    p_store = re.search(r"fg_store_cs\(P_ptr[^\n]*", kernel).group(0)  # schedules/streaming_stores
+    p_store = re.search(r"P_ptr\[[^\n]*", kernel).group(0)
     assert "buf_dyn_shmem_ptr" not in p_store
     before = best_record_source_switched(db, monkeypatch, row_registers.SWITCH, off=True)
     assert "row_0_ptr" not in before and before[before.index("__global__"):].count("exp2f(") == 2

@@ -1,11 +1,13 @@
 """Whole-sector P stores (schedules/sector_stores): the register sketches' P loop, with the exp kept in the
-accumulator, stores through a quad shuffle and one 8-byte store a lane. CPU only: the rewrite on a P loop of the
-W1 kernel's shape, the loops and addresses it must leave alone, P's offset factor it relies on, and the tuned W1
-kernels in every shipped form. The GPU numerics are check_bundle's and the register-sketch GPU tests'; the timing is
-benchmarks/shipped_forms_ab.py --half-sectors's."""
+accumulator, stores through a quad shuffle and one 8-byte streaming store a lane. CPU: the rewrite on a P loop of the
+W1 kernel's shape, the loops and addresses it must leave alone, P's offset factor it relies on, the store nvcc makes
+of it, and the tuned W1 kernels in every shipped form. GPU: W1's shipped twin gives the same P with and without the
+streaming hint (the other GPU numerics are check_bundle's and the register-sketch GPU tests'; the timing is
+benchmarks/shipped_forms_ab.py --half-sectors's and --cached-stores's)."""
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from schedules import sector_stores
@@ -41,7 +43,8 @@ def test_the_p_loop_stores_whole_sectors_through_a_quad_shuffle():
     out = sector_stores.rewrite(SUM + P_LOOP)
     assert "*(half2*)(P_ptr" not in out
     assert out.count("__shfl_sync(0xffffffffu, fg_pair[") == 4
-    store = re.search(r"\*\(uint2\*\)\(P_ptr \+ (.*)\) = fg_v;", out)
+    store = re.search(r"__stcs\(\(uint2\*\)\(P_ptr \+ (.*)\), fg_v\);", out)  # streaming: evict-first
+    assert out.count("P_ptr") == 1
     assert store and "((((int)threadIdx.x) & 3) * 4)" in store.group(1)  # lane q: columns 4q..4q+3
     assert "fg_pair[ax3_2_2] = *(unsigned*)&__1;" in out  # each half2 kept, in the jh loop it was computed in
     assert out.index("fg_pair[ax3_2_2] =") < out.index("__shfl_sync")  # the shuffles after the jh loop
@@ -70,6 +73,39 @@ def test_loops_and_addresses_it_cannot_prove_are_left_alone(case):
 def test_the_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv("FLASHGEMM_NO_SECTOR_STORES", "1")
     assert sector_stores.rewrite(SUM + P_LOOP) == SUM + P_LOOP
+
+
+def test_the_streaming_switch_keeps_a_plain_store(monkeypatch):
+    monkeypatch.setenv(sector_stores.STREAMING_SWITCH, "1")
+    out = sector_stores.rewrite(SUM + P_LOOP)
+    assert "__stcs" not in out and re.search(r"\*\(uint2\*\)\(P_ptr \+ .*\) = fg_v;", out)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90"])
+def test_the_lane_store_is_one_8_byte_streaming_store(arch, tmp_path, monkeypatch):
+    """nvcc (as TVM calls it: -O3, fast math) on the rewritten loop in a kernel: st.global.cs.v2 (8 bytes,
+    evict-first), one a column tile, and no other global store."""
+    import shutil
+    import subprocess
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found")
+    monkeypatch.delenv(sector_stores.STREAMING_SWITCH, raising=False)
+    body = sector_stores.rewrite(SUM + P_LOOP).replace("__1.x = (half)", "__1.x = __float2half").replace(
+        "__1.y = (half)", "__1.y = __float2half")
+    src = ("#include <cuda_fp16.h>\n"
+           'extern "C" __global__ void __launch_bounds__(128) k(half* __restrict__ P_ptr, float* __restrict__ rows, '
+           "float scale, int elem_offset) {\n"
+           "  float S_warp_ptr[128]; float m_ptr[1]; float row_sum_ptr[1];\n"
+           "  for (int i = 0; i < 128; ++i) S_warp_ptr[i] = rows[i * 128 + threadIdx.x];\n"
+           "  m_ptr[0] = rows[0]; row_sum_ptr[0] = rows[1];\n"
+           "  for (int a = 0; a < 2; ++a) for (int b = 0; b < 64; ++b) for (int i_0_1 = 0; i_0_1 < 16; ++i_0_1)\n"
+           "  for (int ax2_2 = 0; ax2_2 < 2; ++ax2_2) {\n" + body + "  }\n}\n")
+    (tmp_path / "k.cu").write_text(src)
+    subprocess.run(["nvcc", f"-arch={arch}", "-O3", "--use_fast_math", "-ptx", "-o", str(tmp_path / "k.ptx"),
+                    str(tmp_path / "k.cu")], check=True, capture_output=True)
+    ptx = (tmp_path / "k.ptx").read_text()
+    stores = re.findall(r"\bst\.global[\w.]*", ptx)
+    assert stores and set(stores) == {"st.global.cs.v2.u32"}, stores
 
 
 def test_p_offset_factor_the_proof_relies_on_is_declared_by_the_runtime_forms():
@@ -109,6 +145,44 @@ def test_the_tuned_w1_kernels_store_whole_sectors_in_every_shipped_form(monkeypa
             src = seen[-1]
             assert src.count("exp2f(") == 2 and src.count("fg_pair[2]") == 2  # the loop and its pipeline epilogue
             assert not re.search(r"\*\(half2\*\)\(P_ptr", src)
-            assert src.count("fg_store_cs((uint2*)(P_ptr + ") == 2  # streamed (schedules/streaming_stores)
+            assert src.count("__stcs((uint2*)(P_ptr + ") == 2 and src.count("P_ptr + ") == 2  # streamed
     finally:
         tvm_ffi.register_global_func("tvm_callback_cuda_postproc", cuda_build._postproc_source, override=True)
+
+
+def _w1_twin_p(db: str, streaming: bool, monkeypatch):
+    """P of the committed database's shipped twin (tuning_db.best) on random inputs, with or without the hint."""
+    import tvm
+
+    import tests.test_gpu_kernels as g
+    from schedules import cuda_build, targets
+    from tir_kernels.workloads import parse
+    from tuning_db import best
+    if streaming:
+        monkeypatch.delenv(sector_stores.STREAMING_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(sector_stores.STREAMING_SWITCH, "1")
+    targets.register_intrinsics("sm_90")
+    tk = best.load_tuned(REPO / "tuning_db" / "sm_90" / db, "sm_90")
+    dtype = "bfloat16" if db.endswith("bf16") else "float16"
+    wl = parse(db.split(".")[0], dtype)
+    _, b1, m, n, k = wl.canonical.sizes
+    # the twin fixes one batch dim (B0 = 1, or B1 = the tuned heads) and takes any size of the other
+    batch, heads = (1, 4) if tk.fixed_batch == (0, 1) else (2, b1)
+    c = g._case(dtype, batch, heads, m, n, k, scale=float(wl.scale))
+    built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(tk.twin, "main")}),
+                                    targets.tvm_target(g.ARCH))
+    assert ("__stcs(" in built.mod.imports[0].inspect_source("cuda")) == streaming
+    return g._run(built, dtype, c, g._canon(c)), c, dtype
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("db", ["bert-large.f16", "bert-large.bf16"])
+def test_w1_twin_gives_the_same_p_with_and_without_the_streaming_hint(db, monkeypatch):
+    import tests.test_gpu_kernels as g
+    if g.ARCH is None:
+        pytest.skip("no CUDA GPU visible to TVM")
+    p_on, c, dtype = _w1_twin_p(db, True, monkeypatch)
+    p_off, _, _ = _w1_twin_p(db, False, monkeypatch)
+    g._check(p_on, c, dtype)
+    assert np.array_equal(p_on, p_off)
