@@ -137,7 +137,7 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     import tvm_ffi  # noqa: PLC0415
 
     from ort_integration.kernel_library import generic_schedule  # noqa: PLC0415
-    from schedules import cuda_space  # noqa: PLC0415
+    from schedules import cuda_space, targets  # noqa: PLC0415
     from tir_kernels import runtime_func  # noqa: PLC0415
     from tuning_db import best, database  # noqa: PLC0415
 
@@ -148,15 +148,21 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
         tk = best.load_tuned(wl_dir, target_name)
         # what the bundle serves this call: the fixed-batch twin where the call has its static value (bundle.cc Find)
         twin = _serves(tk, c) and kind != "tuned_any_batch"
-        mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main")})  # as it ships
-        which = (f"tuned ({wl_dir.name}{', fixed-batch twin' if twin else ''}, {tk.run_secs * 1e6:.1f} us when tuned"
+        # and of the twins the one specialized on the call's scale (kernel_library: CUDA bundles ship it)
+        scale = tk.scale if twin and targets.is_cuda(target_name) and tk.scale == best.float32(wl.scale) else None
+        mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main", scale)})  # as shipped
+        form = (", fixed-batch twin" if twin else "") + (f" specialized on scale {scale:g}" if scale is not None
+                                                         else "")
+        which = (f"tuned ({wl_dir.name}{form}, {tk.run_secs * 1e6:.1f} us when tuned"
                  f"{f', at most {tk.max_registers} registers a thread' if tk.max_registers else ''})")
     if mod is None and kind in ("best", "default"):
         tk = best.default_kernel(wl, target_name, log=lambda msg: log("  " + msg))
         if tk is not None:
             twin = _serves(tk, c)
-            mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main")})  # as it ships
-            which = f"default schedule (untuned{', fixed-batch twin' if twin else ''})"
+            scale = tk.scale if twin and targets.is_cuda(target_name) and tk.scale == best.float32(wl.scale) else None
+            mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main", scale)})
+            which = (f"default schedule (untuned{', fixed-batch twin' if twin else ''}"
+                     f"{f' specialized on scale {scale:g}' if scale is not None else ''})")
     if mod is None and kind in ("best", "generic"):
         mod, which = generic_schedule(target_name, runtime_func(wl.variant)).mod, "generic (untuned)"
     if mod is None:

@@ -3,12 +3,15 @@ timed in one process on the same inputs with scripts/bench.py's protocol (benchm
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
       [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith] [--dynamic-statistics]
-      [--shared-warp-statistics] [--combined-statistics] [--shared-rows] [--cached-stores]
+      [--shared-warp-statistics] [--combined-statistics] [--shared-rows] [--cached-stores] [--scaled-max]
+      [--forms tuning,twin,...]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
   static     the runtime function with static batch dims (symbolic strides, scale an argument);
   twin       one batch dim static (the bundle's fixed-batch twin, tuning_db.best._twin);
+  twin_scale the twin specialized on the workload's scale (tuning_db.best.with_scale: what a CUDA bundle serves to
+             calls with that scale);
   any_batch  both batch dims symbolic (what serves every other batch);
   twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap;
   tuning@guarded, twin@guarded (--guarded)  those two forms with the normalize step's branch left as CodeGenCUDA
@@ -30,7 +33,9 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@shared-rows, twin@shared-rows (--shared-rows)  the same with the one-pass form's sweeps reading each row of
              S from shared memory three times and computing its exp twice (schedules.row_registers off);
   tuning@cached-stores, twin@cached-stores (--cached-stores)  the same with P's stores without the streaming
-             (evict-first) cache hint (schedules.sector_stores' __stcs off).
+             (evict-first) cache hint (schedules.sector_stores' __stcs off);
+  tuning@scaled-max, twin_scale@scaled-max (--scaled-max)  the same with the constant scale left in the row max
+             (schedules.max_scale off; the plain twin, whose scale is an argument, never has it out).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -51,11 +56,12 @@ SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_RE
             "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS",
             "shared-warp-statistics": "FLASHGEMM_NO_WARP_STATISTICS",
             "combined-statistics": "FLASHGEMM_NO_QUAD_STATISTICS", "shared-rows": "FLASHGEMM_NO_ROW_REGISTERS",
-            "cached-stores": "FLASHGEMM_NO_STREAMING_STORES"}
+            "cached-stores": "FLASHGEMM_NO_STREAMING_STORES", "scaled-max": "FLASHGEMM_NO_MAX_SCALE"}
 
 
-def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = ()) -> dict:
-    """{form name: (compiled function, takes runtime strides and scale)} of the database's best record."""
+def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = (), keep=None) -> dict:
+    """{form name: (compiled function, takes runtime strides and scale)} of the database's best record; only the
+    forms named in `keep` when given (each compile takes seconds)."""
     import tvm  # noqa: PLC0415
 
     from schedules import cuda_space, targets  # noqa: PLC0415
@@ -69,25 +75,30 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
     form = form_of(rec, modules)
     tuning = tvm.s_tir.Schedule(rec.workload.mod)
     rec.trace.apply_to_schedule(tuning, remove_postproc=False)
-    out = {"tuning": (cuda_space.build(tuning.mod, target_name)["main"], False)}
-    static = best.on_runtime_func(rec.trace, wl, target_name, form, any_batch=False)
+    def wanted(name):
+        return keep is None or name in keep
+    out = {"tuning": (cuda_space.build(tuning.mod, target_name)["main"], False)} if wanted("tuning") else {}
+    static = best.on_runtime_func(rec.trace, wl, target_name, form, any_batch=False) if wanted("static") else None
     shipped = {"static": static, "any_batch": tk.schedule if tk.any_batch else None, "twin": tk.twin}
     for name, sch in shipped.items():
-        if sch is not None:
+        if sch is not None and wanted(name):
             mod = tvm.IRModule({"main": tk.shipped_func(sch, "main")})
             out[name] = (cuda_space.build(mod, target_name)["main"], True)
+    if tk.twin is not None and tk.scale is not None and wanted("twin_scale"):
+        mod = tvm.IRModule({"main": tk.shipped_func(tk.twin, "main", tk.scale)})
+        out["twin_scale"] = (cuda_space.build(mod, target_name)["main"], True)
     from schedules.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415
     for cap in caps:
         func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
         mod = tvm.IRModule({"main": func.with_attr(MAX_REGISTERS_ATTR, int(cap))})
         out[f"twin@cap{cap}"] = (cuda_space.build(mod, target_name)["main"], True)
     for tag in switches:
-        out.update(_switched_forms(tuning, tk, target_name, tag))
+        out.update(_switched_forms(tuning, tk, target_name, tag, wanted))
     return out
 
 
-def _switched_forms(tuning, tk, target_name: str, tag: str) -> dict:
-    """The tuning form and the twin built with SWITCHES[tag]=1 (the module doc's *@guarded, *@exp-twice)."""
+def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: True) -> dict:
+    """The tuning form and the twins built with SWITCHES[tag]=1 (the module doc's *@guarded, *@exp-twice)."""
     import tvm  # noqa: PLC0415
 
     from schedules import cuda_build, cuda_space, targets  # noqa: PLC0415
@@ -95,12 +106,18 @@ def _switched_forms(tuning, tk, target_name: str, tag: str) -> dict:
     before = os.environ.get(var)
     os.environ[var] = "1"  # read at every compile (the codegen hook, the device pipeline)
     try:
-        out = {f"tuning@{tag}": (cuda_space.build(tuning.mod, target_name)["main"], False)}
-        cap = cuda_build.kernel_registers(tuning.mod, targets.tvm_target(target_name))
-        func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
-        if cap:
-            func = func.with_attr(cuda_build.MAX_REGISTERS_ATTR, int(cap))
-        out[f"twin@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
+        out = {}
+        if wanted(f"tuning@{tag}"):
+            out[f"tuning@{tag}"] = (cuda_space.build(tuning.mod, target_name)["main"], False)
+        if wanted(f"twin@{tag}"):
+            cap = cuda_build.kernel_registers(tuning.mod, targets.tvm_target(target_name))
+            func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
+            if cap:
+                func = func.with_attr(cuda_build.MAX_REGISTERS_ATTR, int(cap))
+            out[f"twin@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
+        if tk.twin is not None and tk.scale is not None and wanted(f"twin_scale@{tag}"):
+            func = tk.shipped_func(tk.twin, "main", tk.scale)
+            out[f"twin_scale@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
         return out
     finally:
         if before is None:
@@ -118,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--caps", default="", help="comma-separated register caps to build the twin with as well")
+    ap.add_argument("--forms", default="", help="comma-separated forms to build and time (default: all of them), "
+                                                "e.g. tuning,twin,twin_scale,tuning@scaled-max")
     ap.add_argument("--guarded", action="store_true",
                     help="also the tuning form and the twin with the normalize step's branch kept (A/B)")
     ap.add_argument("--exp-twice", action="store_true",
@@ -136,6 +155,8 @@ def main(argv=None) -> int:
                     help="also the tuning form and the twin without schedules.row_registers (A/B)")
     ap.add_argument("--cached-stores", action="store_true",
                     help="also the tuning form and the twin without sector_stores' streaming hint (A/B)")
+    ap.add_argument("--scaled-max", action="store_true",
+                    help="also the tuning form and the scale-specialized twin without schedules.max_scale (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415
@@ -161,7 +182,8 @@ def main(argv=None) -> int:
         b = feeds["B"].as_strided((c.b0, c.b1, *b_rows), c.b_strides)
         runs = {}
         switches = tuple(t for t in SWITCHES if getattr(args, t.replace("-", "_")))
-        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps, switches).items():
+        keep = set(args.forms.split(",")) if args.forms else None
+        for form, (fn, runtime) in forms_of(wl, args.target, Path(args.db), caps, switches, keep).items():
             p = torch.empty((c.b0, c.b1, c.m, c.n), dtype=a.dtype, device="cuda")
             ops = [tvm_ffi.from_dlpack(t) for t in ((a, b, p) if runtime else (a.contiguous(), b.contiguous(), p))]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import struct
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -36,17 +37,18 @@ def generic_name(variant: Variant) -> str:
 
 
 def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
-               fixed_batch: Optional[tuple] = None) -> str:
+               fixed_batch: Optional[tuple] = None, scale: Optional[float] = None) -> str:
     """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its fixed-batch
-    twin with one batch dim static (TunedKernel.twin) with "b0is1_" or "b1is<n>_"; a default (untuned) schedule's
-    name says so."""
+    twin with one batch dim static (TunedKernel.twin) with "b0is1_" or "b1is<n>_", the twin specialized on a scale
+    with "_scale" and the scale's float32 bits in hex; a default (untuned) schedule's name says so."""
     b0, b1, m, n, k = shape.sizes
     batch = f"b{fixed_batch[0]}is{fixed_batch[1]}_" if fixed_batch else "" if any_batch else f"b{b0}x{b1}_"
-    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{batch}m{m}_n{n}_k{k}"
+    bits = f"_scale{struct.unpack('<I', struct.pack('<f', scale))[0]:08x}" if scale is not None else ""
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{batch}m{m}_n{n}_k{k}{bits}"
 
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False, schedule=None, fixed_batch=None):
+           any_batch=False, schedule=None, fixed_batch=None, scale=None):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -65,6 +67,9 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
         # math); null for the others
         "fixed_batch": list(fixed_batch) if fixed_batch else None,
+        # scale: a twin specialized on this float32 scale (TunedKernel.shipped_func(scale=)): served only to the calls
+        # whose scale attribute is exactly this value, before the plain twin; null for the others
+        "scale": scale,
         # align: the byte alignment the kernel was compiled to assume for its pointers (runtime_func's align);
         # the op gives a call with less aligned pointers to the generic kernel instead
         "align": align,
@@ -134,11 +139,17 @@ def _leave_out_slow_llvm_kernels(funcs: dict, entries: list, target_name: str, l
 
 def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
                   variants: Optional[Iterable[Variant]] = None, log=print,
-                  compile_limit_s: Optional[float] = LLVM_COMPILE_LIMIT_S) -> Path:
+                  compile_limit_s: Optional[float] = LLVM_COMPILE_LIMIT_S,
+                  scale_twins: Optional[bool] = None) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
     compile_limit_s: on llvm, a tuned kernel that does not compile alone within it is left out, with a warning
-    (_leave_out_slow_llvm_kernels); None or 0: no limit."""
+    (_leave_out_slow_llvm_kernels); None or 0: no limit.
+    scale_twins: also ship each fixed-batch twin specialized on its workload's scale (default: on CUDA targets,
+    where the constant lets schedules/max_scale take the scale out of the row max; the llvm pipeline has no use for
+    it)."""
     target_name = targets.resolve(target_name)
+    if scale_twins is None:
+        scale_twins = targets.is_cuda(target_name)
     target = targets.tvm_target(target_name)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -152,21 +163,28 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
         if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
             continue
-        for fname, sch, fixed in ((name, tk.schedule, None),
-                                  *([(tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch), tk.twin,
-                                      tk.fixed_batch)] if tk.twin is not None else [])):
-            funcs[fname] = tk.shipped_func(sch, fname)
+        forms = [(name, tk.schedule, None, None)]
+        if tk.twin is not None:
+            forms.append((tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch), tk.twin, tk.fixed_batch,
+                          None))
+            if scale_twins and tk.scale is not None:
+                forms.append((tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch, tk.scale), tk.twin,
+                              tk.fixed_batch, tk.scale))
+        for fname, sch, fixed, scale in forms:
+            funcs[fname] = tk.shipped_func(sch, fname, scale)
             entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
                                   None if tk.kind == "default" else (tk.source_target or target_name),
                                   tk.source_target is not None,
                                   align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2,
-                                  any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed))
+                                  any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed, scale=scale))
     if compile_limit_s and not targets.is_cuda(target_name):
         _leave_out_slow_llvm_kernels(funcs, entries, target_name, compile_limit_s, log)
     n_default = sum(e["schedule"] == "default" for e in entries)
-    n_twins = sum(bool(e["fixed_batch"]) for e in entries)
+    n_twins = sum(bool(e["fixed_batch"]) and e["scale"] is None for e in entries)
+    n_scaled = sum(e["scale"] is not None for e in entries)
     log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] and not e['fixed_batch'] for e in entries)} tuned"
         f"{f', {n_twins} fixed-batch twins' if n_twins else ''}"
+        f"{f', {n_scaled} twins specialized on their scale' if n_scaled else ''}"
         f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
     if targets.is_cuda(target_name):
         from schedules import cuda_build, cuda_stub  # noqa: PLC0415  (the tuned kernels were measured built this way)

@@ -20,6 +20,7 @@ Then row_registers: the one-pass form's sweeps over a row of S in shared memory 
 compute its exp once (its module doc).
 Then quad_statistics: the register sketches' partial statistics reduced over a quad by shuffles, and combined by
 each reader instead of one warp between two barriers (its module doc).
+Then max_scale: a constant positive scale taken out of the row max, one multiply a row (its module doc).
 Then async_copies: the remaining vector copies from global to shared memory (the register sketches' resident B)
 become cp.async (its module doc).
 """
@@ -39,8 +40,8 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import (async_copies, exp_in_accumulator, quad_statistics, row_registers, sector_stores,  # noqa: E402
-               softmax_arithmetic, static_statistics, targets, warp_statistics)
+from . import (async_copies, exp_in_accumulator, max_scale, quad_statistics, row_registers,  # noqa: E402
+               sector_stores, softmax_arithmetic, static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -72,7 +73,7 @@ def _flashgemm_pipeline(**kwargs):
     def finalize_device():
         return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
                                             softmax_arithmetic.softmax_arithmetic, row_registers.row_registers,
-                                            quad_statistics.quad_statistics,
+                                            quad_statistics.quad_statistics, max_scale.max_scale,
                                             async_copies.async_copies, tirx.transform.StmtSimplify(),
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
     # before TVM plans the barriers: a warp allreduce's statistics go to registers (warp_statistics), the other

@@ -337,7 +337,10 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
         dict(by_name["fgs_f16_tb0_bias0_masknone_causal1_generic"], **tuned, any_batch=True, align=4096),
         # a default-schedule (untuned) kernel: shape-specific like a tuned one
         dict(by_name["fgs_f16_tb0_bias1_masknone_causal1_generic"], tuned=False, schedule="default",
-             sizes=[1, 2, 4, 6, 5], any_batch=True)]
+             sizes=[1, 2, 4, 6, 5], any_batch=True),
+        # a B0 = 1 twin specialized on scale 0.25: the calls below have scale 1, so it serves none of them
+        dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], **tuned, any_batch=True, fixed_batch=[0, 1],
+             scale=0.25)]
     (d / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
@@ -370,6 +373,32 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
                                    atol=ATOL["float16"])
         assert (f"fgs_f16_tb0_bias{int(with_bias)}_masknone_causal0_generic ({expect}) "
                 f"sizes=[{a_shape[0]},{a_shape[1]},4,6,5]") in capfd.readouterr().err, (a_shape, expect)
+
+
+def test_scale_specialized_twin_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
+    """A fixed-batch twin specialized on a scale (manifest "scale") serves the calls whose scale attribute is that
+    float32 bit for bit, before the plain twin; a call with another scale takes the plain twin."""
+    d = tmp_path / "scaled"
+    d.mkdir()
+    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    by_name = {f["name"]: f for f in manifest["functions"]}
+    twin = dict(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], workload="w", any_batch=True, fixed_batch=[0, 1])
+    generic = by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"]
+    manifest["functions"] += [dict(generic, **twin), dict(generic, **twin, scale=float(np.float32(0.1)))]
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so2 = opts(bundle, device)
+    rng = np.random.default_rng(11)
+    for scale, tag in ((0.1, "tuned, B0=1, scale=0.100000001"), (0.125, "tuned, B0=1"),
+                       (float(np.nextafter(np.float32(0.1), np.float32(1))), "tuned, B0=1")):
+        a, b = rand(rng, [3, 4, 5], "float16"), rand(rng, [5, 6], "float16")
+        (p,) = run(session(so2, make_model("float16", [3, 4, 5], [5, 6], scale=scale)), {"A": a, "B": b})
+        np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b, scale=scale),
+                                   atol=ATOL["float16"])
+        err = capfd.readouterr().err
+        assert f"fgs_f16_tb0_bias0_masknone_causal0_generic ({tag}) sizes=[1,3,4,6,5]" in err, (scale, err)
 
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -522,6 +551,12 @@ def _bad_bundle(bundle, tmp_path, what):
     elif what == "bad_fixed_batch":  # a twin's static batch dim must be 0 or 1
         manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
                                         fixed_batch=[2, 1])
+    elif what == "bad_scale":  # a scale-specialized twin's scale is a finite number
+        manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
+                                        fixed_batch=[0, 1], scale="0.125")
+    elif what == "scale_without_twin":  # only a fixed-batch twin is specialized on a scale
+        manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
+                                        scale=0.125)
     (d / "manifest.json").write_text(json.dumps(manifest))
     return d
 
@@ -540,6 +575,8 @@ FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.p
     ("bad_schedule", ['functions[2]."schedule" is not tuned|default|generic']),
     ("tuned_but_generic", ['functions[2]."schedule" disagrees with "tuned"']),
     ("bad_fixed_batch", ['functions[2]."fixed_batch" is not [0 or 1, a positive size]']),
+    ("bad_scale", ['functions[2]."scale" is not a finite number']),
+    ("scale_without_twin", ['functions[2]."scale" is set on a kernel that is not a fixed-batch twin']),
 ])
 def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, what, needles):
     if what == "cuda" and device == "cuda":
@@ -754,7 +791,9 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
     assert tuned, "the committed tuning_db has tuned kernels for this arch; the bundle should list them"
     def key(f):  # a kernel's variant and sizes: a twin's are its plain kernel's
         return (f["dtype"], f["trans_b"], f["bias"], f["mask"], f["causal"], *f["sizes"])
-    twins = {key(f): f for f in manifest["functions"] if f["tuned"] and f.get("fixed_batch")}
+    fixed = [f for f in manifest["functions"] if f["tuned"] and f.get("fixed_batch")]
+    twins = {key(f): f for f in fixed if f.get("scale") is None}
+    scaled = {key(f): f for f in fixed if f.get("scale") is not None}  # the twins specialized on their scale
     from tuning_db import database, twins as verdicts  # noqa: PLC0415
     left_out = {p.name for p in (database.default_root() / manifest["target"]).iterdir()
                 if (p / database.PROVENANCE).exists() and not verdicts.ships_twin(database.read_provenance(p))}
@@ -764,8 +803,8 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
         b0, b1, m, n, k = f["sizes"]
         if b1 * m * max(n, k) > 2**25:
             continue  # the LM head: its reference in float64 takes minutes on the host
-        dtype, twin = f["dtype"], twins.get(key(f))
-        calls = [([batch, b1], [batch, b1]) for batch in (b0, 1, b0 + 3)]  # (A's batch dims, B's)
+        dtype, twin, twin_scaled = f["dtype"], twins.get(key(f)), scaled.get(key(f))
+        calls = [([batch, b1], [batch, b1], None) for batch in (b0, 1, b0 + 3)]  # (A's batch dims, B's, scale)
         if twin is None:  # left out by a benchmark's verdict (tuning_db/twins.py): the plain kernel serves every call
             assert f["workload"] in left_out, f"{f['name']}: no fixed-batch twin in the bundle"
             dim, value = 0, None
@@ -773,23 +812,30 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
             dim, value = twin["fixed_batch"]
             # one call the twin cannot take: B0 = 2 that does not merge into B1 (B broadcast over A's first dim), or
             # B1 = one head more than the twin's
-            calls.append(([2, b1], [b1]) if dim == 0 else ([b0, value + 1], [b0, value + 1]))
+            calls.append(([2, b1], [b1], None) if dim == 0 else ([b0, value + 1], [b0, value + 1], None))
+            if twin_scaled is not None:  # the twin's batch with another scale: the plain twin, not the specialized one
+                calls.append(([1, b1], [1, b1], twin_scaled["scale"] * 0.5) if dim == 0 else
+                             ([b0, value], [b0, value], twin_scaled["scale"] * 0.5))
         served = set()
-        for a_batch, b_batch in calls:
+        for a_batch, b_batch, scale in calls:
             a_shape = [*a_batch, m, k]
             b_shape = [*b_batch, n, k] if f["trans_b"] else [*b_batch, k, n]
             bias_shape = [a_batch[0], 1, 1, n] if f["bias"] else None
             mask = {"none": None, "bool": rng.random([a_batch[0], 1, 1, n]) < 0.9,
                     "add": -3.0 * rng.random([a_batch[0], 1, 1, n])}[f["mask"]]
-            check(so, dtype, a_shape, b_shape, bias_shape, mask=mask, trans_b=f["trans_b"], causal=f["causal"],
-                  seed=a_batch[0])
+            check(so, dtype, a_shape, b_shape, bias_shape, mask=mask, scale=scale, trans_b=f["trans_b"],
+                  causal=f["causal"], seed=a_batch[0])
             sizes = canonicalize(a_shape, b_shape, bool(f["trans_b"]), bias_shape,
                                  None if mask is None else list(mask.shape)).sizes
+            call_scale = float(np.float32(1.0 / np.sqrt(k) if scale is None else scale))  # check's default
             by = twin if sizes[dim] == value else f
             tag = f"tuned, B{dim}={value}" if by is twin else "tuned"
+            if by is twin and twin_scaled is not None and call_scale == twin_scaled["scale"]:
+                by, tag = twin_scaled, f"{tag}, scale={float(np.float32(call_scale)):.9g}"
             assert f"{by['name']} ({tag}) sizes=[{','.join(map(str, sizes))}]" in capfd.readouterr().err, (f, a_batch)
             served.add(by["name"])
-        assert served == {f["name"]} | ({twin["name"]} if twin else set()), (f["name"], served)
+        expect = {f["name"]} | ({twin["name"]} if twin else set()) | ({twin_scaled["name"]} if twin_scaled else set())
+        assert served == expect, (f["name"], served)
 
 
 @pytest.mark.gpu

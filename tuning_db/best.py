@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import struct
 import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
 import tvm
+import tvm_ffi
 
 from schedules import targets
 from tir_kernels import CanonicalShape, Variant, runtime_func
@@ -39,18 +41,41 @@ class TunedKernel:
     # it (constant index math), the others by `schedule`
     twin: Optional[tvm.s_tir.Schedule] = None
     fixed_batch: Optional[tuple] = None
+    # the tuned workload's scale (float32), set with the twin: the bundle also ships the twin specialized on it
+    # (with_scale), served to the calls whose scale attribute is exactly this value
+    scale: Optional[float] = None
     # CUDA: the registers a thread the measured (tuning) form took; the export compiles schedule and twin with that
     # cap (schedules.cuda_build.MAX_REGISTERS_ATTR: their index math may cost the few registers that lose a block)
     max_registers: Optional[int] = None
 
-    def shipped_func(self, sch: tvm.s_tir.Schedule, symbol: str) -> tvm.tirx.PrimFunc:
+    def shipped_func(self, sch: tvm.s_tir.Schedule, symbol: str, scale: Optional[float] = None) -> tvm.tirx.PrimFunc:
         """`sch`'s (the schedule's or the twin's) function as compiled for shipping: named `symbol`, with the
-        measured form's register cap."""
+        measured form's register cap, and specialized on `scale` when given (with_scale)."""
         func = sch.mod["main"].with_attr("global_symbol", symbol)
+        if scale is not None:
+            func = with_scale(func, scale)
         if self.max_registers:
             from schedules.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415  (CUDA only)
             func = func.with_attr(MAX_REGISTERS_ATTR, self.max_registers)
         return func
+
+
+def with_scale(func: tvm.tirx.PrimFunc, scale: float) -> tvm.tirx.PrimFunc:
+    """`func` with its `scale` argument replaced by the constant `scale` in the body; the argument stays (the calling
+    convention is every kernel's) and is ignored. Why: with a constant scale the compile pipeline takes it out of the
+    row max (schedules/max_scale), 2.7 % on W1's twin; the tuning forms, which Meta-Schedule timed, have it constant
+    too. The bundle serves such a kernel only to calls with exactly this scale (manifest "scale")."""
+    param = func.params[-1]
+    if param.name != "scale" or str(param.ty.dtype) != "float32":
+        raise ValueError(f"{func.attrs.get('global_symbol', 'kernel')}: the last argument is not the float32 scale")
+    value = tvm.tirx.FloatImm("float32", float(scale))
+    body = tvm_ffi.structural_map(func.body, ((tvm.tirx.Var, lambda v: value if v.same_as(param) else v),))
+    return func.with_body(body)
+
+
+def float32(x: float) -> float:
+    """x rounded to float32 (what the ORT op's scale attribute holds), as a Python float."""
+    return struct.unpack("<f", struct.pack("<f", float(x)))[0]
 
 
 _MAX_REGISTERS_CACHE: dict = {}
@@ -102,15 +127,15 @@ def on_runtime_func(trace, wl, target: str, form: Form, any_batch: bool, fixed_b
 
 
 def _twin(trace, wl, target: str, form: Optional[Form], any_batch: bool) -> dict:
-    """TunedKernel's twin and fixed_batch for an any-batch kernel (empty for the others): B0 fixed at 1 when it was
-    tuned with B0 = 1 (B1 = batch x heads varies), else B1 fixed at its tuned value (B0 = batch varies)."""
+    """TunedKernel's twin, fixed_batch and scale for an any-batch kernel (empty for the others): B0 fixed at 1 when it
+    was tuned with B0 = 1 (B1 = batch x heads varies), else B1 fixed at its tuned value (B0 = batch varies)."""
     if not any_batch:
         return {}
     b0, b1 = wl.canonical.sizes[:2]
     fixed = (0, 1) if b0 == 1 else (1, b1)
     try:
         return {"twin": on_runtime_func(trace, wl, target, form or forms(wl, target)[0], True, fixed),
-                "fixed_batch": fixed}
+                "fixed_batch": fixed, "scale": float32(wl.scale)}
     except Exception:  # noqa: BLE001  (not expected: the any-batch kernel, which did replay, then serves every batch)
         return {}
 

@@ -2,6 +2,8 @@
 
 #include <tvm/ffi/extra/json.h>
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +18,14 @@ std::string FixHint(bool cuda_build) {
 }
 
 namespace json = tvm::ffi::json;
+
+// A float32's bits: scale-specialized twins match the op's scale attribute exactly (-0.0 and 0.0 differ; no NaN
+// reaches here, the manifest's scale is checked finite)
+int64_t ScaleBits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+}
 
 // Typed access to one manifest field, with an error that says which field of which file is wrong.
 class Fields {
@@ -176,7 +186,24 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         k.fixed_dim = static_cast<int>(*dim);
         k.fixed_value = *value;
       }
-      if (k.fixed_dim >= 0)
+      // scale (absent or null in older manifests): a twin specialized on this float32 scale
+      std::optional<tvm::ffi::Any> scale = entry_obj->Get(tvm::ffi::String("scale"));
+      if (scale.has_value() && !(*scale == nullptr)) {
+        std::optional<double> value = scale->as<double>();
+        if (!value) {
+          if (auto i = scale->as<int64_t>()) value = static_cast<double>(*i);
+        }
+        if (!value || !std::isfinite(*value)) e.Fail("scale", "is not a finite number");
+        if (k.fixed_dim < 0) e.Fail("scale", "is set on a kernel that is not a fixed-batch twin");
+        k.has_scale = true;
+        k.scale = static_cast<float>(*value);
+      }
+      if (k.has_scale)
+        b->tuned_fixed_batch_scale_.emplace(
+            std::make_pair(v.Key(), std::array<int64_t, 6>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4],
+                                                            ScaleBits(k.scale)}),
+            std::move(k));
+      else if (k.fixed_dim >= 0)
         b->tuned_fixed_batch_.emplace(
             std::make_pair(v.Key(), std::array<int64_t, 5>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4]}),
             std::move(k));
@@ -191,9 +218,14 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
   return b;
 }
 
-const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const {
+const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const {
   auto t = tuned_.find({variant_key, sizes});
   if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
+  for (int64_t dim : {0, 1}) {
+    auto f = tuned_fixed_batch_scale_.find(
+        {variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4], ScaleBits(scale)}});
+    if (f != tuned_fixed_batch_scale_.end() && f->second.align <= ptr_align) return &f->second;
+  }
   for (int64_t dim : {0, 1}) {
     auto f = tuned_fixed_batch_.find({variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4]}});
     if (f != tuned_fixed_batch_.end() && f->second.align <= ptr_align) return &f->second;

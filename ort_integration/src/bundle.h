@@ -36,6 +36,8 @@ struct Kernel {
   int64_t align = 2;  // bytes every pointer argument must be aligned to (manifest "align")
   int fixed_dim = -1;  // manifest "fixed_batch" [dim, value]: an any-batch twin with that batch dim static (-1: none)
   int64_t fixed_value = 0;
+  bool has_scale = false;  // manifest "scale": a fixed-batch twin specialized on this scale, served only to it
+  float scale = 0.0f;
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -51,10 +53,11 @@ class Bundle {
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
   // The shape's own kernel, tuned or default-schedule (exact sizes; else an any-batch twin whose static batch dim
-  // matches; else one for any batch with these M, N, K), else the generic one of the variant, else nullptr.
+  // matches, the one specialized on `scale` (bit for bit) first; else one for any batch with these M, N, K), else
+  // the generic one of the variant, else nullptr.
   // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
-  const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align) const;
+  const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& device() const { return device_; }  // "cpu" | "cuda"
@@ -69,6 +72,8 @@ class Bundle {
   // any-batch twins with one batch dim static (manifest "fixed_batch"), preferred for the calls with that value:
   // [dim, value, M, N, K]
   std::map<std::pair<std::string, std::array<int64_t, 5>>, Kernel> tuned_fixed_batch_;
+  // those twins specialized on a scale (manifest "scale"): [dim, value, M, N, K, the scale's float32 bits]
+  std::map<std::pair<std::string, std::array<int64_t, 6>>, Kernel> tuned_fixed_batch_scale_;
 };
 
 }  // namespace flashgemm

@@ -97,6 +97,13 @@ bool BoolAttr(const OrtKernelInfo* info, const char* name) {
   return v == 1;
 }
 
+// A scale for the verbose dispatch line: 9 significant digits read back as the same float32
+std::string ScaleText(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(x));
+  return buf;
+}
+
 #ifdef FLASHGEMM_WITH_CUDA
 // "" when the bundle's kernels run on this GPU, else why not. A cubin built for sm_XY runs on compute capability
 // X.Z with Z >= Y (same major): an sm_80 bundle serves an sm_86 GPU, an sm_90 one serves no Ampere or Ada GPU.
@@ -211,7 +218,7 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
                    reinterpret_cast<uintptr_t>(bias.data) | reinterpret_cast<uintptr_t>(mask.data) |
                    reinterpret_cast<uintptr_t>(out.GetTensorMutableRawData()) | uintptr_t{256};
   const int64_t ptr_align = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit (absent inputs: null)
-  const Kernel* kernel = bundle_.Find(key.Key(), sizes, ptr_align);
+  const Kernel* kernel = bundle_.Find(key.Key(), sizes, ptr_align, scale_);
   if (!kernel)
     return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no kernel for variant " + key.Key() +
                         "; rebuild it with every variant (run scripts/build.py --target llvm)")
@@ -220,9 +227,11 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (verbose_) {
     char line[512];
     std::snprintf(line, sizeof(line), "flashgemm: %s (%s) sizes=[%lld,%lld,%lld,%lld,%lld]%s\n", kernel->name.c_str(),
-                  (kernel->schedule + (kernel->fixed_dim < 0 ? std::string()
-                                       : ", B" + std::to_string(kernel->fixed_dim) + "=" +
-                                             std::to_string(kernel->fixed_value)))
+                  (kernel->schedule +
+                   (kernel->fixed_dim < 0 ? std::string()
+                                          : ", B" + std::to_string(kernel->fixed_dim) + "=" +
+                                                std::to_string(kernel->fixed_value)) +
+                   (kernel->has_scale ? ", scale=" + ScaleText(kernel->scale) : std::string()))
                       .c_str(),
                   static_cast<long long>(sizes[0]),
                   static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
