@@ -129,10 +129,13 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["target"] == arch
     # --workload: a default-schedule kernel for the untuned shape; the tuned (transferred) one serves vit-b16
-    default, twin = sorted((e for e in manifest["functions"] if e["schedule"] == "default" and e["workload"] == "odd"),
-                           key=lambda e: e["fixed_batch"] is not None)
+    default, twin, scaled = sorted((e for e in manifest["functions"]
+                                    if e["schedule"] == "default" and e["workload"] == "odd"),
+                                   key=lambda e: (e["fixed_batch"] is not None, e["scale"] is not None))
     assert default["sizes"] == [2, 4, 100, 300, 72] and default["any_batch"] and not default["tuned"]
     assert default["fixed_batch"] is None and twin["fixed_batch"] == [1, 4]  # its twin: B1 (the heads) static
+    # and the twin specialized on the workload's scale (1 when the spec gives none), for the calls with that scale
+    assert twin["scale"] is None and scaled["fixed_batch"] == [1, 4] and scaled["scale"] == 1.0
     assert default["tuned_on"] is None and default["align"] == 64
     assert "vit-b16: a tuned kernel serves" in out.stdout
     shaped = [e for e in manifest["functions"] if e["schedule"] == "tuned"]
