@@ -4,7 +4,7 @@ timed in one process on the same inputs with scripts/bench.py's protocol (benchm
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
       [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith] [--dynamic-statistics]
       [--shared-warp-statistics] [--combined-statistics] [--shared-rows] [--cached-stores] [--scaled-max]
-      [--forms tuning,twin,...]
+      [--two-exchanges] [--forms tuning,twin,...]
 
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
@@ -35,7 +35,9 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@cached-stores, twin@cached-stores (--cached-stores)  the same with P's stores without the streaming
              (evict-first) cache hint (schedules.sector_stores' __stcs off);
   tuning@scaled-max, twin_scale@scaled-max (--scaled-max)  the same with the constant scale left in the row max
-             (schedules.max_scale off; the plain twin, whose scale is an argument, never has it out).
+             (schedules.max_scale off; the plain twin, whose scale is an argument, never has it out);
+  tuning@two-exchanges, twin@two-exchanges, twin_scale@two-exchanges (--two-exchanges)  the same with the register
+             sketches' row statistics exchanged between warps twice a row tile (schedules.one_exchange off).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -56,7 +58,8 @@ SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_RE
             "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS",
             "shared-warp-statistics": "FLASHGEMM_NO_WARP_STATISTICS",
             "combined-statistics": "FLASHGEMM_NO_QUAD_STATISTICS", "shared-rows": "FLASHGEMM_NO_ROW_REGISTERS",
-            "cached-stores": "FLASHGEMM_NO_STREAMING_STORES", "scaled-max": "FLASHGEMM_NO_MAX_SCALE"}
+            "cached-stores": "FLASHGEMM_NO_STREAMING_STORES", "scaled-max": "FLASHGEMM_NO_MAX_SCALE",
+            "two-exchanges": "FLASHGEMM_NO_ONE_EXCHANGE"}
 
 
 def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = (), keep=None) -> dict:
@@ -157,6 +160,8 @@ def main(argv=None) -> int:
                     help="also the tuning form and the twin without sector_stores' streaming hint (A/B)")
     ap.add_argument("--scaled-max", action="store_true",
                     help="also the tuning form and the scale-specialized twin without schedules.max_scale (A/B)")
+    ap.add_argument("--two-exchanges", action="store_true",
+                    help="also the tuning form and the twins without schedules.one_exchange (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415

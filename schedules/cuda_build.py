@@ -40,7 +40,7 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import (async_copies, exp_in_accumulator, max_scale, quad_statistics, row_registers,  # noqa: E402
+from . import (async_copies, exp_in_accumulator, max_scale, one_exchange, quad_statistics, row_registers,  # noqa: E402
                sector_stores, softmax_arithmetic, static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
@@ -120,8 +120,10 @@ _launch_max_registers: dict = {}  # global symbol -> R while compile_cuda runs (
 @tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
 def _postproc_source(code, *_target):
     """CodeGenCUDA's source hook: the register caps, the recompute form's normalize guard, the register sketches'
-    whole-sector P stores (sector_stores), then the bf16 -> fp32 conversions (notes above each)."""
-    return bf16_to_f32_by_shift(sector_stores.rewrite(unguard_recompute_normalize(_cap_registers(code))))
+    whole-sector P stores (sector_stores) and one exchange of their row statistics a row tile (one_exchange), then
+    the bf16 -> fp32 conversions (notes above each)."""
+    return bf16_to_f32_by_shift(one_exchange.rewrite(sector_stores.rewrite(
+        unguard_recompute_normalize(_cap_registers(code)))))
 
 
 def _cap_registers(code: str) -> str:

@@ -112,6 +112,22 @@ def _canon(c):
 _GENERIC = {}
 
 
+def committed_twin_case(db: str):
+    """(TunedKernel, dtype, case) for a committed sm_90 database's fixed-batch twin: random inputs of its workload at a
+    batch the twin serves (B0 = 1 with 4 heads, or 2 x the tuned heads)."""
+    from pathlib import Path
+
+    from tir_kernels.workloads import parse
+    from tuning_db import best
+    targets.register_intrinsics("sm_90")
+    tk = best.load_tuned(Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / db, "sm_90")
+    dtype = "bfloat16" if db.endswith("bf16") else "float16"
+    wl = parse(db.split(".")[0], dtype)
+    _, b1, m, n, k = wl.canonical.sizes
+    batch, heads = (1, 4) if tk.fixed_batch == (0, 1) else (2, b1)
+    return tk, dtype, _case(dtype, batch, heads, m, n, k, scale=float(wl.scale))
+
+
 def _generic(variant):
     """Compile the generic (symbolic-size) kernel of `variant` once per session."""
     if variant not in _GENERIC:

@@ -116,15 +116,7 @@ def test_scale_specialized_twin_matches_fp64_and_the_plain_twin(db):
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
     from schedules import cuda_build, targets
-    from tir_kernels.workloads import parse
-    from tuning_db import best
-    targets.register_intrinsics("sm_90")
-    tk = best.load_tuned(REPO / "tuning_db" / "sm_90" / db, "sm_90")
-    dtype = "bfloat16" if db.endswith("bf16") else "float16"
-    wl = parse(db.split(".")[0], dtype)
-    _, b1, m, n, k = wl.canonical.sizes
-    batch, heads = (1, 4) if tk.fixed_batch == (0, 1) else (2, b1)
-    c = g._case(dtype, batch, heads, m, n, k, scale=float(wl.scale))
+    tk, dtype, c = g.committed_twin_case(db)
     ps = {}
     for tag, scale in (("twin", None), ("twin_scale", tk.scale)):
         built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(tk.twin, "main", scale)}),

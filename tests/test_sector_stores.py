@@ -156,20 +156,12 @@ def _w1_twin_p(db: str, streaming: bool, monkeypatch):
 
     import tests.test_gpu_kernels as g
     from schedules import cuda_build, targets
-    from tir_kernels.workloads import parse
-    from tuning_db import best
     if streaming:
         monkeypatch.delenv(sector_stores.STREAMING_SWITCH, raising=False)
     else:
         monkeypatch.setenv(sector_stores.STREAMING_SWITCH, "1")
-    targets.register_intrinsics("sm_90")
-    tk = best.load_tuned(REPO / "tuning_db" / "sm_90" / db, "sm_90")
-    dtype = "bfloat16" if db.endswith("bf16") else "float16"
-    wl = parse(db.split(".")[0], dtype)
-    _, b1, m, n, k = wl.canonical.sizes
     # the twin fixes one batch dim (B0 = 1, or B1 = the tuned heads) and takes any size of the other
-    batch, heads = (1, 4) if tk.fixed_batch == (0, 1) else (2, b1)
-    c = g._case(dtype, batch, heads, m, n, k, scale=float(wl.scale))
+    tk, dtype, c = g.committed_twin_case(db)
     built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(tk.twin, "main")}),
                                     targets.tvm_target(g.ARCH))
     assert ("__stcs(" in built.mod.imports[0].inspect_source("cuda")) == streaming

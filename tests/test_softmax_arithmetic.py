@@ -114,11 +114,17 @@ def test_the_switch_turns_both_off(monkeypatch):
     assert sa.softmax_arithmetic(mod)["main"].same_as(mod["main"])
 
 
-def test_the_w1_kernel_as_exported():
+def test_the_w1_kernel_as_exported(monkeypatch):
     # W1's best record (register sketch): the sum pass's exp is exp2 of an FFMA, its normalize step multiplies by
     # one reciprocal a row (in the row-tile loop and in its pipeline epilogue), P's stores stay whole sectors
-    from tests.compile_worker import best_record_source
-    src = best_record_source("bert-large.f16")
+    from tests.compile_worker import best_record_source_switched
+    src = best_record_source_switched("bert-large.f16", monkeypatch, "FLASHGEMM_NO_ONE_EXCHANGE", off=True)
     assert "expf(" not in src and src.count("exp2f(") == 2
     assert len(re.findall(r"_rcp(?:_\d+)? = \(0x1p\+0f/\*1\.000000e\+00\*/ / ", src)) == 2
+    assert src.count("fg_pair[2]") == 2
+    # as exported, schedules.one_exchange weighs the 4 warps' sums (4 exps a row tile) and folds its factor into the
+    # row's one division (an exp and a division instead of the reciprocal)
+    src = best_record_source_switched("bert-large.f16", monkeypatch, "FLASHGEMM_NO_ONE_EXCHANGE", off=False)
+    assert "expf(" not in src and src.count("exp2f(") == 2 + 2 * (4 + 1)
+    assert len(re.findall(r"_rcp(?:_\d+)? = exp2f\([^\n]*\) / row_sum_shared_dyn_local_ptr(?:_\d+)?\[0\];", src)) == 2
     assert src.count("fg_pair[2]") == 2
