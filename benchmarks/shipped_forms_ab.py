@@ -37,7 +37,8 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning@scaled-max, twin_scale@scaled-max (--scaled-max)  the same with the constant scale left in the row max
              (schedules.max_scale off; the plain twin, whose scale is an argument, never has it out);
   tuning@two-exchanges, twin@two-exchanges, twin_scale@two-exchanges (--two-exchanges)  the same with the register
-             sketches' row statistics exchanged between warps twice a row tile (schedules.one_exchange off).
+             sketches' row statistics exchanged between warps twice a row tile (schedules.one_exchange off);
+  any_batch@TAG  with any of the switches above: the any-batch kernel built that way as well.
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -121,6 +122,9 @@ def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: 
         if tk.twin is not None and tk.scale is not None and wanted(f"twin_scale@{tag}"):
             func = tk.shipped_func(tk.twin, "main", tk.scale)
             out[f"twin_scale@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
+        if tk.any_batch and wanted(f"any_batch@{tag}"):
+            func = tk.shipped_func(tk.schedule, "main")
+            out[f"any_batch@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
         return out
     finally:
         if before is None:

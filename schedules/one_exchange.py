@@ -26,12 +26,12 @@ process (benchmarks/shipped_forms_ab.py --two-exchanges, 5 rounds), the scale-sp
 (results/h200/w3-register-probe-2026-11-28); at W3 the shipped kernels are of the recompute form, which this does not
 touch.
 
-Applied to the kernels whose row max reads the accumulator elements themselves: the tuning forms and the twins
-specialized on their scale, whose constant scale max_scale takes out of the max (W1 ships those for its workload).
-The kernels with a runtime scale (the plain twin, the any-batch kernel: max of X * scale) would take the same
-rewrite, and the source shows nothing against it, but it was not run on a GPU in that form yet, so they are left as
-they are. Applied to a row tile only when the source proves the rewrite safe (each check below, else that tile is
-left as it is):
+Applied to every register-sketch kernel: the tuning forms and the twins specialized on their scale, whose row max
+reads the accumulator elements (max_scale took the constant scale out), and the kernels with a runtime scale (the
+plain twin, the any-batch kernel), whose max reads X * scale. Either way m_w is the maximum of what the sum's exp
+takes, so the exp's argument stays <= 0 as before; and the result does not depend on which m_w each warp uses, as
+long as the sum's exp and P's factor use the same one (they read the same fg_mw slot). Applied to a row tile only
+when the source proves the rewrite safe (each check below, else that tile is left as it is):
 - the kernel kept exp in its accumulator (the mark sector_stores also reads): P reads e, not a new exp;
 - the max and sum loops walk the same accumulator elements (their index expressions equal once the loop names are
   mapped), the two partial stores use the same slot expression, and the sum's and P's combines read the same partials
@@ -47,8 +47,9 @@ from __future__ import annotations
 import os
 import re
 
+from .sector_stores import EXP_KEPT
+
 SWITCH = "FLASHGEMM_NO_ONE_EXCHANGE"
-_EXP_KEPT = re.compile(r"\b(?P<arr>\w+)\[(?P<idx>[^\]\n]+)\] = exp2?f\(\(+(?P=arr)\[(?P=idx)\]")
 _LOG2E = "1.4426950408889634f"
 _CLAMP = "-0x1.2ced32a16a1b1p+127f"  # the template's max(M, -2e38) before exp: no -inf - -inf
 _SYNC = "__syncthreads();"
@@ -64,7 +65,7 @@ _FOR = re.compile(r"for \(int (\w+) = 0; \1 < (\d+); \+\+\1\) \{")
 
 
 def applies(code: str) -> bool:
-    return not os.environ.get(SWITCH) and bool(_EXP_KEPT.search(code))
+    return not os.environ.get(SWITCH) and bool(EXP_KEPT.search(code))
 
 
 def rewrite(code: str) -> str:
@@ -199,8 +200,9 @@ def _rewrite_tile(code: str, m):
         return None
     # the checks of the module doc
     max_block = code[max_for:max_end]
-    # the max reads the elements themselves (max_scale took a constant scale out); X * scale is left alone (below)
-    max_elems = re.findall(r"= max\(\w+\[0\], (S_warp_ptr\[[^\]\n]*\])\);", max_block)
+    # the max reads the elements themselves (max_scale took a constant scale out) or X * a runtime scale
+    max_elems = ["".join(g) for g in re.findall(r"= max\(\w+\[0\], (?:\((S_warp_ptr\[[^\]\n]*\]) \* \w+\)|"
+                                                r"(S_warp_ptr\[[^\]\n]*\]))\);", max_block)]
     sum_elems = re.findall(r"(S_warp_ptr\[[^\n]*?\]) = exp2f\(", sum_block)
     if len(max_elems) != 1 or len(sum_elems) != 1:
         return None

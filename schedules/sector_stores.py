@@ -57,7 +57,7 @@ _LOOP = re.compile(
 _LANE = "((((int)threadIdx.x) & 3) * 2)"
 _LANE4 = "((((int)threadIdx.x) & 3) * 4)"
 # an accumulator element overwritten with its exp: the mark exp_in_accumulator leaves in the sum pass
-_EXP_KEPT = re.compile(r"\b(?P<arr>\w+)\[(?P<idx>[^\]\n]+)\] = exp2?f\(\(+(?P=arr)\[(?P=idx)\]")
+EXP_KEPT = re.compile(r"\b(?P<arr>\w+)\[(?P<idx>[^\]\n]+)\] = exp2?f\(\(+(?P=arr)\[(?P=idx)\]")
 _CAST = re.compile(r"\(\(int\)(\w+)\.(\w)\)")
 _INT_EXPR = re.compile(r"^[\w\s()+\-*/%&|<>]*$")  # no ternary or casts left
 P_OFFSET_FACTOR = 4  # tir_kernels.fused_gemm_softmax.P_OFFSET_FACTOR (not imported: builder workers stay light)
@@ -67,7 +67,7 @@ STREAMING_SWITCH = "FLASHGEMM_NO_STREAMING_STORES"
 
 def applies(code: str) -> bool:
     """Whether the source is one the rewrite is for (module doc) and the switch is not set."""
-    return not os.environ.get("FLASHGEMM_NO_SECTOR_STORES") and bool(_EXP_KEPT.search(code))
+    return not os.environ.get("FLASHGEMM_NO_SECTOR_STORES") and bool(EXP_KEPT.search(code))
 
 
 def rewrite(code: str) -> str:

@@ -3,7 +3,7 @@
 CPU: the committed W1 kernels lose one barrier a row tile and combine their warps' partial sums with exp(m_w - m)
 weights; the kernels without exp kept in the accumulator (W2, W3) are not touched; a row tile that fails one of the
 checks (no barrier before it, other elements in the sum than in the max, an exp in P) is left as it is; the switch.
-GPU: the W1 scale-specialized twins with and without it, against FP64 and against each other. Timing:
+GPU: every W1 kernel the bundle ships with and without it, against FP64 and against each other. Timing:
 benchmarks/shipped_forms_ab.py --two-exchanges."""
 import re
 
@@ -41,19 +41,22 @@ def test_the_w1_kernel_exchanges_its_statistics_once_a_row_tile(w1_sources):
     assert one_exchange.rewrite(on) == on
 
 
-def test_the_runtime_scale_twin_is_left_alone():
-    """The plain twin (scale an argument: its max reads X * scale) is not rewritten (module doc: not yet run on a
-    GPU in that form)."""
+def test_the_runtime_scale_kernels_are_rewritten_the_same_way():
+    """The plain twin and the any-batch kernel (scale an argument: their max reads X * scale) lose the same barrier
+    and take the same combine as the scale twin."""
     from pathlib import Path
 
     from schedules import cuda_build, targets
     from tuning_db import best
     targets.register_intrinsics("sm_90")
     tk = best.load_tuned(Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / "bert-large.f16", "sm_90")
-    src = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(tk.twin, "main")}),
-                                  targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
-    assert re.search(r"= max\(row_max_rf_shared_dyn_local_ptr\[0\], \(S_warp_ptr\[[^\n]*\] \* scale\)\);", src)
-    assert MARK not in src and "fg_mw" not in src
+    for sch in (tk.twin, tk.schedule):
+        src = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(sch, "main")}),
+                                      targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")
+        assert len(re.findall(r"= max\(row_max_rf_shared_dyn_local_ptr\w*\[0\], \(S_warp_ptr\[[^\n]*\] \* scale\)\);",
+                              src)) == 2
+        assert src.count(MARK) == 2 and src.count("float fg_mw[4];") == 1
+        assert len(re.findall(r"_rcp\w* = exp2f\(\(max\(fg_mw\[", src)) == 2
 
 
 @pytest.mark.parametrize("db", ["vit-b16.f16", "whisper-enc.f16"])
@@ -99,7 +102,9 @@ def test_the_switch_turns_it_off(w1_sources, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("db", ["bert-large.f16", "bert-large.bf16"])
-def test_w1_scale_twins_with_one_exchange_match_fp64_and_the_twins_without(db, monkeypatch):
+def test_w1_kernels_with_one_exchange_match_fp64_and_the_kernels_without(db, monkeypatch):
+    """Every W1 kernel the bundle ships (the scale twin, the plain twin with its runtime scale, the any-batch kernel),
+    built with and without the rewrite, against FP64 and against each other."""
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
@@ -107,16 +112,17 @@ def test_w1_scale_twins_with_one_exchange_match_fp64_and_the_twins_without(db, m
     tk, dtype, c = g.committed_twin_case(db)
     # one rounding more a factor: at most one step of P's dtype apart
     step = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7
-    for scale in (tk.scale,):  # the scale-specialized twin: what W1's calls get (the plain twin is not rewritten)
+    for name, sch, scale in (("scale twin", tk.twin, tk.scale), ("plain twin", tk.twin, None),
+                             ("any-batch", tk.schedule, None)):
         ps = {}
         for on in (True, False):
             if on:
                 monkeypatch.delenv(one_exchange.SWITCH, raising=False)
             else:
                 monkeypatch.setenv(one_exchange.SWITCH, "1")
-            built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(tk.twin, "main", scale)}),
+            built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(sch, "main", scale)}),
                                             targets.tvm_target(g.ARCH))
-            assert (MARK in built.mod.imports[0].inspect_source("cuda")) == on
+            assert (MARK in built.mod.imports[0].inspect_source("cuda")) == on, name
             ps[on] = g._run(built, dtype, c, g._canon(c))
             g._check(ps[on], c, dtype)
-        assert float(np.abs(ps[True].astype(np.float64) - ps[False].astype(np.float64)).max()) <= step
+        assert float(np.abs(ps[True].astype(np.float64) - ps[False].astype(np.float64)).max()) <= step, name
