@@ -56,8 +56,9 @@ def main(argv=None) -> int:
                          "evolutionary search costs 30-50 s on 16 cores whatever the batch, so bigger batches "
                          "tune faster (default 256)")
     ap.add_argument("--population", type=int, default=512,
-                    help="evolutionary search population per iteration (default 512, Meta-Schedule's; a form whose "
-                         "space has few points gets 4 a point, at least 16)")
+                    help="evolutionary search population per iteration (default 512, Meta-Schedule's; batches "
+                         "under 64 get 8 a candidate of the batch, and a form whose space has few points 4 a point, "
+                         "at least 16 either way)")
     ap.add_argument("--runner", default="local", choices=["local", "rpc"],
                     help="local: this machine's first GPU (or CPU for llvm), default; rpc: every server "
                          "registered under --key at --tracker")

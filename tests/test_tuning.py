@@ -528,6 +528,21 @@ def test_a_form_of_few_points_gets_a_small_search_population():
     assert tuner.form_population(512, None) == 512 and tuner.form_population(32, 12) == 32
 
 
+def test_a_small_batch_gets_a_small_search_population(tmp_path):
+    """8 candidates a measured one below batches of 64 (a population of 512 for batches of 2 spent 93 of a 119 s
+    llvm run), at least 16; batches of 64 or more, and a population asked smaller, keep what was asked; the run's
+    provenance says which it used."""
+    assert tuner.batch_population(512, 256, 1000) == 512 and tuner.batch_population(512, 64, 1000) == 512
+    assert tuner.batch_population(512, 8, 1000) == 64 and tuner.batch_population(512, 256, 8) == 64
+    assert tuner.batch_population(512, 2, 1000) == tuner.MIN_POPULATION == 16
+    assert tuner.batch_population(32, 256, 1000) == 32
+    said = []
+    prov = tuner.tune(parse(SPEC), "llvm", 2, db_root=tmp_path, batch_size=2, workers=2, progress=False,
+                      log=said.append)
+    assert prov["runs"][-1]["population"] == 16 and prov["runs"][-1]["batch_size"] == 2
+    assert any("batches of 2: search population 16" in line for line in said)
+
+
 def test_the_compiler_that_timed_the_kept_records_is_named_and_checked(tmp_path, monkeypatch):
     # one name for every CUDA arch (one pipeline), another for llvm; a change to a listed source changes it
     cuda = tuner.compiler_id("sm_90")

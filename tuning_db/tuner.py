@@ -406,6 +406,10 @@ class _SearchOutcome:
 # (results/h100/tune-lm-head-wide-session31-2026-11-27.log).
 SMALL_SPACE_CANDIDATES_A_POINT = 4
 MIN_POPULATION = 16
+# A small batch gets a population of this many candidates a measured one instead of `population`: Meta-Schedule's
+# defaults pair 512 with batches of 64. A population of 512 for batches of 2 (CI, a demo's 8 trials) spent 93 of
+# a 119 s llvm run evolving candidates the batch never measures; batches of 64 or more keep the full population.
+POPULATION_A_MEASURED_CANDIDATE = 8
 
 
 def space_points(mod: tvm.IRModule, target_name: str) -> Optional[int]:
@@ -423,6 +427,11 @@ def space_points(mod: tvm.IRModule, target_name: str) -> Optional[int]:
                 return None
         total += points
     return total
+
+
+def batch_population(population: int, batch_size: int, budget: int) -> int:
+    """The evolutionary search's population for batches of min(batch_size, budget) candidates."""
+    return min(population, max(MIN_POPULATION, POPULATION_A_MEASURED_CANDIDATE * max(1, min(batch_size, budget))))
 
 
 def form_population(population: int, points: Optional[int]) -> int:
@@ -444,6 +453,12 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     tuned = tuned_forms(workload, target_name, padded_form, recompute_form, two_sweep_form, only_forms)
     modules = [(f, m) for f, m in tuning_modules(workload, target_name) if f in tuned]
     work_db = dbm.open_json_db(work, create=True)
+    is_random = strategy == "random"
+    per_batch = max(1, min(batch_size, budget))
+    if not is_random and batch_population(population, batch_size, budget) < population:
+        population = batch_population(population, batch_size, budget)
+        log(f"[tune] {workload.dir_name}: batches of {per_batch}: search population {population} "
+            f"({POPULATION_A_MEASURED_CANDIDATE} candidates a measured one)")
     bar = None
     if progress:
         try:
@@ -466,7 +481,6 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     prog = _Progress(done, best0, on_batch)
     out = _SearchOutcome(best0)
     builder, runner = _builder_runner(target_name, workers, tracker, servers, rpc_timeout)
-    is_random = strategy == "random"
     try:
         # ms.tune_tir with one task per form (it would make one per function of one module, each keyed by a
         # module whose function keeps its own name, so the records would not match tuning_modules())
@@ -489,7 +503,7 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
                                                        ms.utils.fork_seed(seed, n=len(modules)), populations)]
         ms.tune.tune_tasks(
             tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work), max_trials_global=budget,
-            num_trials_per_iter=max(1, min(batch_size, budget)), builder=builder, runner=runner,
+            num_trials_per_iter=per_batch, builder=builder, runner=runner,
             database=_ResumeDatabase(work_db, dbm.open_json_db(committed_dir)) if committed_dir else work_db,
             cost_model="random" if is_random else "xgb",
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
@@ -1053,7 +1067,9 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "trials": outcome.trials, "valid": outcome.valid, "invalid": outcome.invalid,
                      "strategy": strategy, "seconds": round(elapsed, 1),
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
-                     "stage_seconds": stages, "batch_size": batch_size, "population": population,
+                     "stage_seconds": stages, "batch_size": batch_size,
+                     "population": population if strategy == "random" else batch_population(population, batch_size,
+                                                                                            remaining),
                      "workers": cores, "searches": shards,
                      "forms": [f.name for f in tuned_forms(workload, target_name, padded_form, recompute_form,
                                                            two_sweep_form, only_forms)],
