@@ -38,7 +38,7 @@ Forms (each compiled as the export compiles it, with the record's register cap w
              (schedules.max_scale off; the plain twin, whose scale is an argument, never has it out);
   tuning@two-exchanges, twin@two-exchanges, twin_scale@two-exchanges (--two-exchanges)  the same with the register
              sketches' row statistics exchanged between warps twice a row tile (schedules.one_exchange off);
-  any_batch@TAG  with any of the switches above: the any-batch kernel built that way as well.
+  any_batch@TAG  with any of the switches above: the any-batch kernel built that way (only when --forms names it).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
 """
@@ -97,11 +97,12 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
         mod = tvm.IRModule({"main": func.with_attr(MAX_REGISTERS_ATTR, int(cap))})
         out[f"twin@cap{cap}"] = (cuda_space.build(mod, target_name)["main"], True)
     for tag in switches:
-        out.update(_switched_forms(tuning, tk, target_name, tag, wanted))
+        out.update(_switched_forms(tuning, tk, target_name, tag, wanted, lambda n: keep is not None and n in keep))
     return out
 
 
-def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: True) -> dict:
+def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: True,
+                    named=lambda name: False) -> dict:
     """The tuning form and the twins built with SWITCHES[tag]=1 (the module doc's *@guarded, *@exp-twice)."""
     import tvm  # noqa: PLC0415
 
@@ -122,7 +123,7 @@ def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: 
         if tk.twin is not None and tk.scale is not None and wanted(f"twin_scale@{tag}"):
             func = tk.shipped_func(tk.twin, "main", tk.scale)
             out[f"twin_scale@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
-        if tk.any_batch and wanted(f"any_batch@{tag}"):
+        if tk.any_batch and named(f"any_batch@{tag}"):  # only when --forms names it
             func = tk.shipped_func(tk.schedule, "main")
             out[f"any_batch@{tag}"] = (cuda_space.build(tvm.IRModule({"main": func}), target_name)["main"], True)
         return out
