@@ -455,8 +455,8 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     work_db = dbm.open_json_db(work, create=True)
     is_random = strategy == "random"
     per_batch = max(1, min(batch_size, budget))
-    if not is_random and batch_population(population, batch_size, budget) < population:
-        population = batch_population(population, batch_size, budget)
+    asked, population = population, population if is_random else batch_population(population, batch_size, budget)
+    if population < asked:
         log(f"[tune] {workload.dir_name}: batches of {per_batch}: search population {population} "
             f"({POPULATION_A_MEASURED_CANDIDATE} candidates a measured one)")
     bar = None
