@@ -247,6 +247,7 @@ def test_one_workload_as_two_searches_merges_and_resumes(cluster, tmp_path):
                       progress=False, shards=2, workers=2)
     run = prov["runs"][-1]
     assert prov["trials"] == 8 and run["trials"] == 8 and run["searches"] == 2 and run["workers"] == 2
+    assert run["population"] == 512  # what the searches used (random search keeps the population asked)
     shard_counts = [len(_records(wl_dir, f"work/shard-{i}")) for i in range(2)]
     assert shard_counts == [4, 4]
     assert prov["top_k"] == min(10, run["valid"]) and prov["best_secs"]

@@ -389,6 +389,7 @@ class _SearchOutcome:
     invalid: int = 0
     aborted: Optional[str] = None
     stopped: Optional[str] = None  # ended early on purpose (time budget, SIGTERM): the caller finalizes normally
+    population: int = 0  # the search population it used (batch_population; shards: the largest)
     events: list = dataclasses.field(default_factory=list)  # (time, best so far of that search), per trial
 
     def curve(self, done: int) -> list:
@@ -479,7 +480,7 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
 
     _quiet_meta_schedule_console()
     prog = _Progress(done, best0, on_batch)
-    out = _SearchOutcome(best0)
+    out = _SearchOutcome(best0, population=population)
     builder, runner = _builder_runner(target_name, workers, tracker, servers, rpc_timeout)
     try:
         # ms.tune_tir with one task per form (it would make one per function of one module, each keyed by a
@@ -820,6 +821,7 @@ def _search_shards(workload: Workload, target_name: str, work: Path, remaining: 
             out.events += r.events
             out.aborted = out.aborted or r.aborted
             out.stopped = out.stopped or r.stopped
+            out.population = max(out.population, r.population)
     log(f"[tune] {name}: {shards} searches done, {out.trials} trials, best "
         + (f"{out.best * 1e6:.1f} us" if out.best < math.inf else "none"))
     return out
@@ -1068,8 +1070,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                      "strategy": strategy, "seconds": round(elapsed, 1),
                      "trials_per_second": round(outcome.trials / elapsed, 3) if elapsed else None,
                      "stage_seconds": stages, "batch_size": batch_size,
-                     "population": population if strategy == "random" else batch_population(population, batch_size,
-                                                                                            remaining),
+                     "population": outcome.population,
                      "workers": cores, "searches": shards,
                      "forms": [f.name for f in tuned_forms(workload, target_name, padded_form, recompute_form,
                                                            two_sweep_form, only_forms)],
