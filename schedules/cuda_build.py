@@ -26,6 +26,7 @@ become cp.async (its module doc).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import struct
@@ -86,6 +87,36 @@ def _flashgemm_pipeline(**kwargs):
 _pipelines.register_tir_pipeline(TIR_PIPELINE, _flashgemm_pipeline)
 
 
+# ---- PTX beside the machine code (scripts/build.py --embed-ptx)
+# TVM's nvcc callback builds a fatbin of one arch's machine code (-gencode arch=compute_XY,code=sm_XY): an sm_80 or
+# sm_89 bundle then runs on no other GPU. Inside embedded_ptx() it also embeds the PTX (code=compute_XY), which the
+# driver compiles at load time for a newer GPU: how the sm_80 and sm_89 bundles are run and checked on an sm_90 one.
+# Shipped bundles leave it out (a cold JIT compile at load, and the op's arch check refuses them elsewhere anyway).
+_ptx = threading.local()
+
+
+@contextlib.contextmanager
+def embedded_ptx():
+    """CUDA compiles in this block embed their PTX beside the machine code (note above)."""
+    before = getattr(_ptx, "on", False)
+    _ptx.on = True
+    try:
+        yield
+    finally:
+        _ptx.on = before
+
+
+@tvm_ffi.register_global_func("tvm_callback_cuda_compile", override=True)
+def _compile_source(code):
+    """TVM's nvcc/nvrtc callback, with the PTX embedded inside embedded_ptx() (note above)."""
+    if not getattr(_ptx, "on", False):
+        return tvm.support.nvcc.tvm_callback_cuda_compile(code)
+    arch = str(tvm.target.Target.current().attrs["arch"])  # sm_XY or sm_90a
+    v = arch[len("sm_"):]
+    return tvm.support.nvcc.compile_cuda(code, target_format="fatbin", compiler="nvcc", arch=[
+        "-gencode", f"arch=compute_{v},code=sm_{v}", "-gencode", f"arch=compute_{v},code=compute_{v}"])
+
+
 _INDEX_MAP = "tirx.index_map.shared_16x16_to_ldmatrix_32x8_layout"
 
 
@@ -135,28 +166,30 @@ def _cap_registers(code: str) -> str:
 
 
 # ---- the normalize step without a branch (the recompute form's kernels)
-# The template writes P = (row_sum > 0 ? E / row_sum : 0) (a fully masked row gives zeros) as T.if_then_else, which
-# CodeGenCUDA prints as an if/else around the whole element computation (exp, division):
-#     if (0x0p+0f/*0.000000e+00*/ < SUM) { ...; condval = E / SUM; } else { condval = 0; }
+# The template writes P = (row_sum == 0 ? 0 : E / row_sum) as T.if_then_else: a fully masked row (sum 0) gives zeros,
+# and a NaN sum (a NaN or +inf logit in the row) fails the test, so the row comes out NaN (README: special values).
+# CodeGenCUDA prints it as an if/else whose else holds the whole element computation (exp, division):
+#     if (SUM == 0x0p+0f/*0.000000e+00*/) { condval = 0; } else { ...; condval = E / SUM; }
 # nvcc keeps it a branch per element or vector (a BSSY/BSYNC convergence region each, the reciprocal inside).
-# unguard_normalize computes the branch's body unconditionally and then zeroes the result where the test fails:
-#     { ...; condval = E / SUM; }  if (!(0x0p+0f/*0.000000e+00*/ < SUM)) { condval = 0; }
-# Same values for every input (a NaN or non-positive sum still gives 0). The body only reads what the branch read,
-# and every such read sits inside the bounds guard that encloses the if, not under the sum test, so it is as safe
-# unguarded. Only this exact shape is touched: a test `0 < X`, a body ending in `V = ...;`, an else of `V = <zeros>;`.
-# Where it pays (H100, 2026-11-27, benchmarks/shipped_forms_ab.py --guarded, results/h100/unguard-ab-*): the
-# recompute form's W3 kernels ran 7-8 % faster as shipped (fixed-batch twin, median of 5 alternating rounds: fp16
-# 747 against 801 us, bf16 734 against 800), but the register sketch's W1 kernels ran 20 % *slower* (143-146 against
-# 119-120 us), though its SASS went from 140 to 12 BSSY and from 128 to 8 MUFU.RCP, kept its occupancy (249 against
-# 230 registers: 2 blocks of 4 warps an SM either way) and spills nothing. Session 34 found why: a P pass no longer
-# paced by its exps and reciprocals sends P's half-sector stores in bursts, and they, not the math, bound the kernel
-# (sector_stores' module doc; with its whole-sector stores this rewrite changes W1 by < 1 %).
+# unguard_normalize computes the else's body unconditionally and then zeroes the result where the test holds:
+#     { ...; condval = E / SUM; }  if (SUM == 0x0p+0f/*0.000000e+00*/) { condval = 0; }
+# Same values for every input (a zero sum gives 0, a NaN sum NaN). The body only reads what the branch read, and
+# every such read sits inside the bounds guard that encloses the if, not under the sum test, so it is as safe
+# unguarded. Only this exact shape is touched: a test `X == 0`, a then of `V = <zeros>;`, an else whose body ends
+# in `V = ...;`.
+# Where it pays (H100, benchmarks/shipped_forms_ab.py --guarded, results/h100/unguard-ab-*): the recompute form's
+# W3 kernels ran 7-8 % faster as shipped (fixed-batch twin, median of 5 alternating rounds: fp16 747 against 801 us,
+# bf16 734 against 800), but the register sketch's W1 kernels ran 20 % *slower* (143-146 against 119-120 us), though
+# its SASS went from 140 to 12 BSSY and from 128 to 8 MUFU.RCP, kept its occupancy and spills nothing: a P pass no
+# longer paced by its exps and reciprocals sends P's half-sector stores in bursts, and they, not the math, bound the
+# kernel (sector_stores' module doc; with its whole-sector stores this rewrite changes W1 by < 1 %).
 # The shared-S form (W2) moved by 1 %. So the hook applies it to the recompute form's kernels only, recognised by its
 # third copy of S (`S_p_*` in the source: tir_kernels' recompute template is the only one with an "S_p" buffer).
 # FLASHGEMM_NO_UNGUARD=1 turns it off (A/B).
-_SUM_TEST = re.compile(r"^(?P<ind>[ \t]*)if \((?=0x0p\+0f/\*0\.000000e\+00\*/ < )", re.M)
-_ZERO_ELSE = re.compile(r" else \{\n[ \t]*(?P<var>\w+) = (?P<zero>(?:make_float\d\()?0x0p\+0f/\*0\.000000e\+00\*/"
-                        r"(?:, 0x0p\+0f/\*0\.000000e\+00\*/)*\)?);\n[ \t]*\}")
+_ZERO = r"0x0p\+0f/\*0\.000000e\+00\*/"
+_SUM_TEST = re.compile(r"^(?P<ind>[ \t]*)if \((?=[^\n]* == %s\) \{\n)" % _ZERO, re.M)
+_ZERO_THEN = re.compile(r"\{\n[ \t]*(?P<var>\w+) = (?P<zero>(?:make_float\d\()?%s(?:, %s)*\)?);\n[ \t]*\} else \{"
+                        % (_ZERO, _ZERO))
 
 
 def _closing(code: str, i: int, open_: str, close: str) -> int:
@@ -183,27 +216,29 @@ def unguard_recompute_normalize(code: str) -> str:
 
 
 def unguard_normalize(code: str) -> str:
-    """The normalize step's `if (0 < SUM) {...} else {V = 0;}` -> `{...} if (!(0 < SUM)) {V = 0;}` (note above)."""
+    """The normalize step's `if (SUM == 0) {V = 0;} else {...}` -> `{...} if (SUM == 0) {V = 0;}` (note above)."""
     out, pos = [], 0
     for m in _SUM_TEST.finditer(code):
         if m.start() < pos:
             continue
         cond_open = m.end() - 1
         cond_close = _closing(code, cond_open, "(", ")")
-        if cond_close < 0 or code[cond_close + 1:cond_close + 3] != " {":
+        if cond_close < 0 or not re.search(r" == %s$" % _ZERO, code[cond_open + 1:cond_close]):
             continue
-        body_open = cond_close + 2
+        then = _ZERO_THEN.match(code, cond_close + 2)
+        if then is None:
+            continue
+        body_open = then.end() - 1
         body_close = _closing(code, body_open, "{", "}")
-        tail = _ZERO_ELSE.match(code, body_close + 1) if body_close > 0 else None
-        if tail is None:
+        if body_close < 0:
             continue
-        body, var = code[body_open + 1:body_close], tail.group("var")
+        body, var = code[body_open + 1:body_close], then.group("var")
         if not re.search(r"(^|\n)[ \t]*%s = [^;]*;\s*$" % re.escape(var), body):
             continue
         ind = m.group("ind")
-        out += [code[pos:m.start()], f"{ind}{{{body}}}\n{ind}if (!({code[cond_open + 1:cond_close]})) {{\n",
-                f"{ind}  {var} = {tail.group('zero')};\n{ind}}}"]
-        pos = tail.end()
+        out += [code[pos:m.start()], f"{ind}{{{body}}}\n{ind}if ({code[cond_open + 1:cond_close]}) {{\n",
+                f"{ind}  {var} = {then.group('zero')};\n{ind}}}"]
+        pos = body_close + 1
     return "".join(out) + code[pos:]
 
 

@@ -77,7 +77,7 @@ def recompute_s_per_pass(func: tirx.PrimFunc) -> tirx.PrimFunc:
     # With -inf, TVM's reducer matching (needed for the cross-thread
     # reduction) only knows max with identity min_value("float32") = -FLT_MAX. Same results: a row
     # whose logits are all -inf gets row_max = -FLT_MAX instead of -inf, then exp(-inf - row_max) = 0
-    # for every element, row_sum = 0, and P = 0 by the row_sum > 0 rule, exactly as with -inf.
+    # for every element, row_sum = 0, and P = 0 by the row_sum != 0 rule, exactly as with -inf.
     n_max, k = re.subn(r'(with T\.init\(\):\n\s*row_max\[[^\]]*\] = )T\.float32\("-inf"\)',
                        r'\1T.min_value("float32")', n_max)
     if k != 1 and not re.search(r'with T\.init\(\):\n\s*row_max\[[^\]]*\] = T\.float32\(-3402823466', n_max):

@@ -7,7 +7,7 @@ row, a warp a row, lanes over the columns (W2's shipped kernel, after LowerWarpM
     <warp allreduce of mx>
     for c in range(7): if G(c): sum = sum + exp2(S[I(c)] * a - max(m, F) * b)  -- sweep 2
     <warp allreduce of sum>
-    for c in range(7): if G(c): P[...] = cast(if_then_else(0 < sum, exp2(S[I(c)] * a - ...) * r, 0))  -- sweep 3
+    for c in range(7): if G(c): P[...] = cast(if_then_else(sum != 0, exp2(S[I(c)] * a - ...) * r, 0))  -- sweep 3
 
 so every element is loaded from shared memory three times and its exp computed twice; ncu put W2's one-pass kernel
 on exactly that (short-scoreboard waits on shared loads 33 %, MIO throttle 17 %; results/h100/stall-sites-w1w2-*).
@@ -15,7 +15,7 @@ This pass, in the device pipeline after softmax_arithmetic, rewrites such a grou
 
     sweep 1:  row[c] = S[I(c)]; mx = max(mx, row[c] * s)
     sweep 2:  row_exp[c] = exp2(row[c] * a - ...); sum = sum + row_exp[c]
-    sweep 3:  P[...] = cast(if_then_else(0 < sum, row_exp[c] * r, 0))
+    sweep 3:  P[...] = cast(if_then_else(sum != 0, row_exp[c] * r, 0))
 
 with `row` and `row_exp` per-thread arrays of the sweep's trip count, indexed by constants once the sweeps are
 unrolled (they are marked so): registers. One shared load and one exp an element.

@@ -12,13 +12,13 @@ Two algebraic rewrites of the device code (a pass of the device pipeline, after 
   * a / b with b a load at constant indices of a "local" (register) buffer whose variable appears only in its
     allocation, loads and stores (no alias, no address taken), inside a loop that stores none of it -> a * r,
     r = 1 / b bound just before the outermost such loop. The normalize step's division by the row sum is a
-    div.approx (MUFU.RCP + FMUL) an element or a pair: nvcc does not hoist it out of the per-element `if (0 < sum)`
+    div.approx (MUFU.RCP + FMUL) an element or a pair: nvcc does not hoist it out of the per-element `if (sum != 0)`
     branches (the W1 kernel had 118 MUFU.RCP for 256 elements). r is computed whether or not a branch uses it:
     a reciprocal of 0 is inf, not a fault.
 
 Both compute what fast math computed, rounded in a different place: exp's argument and the quotient change by an
 ulp or two of fp32, far below an fp16/bf16 P's rounding. The one difference is at fp32's range limit: a logit beyond
-+-2.3e38 overflows X * L, so a row whose logits all lie there gives zeros (it gave a uniform row). Only float32
++-2.3e38 overflows X * L, so a row whose max logit lies there is NaN (inf - inf), as if that logit were +inf. Only float32
 expressions are touched. FLASHGEMM_NO_SOFTMAX_ARITH=1 turns both off (A/B: benchmarks/shipped_forms_ab.py
 --plain-arith).
 

@@ -98,8 +98,11 @@ def rand(rng, shape, dtype, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(NP[dtype])
 
 
-def check(so, dtype, a_shape, b_shape, bias_shape=None, mask=None, scale=None, trans_b=0, causal=0, seed=0):
-    """Run the op on random inputs and compare with the reference. mask: None or a numpy array (bool or float)."""
+def check(so, dtype, a_shape, b_shape, bias_shape=None, mask=None, scale=None, trans_b=0, causal=0, seed=0,
+          poke=None):
+    """Run the op on random inputs and compare with the reference. mask: None or a numpy array (bool or float).
+    poke: called with the feeds before the run (and the reference), to write special values into them. NaNs must
+    come out exactly where the reference has them (assert_allclose's equal_nan)."""
     rng = np.random.default_rng(seed)
     k = a_shape[-1]
     scale = 1.0 / np.sqrt(max(k, 1)) if scale is None else scale
@@ -115,6 +118,8 @@ def check(so, dtype, a_shape, b_shape, bias_shape=None, mask=None, scale=None, t
             mask = feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(NP[dtype])
     model = make_model(dtype, a.shape, b.shape, bias_shape, None if mask is None else mask.shape, mask_dtype,
                        scale=scale, trans_b=trans_b, causal=causal)
+    if poke is not None:
+        poke(feeds)
     (p,) = run(session(so, model), feeds)
     ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=trans_b, causal=causal)
     assert p.dtype == NP[dtype] and p.shape == ref.shape
@@ -170,6 +175,59 @@ def test_causal(so, dtype, m, n, trans_b):
     p, _ = check(so, dtype, [2, m, 16], b_shape, trans_b=trans_b, causal=1)
     if m > n:
         assert not np.any(p[:, : m - n].astype(np.float32))
+
+
+# Special values (README, "Special values"): each case writes NaN or +-inf into the inputs of a run of
+# A [2, 3, 6, 16] @ B [2, 3, 16, 10] (+ bias [6, 10]) (+ mask [2, 1, 1, 10]) and says how many rows the contract makes
+# NaN: a NaN or +inf among a row's unmasked logits makes the whole row NaN; a masked logit is never read.
+def _at(name, index, value):
+    def poke(feeds):
+        feeds[name][index] = value
+    return poke
+
+
+def _both(*pokes):
+    def poke(feeds):
+        for p in pokes:
+            p(feeds)
+    return poke
+
+
+NAN, INF = float("nan"), float("inf")
+SPECIAL_CASES = {  # name: (bias?, mask kind, causal, poke, NaN rows of the 36)
+    "nan_in_a": (False, None, 0, _at("A", (0, 1, 2, 0), NAN), 1),
+    "inf_in_a": (False, None, 0, _at("A", (1, 2, 4, 3), INF), 1),
+    "nan_in_b_column": (False, None, 0, _at("B", (1, 2, 0, 7), NAN), 6),  # every row of that head
+    "inf_in_bias": (True, None, 0, _at("bias", (3, 4), INF), 6),  # row 3 of every head: the bias broadcasts
+    "nan_in_bias": (True, None, 0, _at("bias", (5, 0), NAN), 6),
+    "neg_inf_in_bias": (True, None, 0, _at("bias", (3, 4), -INF), 0),  # masks that element only
+    "nan_in_additive_mask": (True, "add", 0, _at("mask", (0, 0, 0, 3), NAN), 18),  # every row of batch 0
+    "nan_where_bool_masked": (True, "bool", 0, _both(_at("mask", (0, 0, 0, 3), False), _at("bias", (2, 3), NAN)), 3),
+    "nan_where_additive_masked": (True, "add", 0, _both(_at("mask", (0, 0, 0, 3), -INF), _at("bias", (2, 3), NAN)),
+                                  3),
+    "nan_in_a_fully_masked_row": (False, "bool", 0, _both(_at("mask", (1, 0, 0, slice(None)), False),
+                                                          _at("A", (1, 0, 2, 5), NAN)), 0),
+    "nan_in_b_where_causal_masks": (False, None, 1, _at("B", (0, 0, 0, 9), NAN), 1),  # only the last row sees it
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", sorted(SPECIAL_CASES))
+def test_special_values(so, dtype, case):
+    has_bias, mask_kind, causal, poke, nan_rows = SPECIAL_CASES[case]
+    mask = None
+    if mask_kind == "bool":
+        mask = np.ones((2, 1, 1, 10), bool)
+    elif mask_kind == "add":
+        mask = np.zeros((2, 1, 1, 10), np.float32)
+        mask[1, 0, 0, 6] = -1e9  # masks an element of batch 1's rows
+    p, ref = check(so, dtype, [2, 3, 6, 16], [2, 3, 16, 10], [6, 10] if has_bias else None, mask=mask, causal=causal,
+                   poke=poke)
+    rows = p.astype(np.float32).reshape(-1, 10)
+    assert int(np.isnan(ref).any(axis=-1).sum()) == nan_rows  # the case is what it says
+    assert int(np.isnan(rows).all(axis=-1).sum()) == nan_rows and not np.isinf(rows).any()
+    if case == "nan_in_a_fully_masked_row":
+        assert not np.any(p[1].astype(np.float32)), "a fully masked row stays zeros"
 
 
 def test_attribute_defaults(so):
@@ -510,7 +568,10 @@ def test_unsupported_a_dtype_rejected_at_load(so):
 
 
 @pytest.mark.parametrize("attr,value,needle", [("transB", 2, "transB must be 0 or 1, got 2"),
-                                               ("scale", 3, "attribute scale")])
+                                               ("scale", 3, "attribute scale"),
+                                               ("scale", float("nan"), "scale is nan: it must be a finite number"),
+                                               ("scale", float("inf"), "scale is inf: it must be a finite number"),
+                                               ("scale", float("-inf"), "scale is -inf: it must be a finite number")])
 def test_bad_attribute(so, attr, value, needle):
     model = make_model("float16", [2, 3], [3, 4])
     node = model.graph.node[0]

@@ -265,6 +265,29 @@ def test_synthetic_fused_forms(so, tmp_path, case):
     _compare(so, src, dst, _qkm(k=k, m=kw["add"]))
 
 
+@pytest.mark.parametrize("where", ["q_row", "k_column", "mask_nan", "mask_pos_inf"])
+def test_special_values_match_the_unfused_graph(so, tmp_path, where):
+    """NaN and +inf in the inputs (README, "Special values"), at logits the mask keeps: the rewritten model gives the
+    NaN rows ORT's own MatMul + Mul + Add + Softmax gives, and the same numbers elsewhere. (A NaN at a logit the mask
+    takes out is where the two differ by design: the fused op never reads a masked logit.)"""
+    report, src, dst = _rewrite_proto(attention(add=(2, 1, 1, 7)), tmp_path)
+    assert len(report.fused) == 1, report.text()
+    feeds = _qkm(m=(2, 1, 1, 7), seed=3)
+    feeds["M"][...] = 0  # nothing masked
+    feeds["M"][1, 0, 0, 6] = -1.0
+    if where == "q_row":
+        feeds["Q"][0, 1, 2, 3] = np.nan
+    elif where == "k_column":
+        feeds["K"][1, 2, 4, 0] = np.nan
+    elif where == "mask_nan":
+        feeds["M"][0, 0, 0, 5] = np.nan
+    else:
+        feeds["M"][1, 0, 0, 2] = np.inf
+    (p0,) = ort.InferenceSession(str(src), providers=CPU).run(["P"], feeds)
+    assert np.isnan(p0).all(axis=-1).any()  # ORT's graph does give NaN rows here
+    _compare(so, src, dst, feeds)
+
+
 def test_transpose_with_another_consumer_kept(so, tmp_path):
     """Kt is also a graph output: the site is fused with transB=0 and the Transpose stays."""
     report, src, dst = _rewrite_proto(attention(add=(2, 1, 1, 7), k_t_output=True), tmp_path)

@@ -1,10 +1,11 @@
 """The normalize step without its branch (schedules/cuda_build.unguard_normalize): CodeGenCUDA's
-`if (0 < SUM) { ...; V = E / SUM; } else { V = 0; }` becomes `{ ...; V = E / SUM; } if (!(0 < SUM)) { V = 0; }`,
+`if (SUM == 0) { V = 0; } else { ...; V = E / SUM; }` becomes `{ ...; V = E / SUM; } if (SUM == 0) { V = 0; }`,
 in the recompute form's kernels only (unguard_recompute_normalize: it made the register sketch's W1 kernel slower).
 CPU only: the rewrite, its equivalence (both forms compiled with the host C compiler and run on the same inputs,
 NaN and zero sums included), which kernels get it, and tuned kernels compiled as the export compiles them. The GPU
 numerics and the timing are the GPU tests' and benchmarks/shipped_forms_ab.py --guarded's."""
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,16 +16,18 @@ REPO = Path(__file__).resolve().parent.parent
 ZERO = "0x0p+0f/*0.000000e+00*/"
 
 SCALAR = f"""      float condval;
-      if ({ZERO} < ((float*)buf)[((int)threadIdx.y)]) {{
-        condval = (expf((((float*)buf)[(t + 672)] - ((float*)buf)[t + 16])) / ((float*)buf)[((int)threadIdx.y)]);
-      }} else {{
+      if (((float*)buf)[((int)threadIdx.y)] == {ZERO}) {{
         condval = {ZERO};
+      }} else {{
+        condval = (expf((((float*)buf)[(t + 672)] - ((float*)buf)[t + 16])) / ((float*)buf)[((int)threadIdx.y)]);
       }}
       P[t] = ((half)condval);
 """
 
 VECTOR = f"""            float2 condval_1;
-            if ({ZERO} < row_sum_local[0]) {{
+            if (row_sum_local[0] == {ZERO}) {{
+              condval_1 = make_float2({ZERO}, {ZERO});
+            }} else {{
               float2 __2;
                 float2 __3;
                 __3.x = expf(S[0] - row_max_local[0]);
@@ -33,8 +36,6 @@ VECTOR = f"""            float2 condval_1;
                 __2.x = (__3.x/v__3.x);
                 __2.y = (__3.y/v__3.y);
               condval_1 = __2;
-            }} else {{
-              condval_1 = make_float2({ZERO}, {ZERO});
             }}
             out[0] = condval_1.x; out[1] = condval_1.y;
 """
@@ -44,9 +45,8 @@ def test_the_guarded_normalize_becomes_an_unconditional_body_and_a_zeroing_test(
     from schedules.cuda_build import unguard_normalize
     for src, var, zero in ((SCALAR, "condval", ZERO), (VECTOR, "condval_1", f"make_float2({ZERO}, {ZERO})")):
         out = unguard_normalize(src)
-        assert f"if ({ZERO} <" not in out and "} else {" not in out
-        assert f"if (!({ZERO} < " in out and f"{var} = {zero};" in out
-        assert out.index("expf(") < out.index("if (!(")  # the body first, then the test
+        assert "} else {" not in out and out.count(f" == {ZERO}) {{") == 1 and f"{var} = {zero};" in out
+        assert out.index("expf(") < out.index(f" == {ZERO}) {{")  # the body first, then the test
         lines = [ln.strip() for ln in out.splitlines()]
         assert lines[-1] == src.splitlines()[-1].strip()  # what follows is untouched
     twice = unguard_normalize(unguard_normalize(SCALAR))
@@ -55,10 +55,10 @@ def test_the_guarded_normalize_becomes_an_unconditional_body_and_a_zeroing_test(
 
 def test_other_shapes_other_forms_and_the_switch_leave_the_source_alone(monkeypatch):
     from schedules.cuda_build import unguard_normalize, unguard_recompute_normalize
-    other_else = SCALAR.replace(f"condval = {ZERO};\n      }}\n      P", "condval = 1.0f;\n      }\n      P")
+    other_then = SCALAR.replace(f"condval = {ZERO};\n      }} else", "condval = 1.0f;\n      } else")
     other_var = VECTOR.replace("              condval_1 = __2;", "              other = __2;")
-    other_test = SCALAR.replace(f"if ({ZERO} < ", "if (1.0f < ")
-    for src in (other_else, other_var, other_test):
+    other_test = SCALAR.replace(f"== {ZERO}) {{", "== 1.0f) {")
+    for src in (other_then, other_var, other_test):
         assert unguard_normalize(src) == src
     recompute = SCALAR.replace("P[t]", "S_p_warp_ptr[0] = 0.0f; P[t]")
     assert unguard_recompute_normalize(SCALAR) == SCALAR  # no third copy of S: not the recompute form
@@ -93,7 +93,8 @@ int main(void) {
 
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no host C compiler")
 def test_both_forms_compute_the_same_values(tmp_path):
-    """Zero, negative, NaN, infinite and tiny sums, finite and -inf logits: the same bits either way."""
+    """Zero, negative, NaN, infinite and tiny sums, finite and -inf logits: the same bits either way; a zero sum (a
+    fully masked row) gives zeros and a NaN sum (a NaN or +inf logit in the row) NaN everywhere."""
     from schedules.cuda_build import unguard_normalize
     cc = shutil.which("cc") or shutil.which("gcc")
     results = []
@@ -103,8 +104,12 @@ def test_both_forms_compute_the_same_values(tmp_path):
         subprocess.run([cc, "-O2", "-o", str(exe), str(c_file), "-lm"], check=True, capture_output=True)
         results.append(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
     assert results[0] == results[1]
-    values = [float.fromhex(v) for v in results[0].split()]
-    assert any(v > 0 for v in values) and any(v == 0 for v in values) and not any(math.isnan(v) for v in values)
+    values = [float.fromhex(v) for v in results[0].split()]  # per sum: row 0's two elements, then row 1's
+    by_sum = [values[4 * i:4 * i + 4] for i in range(6)]
+    assert by_sum[0][0] > 0 and by_sum[0][1] == 0  # sum 2.5: the masked element exactly 0
+    assert all(v == 0 for v in by_sum[1])  # sum 0
+    assert all(math.isnan(v) for v in by_sum[3])  # sum NaN
+    assert not any(math.isnan(v) for i in (0, 1, 2, 4, 5) for v in by_sum[i])
 
 
 def _shipped_source(db: str) -> str:
@@ -122,6 +127,7 @@ def test_the_recompute_kernel_ships_without_the_branch_and_the_register_kernel_w
     """The committed W3 fp16 kernel (recompute form) and W1 fp16 kernel (register sketch), compiled as the export
     compiles them (nvcc takes both sources)."""
     w3 = _shipped_source("whisper-enc.f16")
-    assert "S_p_warp" in w3 and f"if ({ZERO} <" not in w3 and w3.count(f"if (!({ZERO} < ") >= 1
+    assert "S_p_warp" in w3 and w3.count(f" == {ZERO}) {{") >= 1
+    assert not re.search(r" == %s\) \{\n[^\n]*\n[ ]*\} else \{" % re.escape(ZERO), w3)  # no guarded normalize left
     w1 = _shipped_source("bert-large.f16")
-    assert f"if ({ZERO} <" in w1 and "if (!(" not in w1
+    assert re.search(r" == %s\) \{\n[^\n]*\n[ ]*\} else \{" % re.escape(ZERO), w1)

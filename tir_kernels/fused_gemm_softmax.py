@@ -19,7 +19,13 @@ schedules/cuda_split_n.py for why and how it is scheduled.
 Masking semantics (the contract, mirrored by `reference.py`):
 * an additive mask entry <= -65504 (fp16's lowest finite; -inf, -1e9 and dtype-min masks
   included) masks its element out, as does a `false` boolean mask entry and the causal rule;
-* a masked element has probability exactly 0; a row with every element masked is all zeros.
+* a masked element has probability exactly 0 and its logit is never read; a row with every element masked is all
+  zeros;
+* a NaN or +inf among a row's unmasked logits makes the whole row NaN, as PyTorch's softmax of the same logits does.
+  That needs no code of its own: the max ignores NaN (CUDA's fmaxf), but exp(NaN - max) and exp(inf - inf) are NaN,
+  so the row sum is NaN, and "P" writes `row_sum == 0 ? 0 : E / row_sum` (not `row_sum > 0 ? ...`, false for NaN),
+  so every element is E / NaN. A fully masked row's sum is exactly 0. `==`, not `!=` with the arms swapped: TVM's
+  LLVM codegen lowers a float `!=` as an ordered comparison (false for NaN), C and CUDA as an unordered one.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from tvm.script import tirx as T
 from .variant import MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
 NEG_INF = float("-inf")
+POS_INF = float("inf")
 # P's element offset is a multiple of this in the runtime tensor-core forms (strided, align >= 64): TVM's argument
 # binder checks it at every call (a clear error otherwise), because the register sketches' P stores are 8 bytes wide
 # (schedules/sector_stores, which proves its addresses aligned on this). The tuning form keeps offset_factor 1 (its
@@ -143,7 +150,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
             with T.sblock("P"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
                 P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                    row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi], T.float32(0)), dt)
+                    row_sum[v0, v1, vi] == T.float32(0), T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
 
     if pad:
         return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
@@ -232,10 +239,9 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
             with T.sblock("P"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
                 P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                    row_sum[v0, v1, vi] > T.float32(0),
+                    row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
                     T.cast(P_unnorm[v0, v1, vi, vj], "float32")
-                    * (T.exp(stat_max[v0, v1, vi, vj // CW] - row_max[v0, v1, vi]) / row_sum[v0, v1, vi]),
-                    T.float32(0)), dt)
+                    * (T.exp(stat_max[v0, v1, vi, vj // CW] - row_max[v0, v1, vi]) / row_sum[v0, v1, vi])), dt)
 
     return _drop_unused_params(fused_gemm_softmax_split_n, variant)
 
@@ -322,8 +328,8 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                 T.writes(P[v0, v1, vi, vj])
                 if vi < M and vj < N:
                     P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                        row_sum[v0, v1, vi] > T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi],
-                        T.float32(0)), dt)
+                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
+                        E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_recompute(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -394,9 +400,9 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                 T.writes(P[v0, v1, vi, vj])
                 if vi < M and vj < N:
                     P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                        row_sum[v0, v1, vi] > T.float32(0),
+                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
                         T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
-                        / row_sum[v0, v1, vi], T.float32(0)), dt)
+                        / row_sum[v0, v1, vi]), dt)
 
     # The two-sweep recompute form (recompute with chunk=CW): FlashAttention's statistics. Sweep 1 computes, per row,
     # chunk c of CW columns, column group g of G = stat_cols columns (G = CW unless asked) and quad lane q (the columns
@@ -416,17 +422,19 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         return c * CW + (gq // 4) * G + r * 8 + (gq % 4) * 2 + jl
 
     def chunk_logit(S, scale, v0, v1, vi, c, q, r, jl):
-        """The masked logit of element (r, jl) of lane q in chunk c, as S * scale + (0 or -inf): the S read sits in no
-        Select arm. Inside Select(col < N, S[...], -inf) the simplifier narrows the read's index under the arm's
+        """The masked logit of element (r, jl) of lane q in chunk c, as min(S * scale, +inf or -inf): the S read sits
+        in no Select arm. min, not S * scale + (0 or -inf): a masked element must not read S (NaN + -inf is NaN, and a
+        NaN there would make its row NaN, README: special values); min(NaN, -inf) is -inf, and min(NaN, +inf) is +inf
+        (CUDA's fminf and LLVM's select alike), whose row is NaN, as an unmasked NaN's row must be. Inside Select(col < N, S[...], -inf) the simplifier narrows the read's index under the arm's
         condition: in the pipeline's last chunk (c constant) with N % CW a multiple of 8 (N = 200: col < N is r < 1)
         it folds the lane's element index to one valid only there, hoists the Select, and LowerWarpMemory, reading
         that index for every r, fails ("failed to rewrite load to shuffle"); cuda_build's fallback then leaves S_p's
         fragments unlowered, whose mma_fill zeroes lane 0's accumulator only, so S_p accumulated across chunks."""
         col = chunk_col(c, q, r, jl)
-        keep = T.Select(col < N, T.float32(0), T.float32(NEG_INF))
+        keep = T.Select(col < N, T.float32(POS_INF), T.float32(NEG_INF))
         if variant.causal:  # bottom-right aligned, as logit()
             keep = T.Select(col > vi + (N - M), T.float32(NEG_INF), keep)
-        return S[v0, v1, vi, col] * scale + keep
+        return T.min(S[v0, v1, vi, col] * scale, keep)
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_recompute2(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -501,9 +509,9 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                 T.writes(P[v0, v1, vi, vj])
                 if vi < M and vj < N:
                     P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                        row_sum[v0, v1, vi] > T.float32(0),
+                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
                         T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
-                        / row_sum[v0, v1, vi], T.float32(0)), dt)
+                        / row_sum[v0, v1, vi]), dt)
 
     if recompute and CW:
         return fused_gemm_softmax_recompute2

@@ -11,13 +11,17 @@ def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=Fal
 
     mask: bool (False = masked out) or additive float (<= -65504, -inf included, = masked out).
     Masked elements get probability 0; a fully masked row is all zeros. causal: bottom-right aligned,
-    (i, j) masked iff j > i + (N - M). Returns float64.
+    (i, j) masked iff j > i + (N - M). A -inf logit is masked too.
+    Special values (README, "Special values"): a row with a NaN or +inf logit among its unmasked elements is NaN
+    in every element, as PyTorch's softmax of the same logits is (max, exp(x - max), sum: a NaN anywhere in the row
+    makes the sum NaN). Masked elements are never read, so a NaN there changes nothing. Returns float64.
     """
     a = np.asarray(a).astype(np.float64)
     b = np.asarray(b).astype(np.float64)
     if trans_b:
         b = np.swapaxes(b, -1, -2)
-    x = np.matmul(a, b) * float(scale)
+    with np.errstate(invalid="ignore"):  # inf * 0 and inf - inf: NaN on purpose (docstring)
+        x = np.matmul(a, b) * float(scale)
     m, n = x.shape[-2:]
     masked = np.zeros(x.shape, dtype=bool)
     if bias is not None:
@@ -36,8 +40,9 @@ def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=Fal
         masked = masked | (j > i + (n - m))
     masked = np.broadcast_to(masked, x.shape) | np.isneginf(x)
     x = np.where(masked, -np.inf, x)
-    row_max = x.max(axis=-1, keepdims=True) if n else np.zeros(x.shape[:-1] + (1,))
-    safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
-    e = np.where(masked, 0.0, np.exp(x - safe_max))
-    s = e.sum(axis=-1, keepdims=True)
-    return np.where(s > 0, e / np.where(s > 0, s, 1.0), 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf and NaN arithmetic: NaN on purpose (docstring)
+        row_max = x.max(axis=-1, keepdims=True) if n else np.zeros(x.shape[:-1] + (1,))  # NaN if any is NaN
+        safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
+        e = np.where(masked, 0.0, np.exp(x - safe_max))
+        s = e.sum(axis=-1, keepdims=True)
+        return np.where(s == 0, 0.0, e / np.where(s == 0, 1.0, s))

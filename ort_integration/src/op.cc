@@ -4,6 +4,7 @@
 #include <tvm/ffi/extra/c_env_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -137,6 +138,12 @@ FusedGemmSoftmaxKernel::FusedGemmSoftmaxKernel(const OrtKernelInfo* info, const 
   node_ = std::string(kOpName) + " (node '" + name + "')";
   try {
     scale_ = Attr<float>(info, "scale", 1.0f);
+    // A NaN or infinite scale makes every unmasked logit NaN or infinite: rows of NaN that no input caused. It is a
+    // model error, so the session fails to load rather than every call returning NaN.
+    if (!std::isfinite(scale_))
+      throw Ort::Exception("attribute scale is " + ScaleText(scale_) +
+                               ": it must be a finite number (fix the value in the model)",
+                           ORT_INVALID_ARGUMENT);
     trans_b_ = BoolAttr(info, "transB");
     causal_ = BoolAttr(info, "causal");
   } catch (const Ort::Exception& e) {
