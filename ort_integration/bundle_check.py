@@ -4,8 +4,9 @@ What a user runs after `scripts/build.py` on the machine that will serve the mod
 runs over (scripts/check_bundle.py --sanitizer memcheck,racecheck): the exact binary that ORT loads, every
 function in its manifest. Shapes: a tuned or default-schedule kernel runs its own M, N, K at a small batch (it
 serves any batch; shape-specific kernels run their own batch); a generic kernel runs an odd shape (M, N, K not
-multiples of 16) with a fully masked row where the variant has a mask. Tolerances as the tests: fp16 atol 2e-3,
-bf16 atol 1.6e-2.
+multiples of 16) with a fully masked row where the variant has a mask. Every run also has NaN and +inf in a few rows
+(poke_special_values), whose expected output (NaN rows, or zeros for a fully masked row) the FP64 reference gives.
+Tolerances as the tests: fp16 atol 2e-3, bf16 atol 1.6e-2.
 """
 from __future__ import annotations
 
@@ -36,17 +37,70 @@ def _sizes(fn: dict) -> tuple:
         return GENERIC_SIZES
     b0, b1, m, n, k = fn["sizes"]
     if fn.get("any_batch"):  # any batch: run a small one (its kernel is the same code at any batch)
-        b0, b1 = 1, min(b1 * b0, 2)
+        # enough rows for the special values (poke_special_values) even where M is 1 (the row-vector kernels)
+        b0, b1 = 1, max(min(b1 * b0, 2), -(-(SPECIAL_ROWS + 1) // m))
         if fn.get("fixed_batch"):  # a twin: its static batch dim keeps its value
             dim, value = fn["fixed_batch"]
             b0, b1 = (value, b1) if dim == 0 else (b0, value)
     return b0, b1, m, n, k
 
 
-def check_function(mod, fn: dict, dev, seed: int = 0) -> dict:
-    """Run one manifest function on random inputs; returns {name, sizes, max_abs_err, ok, kind}."""
-    b0, b1, m, n, k = _sizes(fn)
-    dtype, nd = fn["dtype"], _np_dtype(fn["dtype"])
+SPECIAL_ROWS = 4  # rows of the first batches that poke_special_values writes into (the last batch takes B's NaN)
+
+
+def poke_special_values(a, b, bias, mask, trans_b: bool) -> list:
+    """Write NaN and +inf into a few rows of the inputs (in place), one case a row, so that one run of a kernel
+    checks the special-value contract (README) beside the ordinary rows; returns what was poked, for the report.
+
+    Flat row r of the first batches (b0, b1, i in row-major order), the last batch left to the B poke:
+      row 0: NaN in A (with a mask, the row is fully masked: it must stay zeros, a masked logit is never read);
+      row 1: NaN in A: the row is NaN;
+      row 2: +inf in the bias (or in A without one): NaN row, as PyTorch's softmax of a +inf logit;
+      row 3: NaN in the additive mask (or the bias) at one column: NaN row unless that column is masked;
+    and, with two batches or more, NaN in one column of the last batch's B (the last column: with causal, masked for
+    every row but the last ones): every row of that batch that does not mask the column is NaN."""
+    b0, b1, m, k = a.shape
+    rows = [(r // (b1 * m), (r // m) % b1, r % m) for r in range(min(SPECIAL_ROWS, b0 * b1 * m - m))]
+    if not rows or k == 0:
+        return []
+    poked = []
+
+    def put(arr, idx, value, what):
+        arr[tuple(min(i, s - 1) if s else i for i, s in zip(idx, arr.shape))] = value  # broadcast dims: index 0
+        poked.append(what)
+
+    for r, (x0, x1, i) in enumerate(rows):
+        if r in (0, 1):
+            put(a, (x0, x1, i, 0), np.nan, f"A[{x0},{x1},{i},0]=nan")
+        elif r == 2:
+            put(bias if bias is not None else a, (x0, x1, i, 0), np.inf, f"{'bias' if bias is not None else 'A'}"
+                f"[{x0},{x1},{i},0]=inf")
+        elif r == 3 and mask is not None and mask.dtype != np.bool_:
+            put(mask, (x0, x1, i, 1), np.nan, f"mask[{x0},{x1},{i},1]=nan")
+        elif r == 3 and bias is not None:
+            put(bias, (x0, x1, i, 1), np.nan, f"bias[{x0},{x1},{i},1]=nan")
+    if b0 * b1 >= 2:
+        n = b.shape[2] if trans_b else b.shape[3]
+        put(b, (b0 - 1, b1 - 1, n - 1, 0) if trans_b else (b0 - 1, b1 - 1, 0, n - 1), np.nan,
+            f"B column {n - 1} of batch [{b0 - 1},{b1 - 1}]=nan")
+    return poked
+
+
+def compare(out: np.ndarray, ref: np.ndarray) -> tuple:
+    """(max abs error over the elements finite in both, whether the NaNs are exactly where the reference has them).
+    An infinity, or a NaN where the reference has a number (or a number where it has NaN), fails the check."""
+    nan_ok = bool(np.array_equal(np.isnan(out), np.isnan(ref))) and not np.isinf(out).any()
+    both = np.isfinite(out) & np.isfinite(ref)
+    err = float(np.abs(out[both] - ref[both]).max()) if both.any() else 0.0
+    return err, nan_ok
+
+
+def inputs(fn: dict, sizes: tuple, seed: int = 0) -> tuple:
+    """(a, b, bias, mask, scale) for a manifest function at sizes (b0, b1, M, N, K): random normal A and B, a bias
+    where the variant has one, a random mask (with a fully masked row) where it has one, and the function's scale
+    (a scale-specialized twin's own, else 1 / sqrt(K))."""
+    b0, b1, m, n, k = sizes
+    nd = _np_dtype(fn["dtype"])
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((b0, b1, m, k)).astype(nd)
     b = rng.standard_normal((b0, b1, n, k) if fn["trans_b"] else (b0, b1, k, n)).astype(nd)
@@ -60,19 +114,35 @@ def check_function(mod, fn: dict, dev, seed: int = 0) -> dict:
     elif fn["mask"] == "bool":
         mask = rng.random((b0, b1, m, n)) > 0.2
         mask[0, 0, 0, :] = False
-    scale = fn["scale"] if fn.get("scale") is not None else k ** -0.5  # a scale-specialized twin: its own
+    scale = fn["scale"] if fn.get("scale") is not None else k ** -0.5
+    return a, b, bias, mask, scale
+
+
+def device_args(dev, a, b, bias, mask) -> list:
+    """The kernel's tensor arguments on `dev`, P last (uninitialized)."""
     args = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)]
     if bias is not None:
         args.append(tvm.runtime.tensor(bias, dev))
     if mask is not None:
         args.append(tvm.runtime.tensor(mask.astype(np.uint8) if mask.dtype == np.bool_ else mask, dev))
+    return args
+
+
+def check_function(mod, fn: dict, dev, seed: int = 0) -> dict:
+    """Run one manifest function on random inputs with special values poked into a few rows
+    (poke_special_values); returns {name, sizes, max_abs_err, nan_ok, poked, nan_rows, ok, kind}."""
+    b0, b1, m, n, k = sizes = _sizes(fn)
+    dtype = fn["dtype"]
+    a, b, bias, mask, scale = inputs(fn, sizes, seed)
+    poked = poke_special_values(a, b, bias, mask, bool(fn["trans_b"]))
     p = tvm.runtime.empty((b0, b1, m, n), dtype, dev)
-    mod[fn["name"]](*args, p, np.float32(scale))
+    mod[fn["name"]](*device_args(dev, a, b, bias, mask), p, np.float32(scale))
     out = p.numpy().astype(np.float64)
     ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]))
-    err = float(np.abs(out - ref).max()) if np.isfinite(out).all() else float("inf")
+    err, nan_ok = compare(out, ref)
     return {"name": fn["name"], "kind": fn.get("schedule", "tuned" if fn.get("tuned") else "generic"),
-            "sizes": [b0, b1, m, n, k], "max_abs_err": err, "ok": err <= ATOL[dtype]}
+            "sizes": [b0, b1, m, n, k], "max_abs_err": err, "nan_ok": nan_ok, "poked": poked,
+            "nan_rows": int(np.isnan(ref).all(axis=-1).sum()), "ok": err <= ATOL[dtype] and nan_ok}
 
 
 def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) -> list:
@@ -97,5 +167,6 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
         res = check_function(mod, fn, dev)
         results.append(res)
         log(f"{'ok  ' if res['ok'] else 'FAIL'} {res['name']:60s} {res['kind']:8s} "
-            f"{'x'.join(map(str, res['sizes'])):22s} max abs err {res['max_abs_err']:.2e}")
+            f"{'x'.join(map(str, res['sizes'])):22s} max abs err {res['max_abs_err']:.2e}  "
+            f"NaN rows {res['nan_rows']} {'as expected' if res['nan_ok'] else 'WRONG'}")
     return results

@@ -54,3 +54,30 @@ def test_missing_or_corrupt_bundle_is_a_clear_error(tmp_path):
     assert proc.returncode == 2 and "not valid JSON" in proc.stderr
     proc = _check(tmp_path / "b", "--sanitizer", "leakcheck")
     assert proc.returncode == 2 and "unknown tools" in proc.stderr
+
+
+def test_two_builds_timed_against_each_other(llvm_bundle, tmp_path):
+    """benchmarks/bundle_ab on two copies of one llvm bundle (the tool; its GPU runs time CUDA bundles): every
+    shared non-generic function gets a row with both times and their ratio, after the outputs agree."""
+    import time
+
+    import tvm
+
+    from benchmarks.bundle_ab import compare_bundles
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        shutil.copytree(llvm_bundle, d)
+        m = json.loads((d / "manifest.json").read_text())
+        # stand-in for a tuned kernel: a generic function listed at fixed sizes (the same name in both bundles)
+        m["functions"].append({**m["functions"][0], "sizes": [1, 2, 9, 13, 8], "tuned": True, "schedule": "tuned"})
+        (d / "manifest.json").write_text(json.dumps(m))
+
+    def wall(fn, reps):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return {"median_us": (time.perf_counter() - t0) * 1e6 / reps}
+    rows = compare_bundles(a, b, rounds=2, reps=3, log=lambda *a: None, dev=tvm.cpu(0), timer=wall)
+    assert len(rows) == 1 and rows[0]["sizes"] == [1, 2, 9, 13, 8] and rows[0]["max_abs_diff"] == 0
+    assert rows[0]["a_us"] > 0 and rows[0]["b_over_a"] == rows[0]["b_us"] / rows[0]["a_us"]
+    assert len(rows[0]["a_rounds_us"]) == 2

@@ -1,0 +1,90 @@
+"""Two builds of the same kernels timed against each other on one GPU: what a change to the template or to the
+compile path costs, measured on the binaries a bundle ships.
+
+  python -m benchmarks.bundle_ab BUNDLE_A BUNDLE_B --only m512_n512 --rounds 5 --json OUT.json
+
+Every function that both manifests list under one name (those whose name contains --only), except the generic
+kernels, runs at its own sizes (a tuned kernel's workload; an any-batch one at the tuned batch) on the same inputs
+(ort_integration.bundle_check.inputs), after both outputs are checked to agree within the dtype's tolerance. The two
+are timed in --rounds rounds of alternating order with scripts/bench.py's protocol (benchmarks.peers.time_in_rounds:
+groups of back-to-back calls between CUDA events); "us" is each side's median round, B / A their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _load(bundle: Path):
+    import tvm  # noqa: PLC0415
+
+    from ort_integration.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    return tvm.runtime.load_module(str(bundle / KERNELS_SO)), {f["name"]: f for f in manifest["functions"]}
+
+
+def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 100, log=print, dev=None,
+                    timer=None) -> list:
+    """One row per shared function (module doc). dev: the bundles' device (default cuda:0); timer: as
+    benchmarks.peers.time_in_rounds takes it (default: CUDA events)."""
+    import numpy as np  # noqa: PLC0415
+    import tvm  # noqa: PLC0415
+
+    from benchmarks.peers import time_in_rounds  # noqa: PLC0415
+    from ort_integration.bundle_check import ATOL, device_args, inputs  # noqa: PLC0415
+    (mod_a, fns_a), (mod_b, fns_b) = _load(Path(a_dir)), _load(Path(b_dir))
+    dev = dev or tvm.cuda(0)
+    rows = []
+    for name in fns_a:
+        fn = fns_a[name]
+        if name not in fns_b or fn.get("sizes") is None or (only and only not in name):
+            continue
+        b0, b1, m, n, k = sizes = tuple(fn["sizes"])
+        a, b, bias, mask, scale = inputs(fn, sizes)
+        args = device_args(dev, a, b, bias, mask)
+        outs = {side: tvm.runtime.empty((b0, b1, m, n), fn["dtype"], dev) for side in "AB"}
+        calls = {side: (lambda f=mod[name], p=outs[side]: f(*args, p, np.float32(scale)))
+                 for side, mod in (("A", mod_a), ("B", mod_b))}
+        for call in calls.values():
+            call()
+        diff = float(np.nanmax(np.abs(outs["A"].numpy().astype(np.float64) - outs["B"].numpy().astype(np.float64))))
+        if not diff <= ATOL[fn["dtype"]]:
+            raise AssertionError(f"{name}: the two builds disagree by {diff:.3g}")
+        t = time_in_rounds(calls, rounds, reps, timer)
+        row = {"name": name, "sizes": list(sizes), "a_us": t["A"]["median_us"], "b_us": t["B"]["median_us"],
+               "a_rounds_us": t["A"]["round_medians_us"], "b_rounds_us": t["B"]["round_medians_us"],
+               "max_abs_diff": diff}
+        row["b_over_a"] = row["b_us"] / row["a_us"]
+        rows.append(row)
+        log(f"{name:64s} A {row['a_us']:9.1f} us  B {row['b_us']:9.1f} us  B/A {row['b_over_a']:.3f}  "
+            f"(rounds A {', '.join(f'{x:.1f}' for x in row['a_rounds_us'])}; B "
+            f"{', '.join(f'{x:.1f}' for x in row['b_rounds_us'])})")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bundle_a", type=Path)
+    ap.add_argument("bundle_b", type=Path)
+    ap.add_argument("--only", default="", help="only functions whose name contains this")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=100, help="calls timed a round (in groups of 10)")
+    ap.add_argument("--json", type=Path, default=None, help="write the rows and the GPU's description here")
+    args = ap.parse_args(argv)
+    for d in (args.bundle_a, args.bundle_b):
+        if not (d / "manifest.json").is_file():
+            ap.error(f"{d} is not a bundle (no manifest.json): build one with scripts/build.py --out {d}")
+    rows = compare_bundles(args.bundle_a, args.bundle_b, args.only, args.rounds, args.reps)
+    if not rows:
+        ap.error("the two bundles share no non-generic function" + (f" matching {args.only!r}" if args.only else ""))
+    if args.json:
+        from benchmarks.peers import gpu_info  # noqa: PLC0415
+        args.json.write_text(json.dumps({"gpu": gpu_info(), "a": str(args.bundle_a), "b": str(args.bundle_b),
+                                         "rounds": args.rounds, "reps": args.reps, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
