@@ -12,6 +12,7 @@ with canonical 4-D DLTensors; A/B batch strides and all bias/mask strides are fr
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -140,14 +141,18 @@ def _leave_out_slow_llvm_kernels(funcs: dict, entries: list, target_name: str, l
 def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
                   variants: Optional[Iterable[Variant]] = None, log=print,
                   compile_limit_s: Optional[float] = LLVM_COMPILE_LIMIT_S,
-                  scale_twins: Optional[bool] = None) -> Path:
+                  scale_twins: Optional[bool] = None, embed_ptx: bool = False) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
     compile_limit_s: on llvm, a tuned kernel that does not compile alone within it is left out, with a warning
     (_leave_out_slow_llvm_kernels); None or 0: no limit.
     scale_twins: also ship each fixed-batch twin specialized on its workload's scale (default: on CUDA targets,
     where the constant lets schedules/max_scale take the scale out of the row max; the llvm pipeline has no use for
-    it)."""
+    it).
+    embed_ptx: CUDA only, the kernels' PTX beside their machine code (schedules.cuda_build.embedded_ptx), so that a
+    newer GPU's driver can run them: to check an sm_80 or sm_89 bundle on an sm_90 GPU (scripts/check_bundle.py)."""
     target_name = targets.resolve(target_name)
+    if embed_ptx and not targets.is_cuda(target_name):
+        raise ValueError("embed_ptx: only CUDA targets have PTX")
     if scale_twins is None:
         scale_twins = targets.is_cuda(target_name)
     target = targets.tvm_target(target_name)
@@ -189,7 +194,8 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     if targets.is_cuda(target_name):
         from schedules import cuda_build, cuda_stub  # noqa: PLC0415  (the tuned kernels were measured built this way)
         cuda_stub.require_cuda_codegen()  # else the library would hold CUDA source that ORT cannot load
-        ex = cuda_build.compile_cuda(tvm.IRModule(funcs), target)
+        with cuda_build.embedded_ptx() if embed_ptx else contextlib.nullcontext():
+            ex = cuda_build.compile_cuda(tvm.IRModule(funcs), target)
     else:
         with target:
             ex = tvm.compile(tvm.IRModule(funcs), target=target)

@@ -45,6 +45,9 @@ def main(argv=None) -> int:
                          "time; its calls go to the generic kernel (default: kernel_library.LLVM_COMPILE_LIMIT_S, "
                          "120; 0: no limit)")
     ap.add_argument("--no-native", action="store_true", help="skip building the custom-op library")
+    ap.add_argument("--embed-ptx", action="store_true",
+                    help="CUDA: embed the kernels' PTX beside their machine code, so that a newer GPU can run them "
+                         "(to check an sm_80 or sm_89 bundle on an sm_90 GPU with scripts/check_bundle.py)")
     args = ap.parse_args(argv)
 
     from ort_integration import kernel_library, native  # noqa: PLC0415
@@ -70,7 +73,7 @@ def main(argv=None) -> int:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")
         limit = kernel_library.LLVM_COMPILE_LIMIT_S if args.compile_limit is None else args.compile_limit
-        kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit)
+        kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx)
         if not args.no_native:
             native.build_custom_op_library(out, with_cuda=targets.is_cuda(target))
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:
