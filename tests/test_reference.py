@@ -47,3 +47,31 @@ def test_causal_is_bottom_right_aligned():
     a, b = np.zeros((4, 1)), np.zeros((1, 2))  # M=4, N=2: rows 0 and 1 see nothing -> zeros
     p = fused_gemm_softmax_ref(a, b, causal=True)
     np.testing.assert_allclose(p, [[0, 0], [0, 0], [1, 0], [0.5, 0.5]])
+
+
+def test_special_values_follow_pytorchs_softmax_of_the_unmasked_logits():
+    """README "Special values": a NaN or +inf among a row's unmasked logits makes the whole row NaN, as the plain
+    softmax (max, exp(x - max), sum) of those logits does; a masked logit is never read; a fully masked row is zeros;
+    -inf is masked."""
+    a = np.ones((1, 6, 2))
+    b = np.full((2, 4), 0.5)
+    bias = np.zeros((6, 4))
+    mask = np.ones((6, 4), bool)
+    bias[0, 1] = np.nan                       # row 0: NaN logit
+    bias[1, 2] = np.inf                       # row 1: +inf logit
+    bias[2, 3], mask[2, 3] = np.nan, False    # row 2: NaN where the mask takes the element out
+    mask[3, :], bias[3, 0] = False, np.nan    # row 3: fully masked, NaN inside
+    bias[4, 0] = -np.inf                      # row 4: -inf masks its element
+    p = fused_gemm_softmax_ref(a, b, bias, mask)[0]
+    logits = (a @ b)[0] + bias
+
+    def plain_softmax(x):
+        with np.errstate(invalid="ignore"):
+            e = np.exp(x - x.max())
+            return e / e.sum()
+    assert np.isnan(p[0]).all() and np.isnan(plain_softmax(logits[0])).all()
+    assert np.isnan(p[1]).all() and np.isnan(plain_softmax(logits[1])).all()
+    np.testing.assert_allclose(p[2], [1 / 3, 1 / 3, 1 / 3, 0], rtol=1e-15)
+    assert not p[3].any() and not np.isnan(p[3]).any()
+    np.testing.assert_allclose(p[4], [0, 1 / 3, 1 / 3, 1 / 3], rtol=1e-15)
+    np.testing.assert_allclose(p[5], plain_softmax(logits[5]), rtol=1e-15)
