@@ -18,6 +18,7 @@ import tvm
 
 from tir_kernels import fused_gemm_softmax_ref
 
+from .elf_check import elf_problem
 from .kernel_library import KERNELS_SO, MANIFEST
 
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
@@ -89,6 +90,10 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     dev = tvm.cuda(0) if manifest.get("device") == "cuda" else tvm.cpu(0)
     if manifest.get("device") == "cuda" and not dev.exist:
         raise RuntimeError(f"{bundle_dir} is a CUDA bundle ({manifest.get('target')}) and no GPU is visible here")
+    problem = elf_problem(so)  # dlopen of a truncated library dies of SIGBUS rather than raising
+    if problem:
+        raise ValueError(f"corrupt kernel library {so}: {problem} (rebuild the bundle: scripts/build.py --out "
+                         f"{bundle_dir})")
     mod = tvm.runtime.load_module(str(so))
     results = []
     for fn in manifest["functions"]:
