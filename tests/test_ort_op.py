@@ -36,7 +36,7 @@ from ort_integration import native
 from ort_integration.elf_check import elf_problem
 from ort_integration.kernel_library import export_bundle
 from ort_integration.model import make_model
-from ort_integration.session import LIBRARY, library_path, providers, run, session_options
+from ort_integration.session import LIBRARY, LibraryError, library_path, providers, run, session_options
 from tir_kernels import ShapeError, canonicalize
 from tir_kernels.reference import fused_gemm_softmax_ref
 
@@ -669,6 +669,45 @@ def test_corrupt_kernels_so_fails_registration(bundle, device, tmp_path, what):
     msg = _register_in_subprocess(library_path(bundle), d)
     for needle in (f"corrupt kernel library {so_path}", expect, elf_problem(so_path), FIX[device]):
         assert needle in msg, msg
+
+
+def test_session_options_names_the_fix(bundle, tmp_path, monkeypatch):
+    """session_options fails with one line naming the absolute path tried and the fix: a relative bundle directory
+    that does not resolve from the current directory (or a relative FLASHGEMM_BUNDLE_DIR), a truncated op library (ORT's dlopen would die of SIGBUS), a
+    library whose dependency is missing (dlopen's error alone names no fix)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LibraryError) as ei:
+        session_options("no/such/llvm")
+    msg = str(ei.value)
+    assert f"no op library at {tmp_path}/no/such/llvm/{LIBRARY}" in msg and "scripts/build.py --target llvm" in msg
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", "rel/bundle")  # the library names the absolute directory too
+    with pytest.raises(LibraryError, match=f"no kernel bundle in {tmp_path}/rel/bundle "):
+        session_options(bundle)
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / LIBRARY).write_bytes(library_path(bundle).read_bytes()[:100_000])
+    with pytest.raises(LibraryError) as ei:
+        session_options("cut")
+    assert f"corrupt op library {cut}/{LIBRARY}: truncated: 100000 of " in str(ei.value), ei.value
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a library with a missing dependency")
+    lib_dir = tmp_path / "missing-dep"
+    lib_dir.mkdir()
+    (tmp_path / "dep.c").write_text("int dep(void) { return 1; }\n")
+    (tmp_path / "lib.c").write_text("int dep(void);\nint RegisterCustomOps(void) { return dep(); }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libfgdep.so"), str(tmp_path / "dep.c")], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib_dir / LIBRARY), str(tmp_path / "lib.c"), "-L",
+                    str(tmp_path), "-lfgdep"], check=True)
+    (tmp_path / "libfgdep.so").unlink()
+    with pytest.raises(LibraryError) as ei:
+        session_options(lib_dir)
+    msg = str(ei.value)
+    assert f"cannot load {lib_dir}/{LIBRARY}: libfgdep.so: cannot open shared object file" in msg, msg
+    assert f"rebuild it in this one: scripts/build.py --target auto --out {lib_dir}" in msg, msg
 
 
 # ------------------------------------------------------------------------------ canonical shape (C++ = Py)
