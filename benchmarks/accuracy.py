@@ -104,7 +104,7 @@ def default_cases(dtypes: Sequence[str] = DTYPES, names: Optional[Iterable[str]]
     names = list(names) if names is not None else list(CASE_NAMES)
     unknown = sorted(set(names) - set(CASE_NAMES))
     if unknown:
-        raise ValueError(f"unknown cases {unknown}; known: {', '.join(CASE_NAMES)}")
+        raise ValueError(f"unknown cases {unknown} (choose from {', '.join(CASE_NAMES)})")
     return [dataclasses.replace(c, dtype=d) for d in dtypes for c in CASE_TEMPLATES if c.name in names]
 
 

@@ -268,7 +268,9 @@ def cuda_workloads(ap, args, script: str) -> tuple:
         ap.error(str(err))
     if not targets.is_cuda(target):
         ap.error(f"{script} profiles GPU kernels with Nsight Compute: --target {args.target} resolves to "
-                 f"{target}; run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
+                 f"{target} (run it on a GPU machine with --target sm_80|sm_89|sm_90|auto)")
+    if args.timeout < 1:
+        ap.error(f"--timeout {args.timeout} (give the seconds an ncu run may take, at least 1)")
     dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
     try:
         return target, [parse(w, d) for w in args.workload for d in dtypes]

@@ -19,6 +19,7 @@ import tvm
 
 from tir_kernels import fused_gemm_softmax_ref
 
+from .elf_check import elf_problem
 from .kernel_library import KERNELS_SO, MANIFEST
 
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
@@ -151,14 +152,21 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     manifest_path, so = bundle_dir / MANIFEST, bundle_dir / KERNELS_SO
     for path in (manifest_path, so):
         if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: build the bundle first (scripts/build.py --out {bundle_dir})")
+            raise FileNotFoundError(f"{path} is missing (build the bundle first: scripts/build.py --out {bundle_dir})")
+    rebuild = f"rebuild the bundle: scripts/build.py --out {bundle_dir}"
     try:
         manifest = json.loads(manifest_path.read_text())
     except ValueError as err:
-        raise ValueError(f"{manifest_path} is not valid JSON ({err}): rebuild the bundle") from None
+        raise ValueError(f"{manifest_path} is not valid JSON: {err} ({rebuild})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("functions"), list):
+        raise ValueError(f"{manifest_path} is not a bundle manifest: no list of functions ({rebuild})")
     dev = tvm.cuda(0) if manifest.get("device") == "cuda" else tvm.cpu(0)
     if manifest.get("device") == "cuda" and not dev.exist:
-        raise RuntimeError(f"{bundle_dir} is a CUDA bundle ({manifest.get('target')}) and no GPU is visible here")
+        raise RuntimeError(f"{bundle_dir} is a CUDA bundle ({manifest.get('target')}) and no GPU is visible here "
+                           f"(run it on the GPU machine the bundle is for)")
+    problem = elf_problem(so)  # dlopen of a truncated library dies of SIGBUS rather than raising
+    if problem:
+        raise ValueError(f"corrupt kernel library {so}: {problem} ({rebuild})")
     mod = tvm.runtime.load_module(str(so))
     results = []
     for fn in manifest["functions"]:

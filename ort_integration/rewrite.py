@@ -542,10 +542,30 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True) -> 
     return report
 
 
+class ModelFileError(ValueError):
+    """A model path that is missing or does not hold an ONNX model; the message names the path and the fix."""
+
+
+def load_model(path: os.PathLike) -> ir.Model:
+    """The ONNX model in `path` (external weights mapped lazily, not read), or ModelFileError. An empty or foreign
+    file can parse as a protobuf message with no fields; a real model always has an IR version and an opset."""
+    fix = "give an .onnx model, e.g. one exported by scripts/getmodel.py"
+    if not os.path.isfile(path):
+        raise ModelFileError(f"{path}: no such file ({fix})")
+    try:
+        model = ir.load(str(path))
+    except Exception as err:  # noqa: BLE001  (protobuf's DecodeError, onnx_ir's errors: the file is not a model)
+        raise ModelFileError(f"{path} is not an ONNX model: {type(err).__name__}: {err} ({fix})") from None
+    if not model.ir_version or not model.opset_imports:
+        raise ModelFileError(f"{path} is not an ONNX model: it has no IR version or opset ({fix})")
+    return model
+
+
 def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
-    """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report."""
+    """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report.
+    ModelFileError when src is not an ONNX model."""
     src, dst = Path(src), Path(dst)
-    model = ir.load(str(src))
+    model = load_model(src)
     report = rewrite_model(model, name=src.name)
     dst.parent.mkdir(parents=True, exist_ok=True)
     if not report.fused and not _has_external_data(model) and src.resolve() != dst.resolve():
@@ -564,11 +584,11 @@ def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
 def workloads_of_models(paths, log: Callable = print) -> list:
     """The workload specs of every model in `paths` (model_workloads), each model's listed in the log: what
     `tune.py --from-model` tunes and `build.py --from-model` builds kernels for. ValueError, with the fix, for a
-    missing file or a model without a fusable site of static M, N, K."""
+    missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K."""
     specs = []
     for path in paths:
         if not os.path.isfile(path):
-            raise ValueError(f"--from-model {path}: no such file")
+            raise ModelFileError(f"--from-model {path}: no such file (give the path of an ONNX model)")
         found = model_workloads(path)
         log(f"{path}: {len(found)} attention-score workload(s)" + "".join(f"\n  {s}" for s in found))
         if not found:
@@ -584,7 +604,7 @@ def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool 
     skipped (a tuned kernel needs static M, N, K; its batch may differ at run time). A model without fused nodes
     (not rewritten yet) is rewritten in memory first. Names: <name>-m<M>n<N>k<K>[-<n>]. counts: (spec, number of
     nodes with it) pairs instead."""
-    model = ir.load(str(path))  # external weights are mapped lazily, not read
+    model = load_model(path)
     infer_shapes(model)
     if not any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph):
         rewrite_model(model, name=Path(path).name, shapes=False)
@@ -635,4 +655,4 @@ def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
 
 
 __all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
-                          "rewrite_file", "count_ops", "model_workloads")
+                          "rewrite_file", "count_ops", "model_workloads", "load_model", "ModelFileError")

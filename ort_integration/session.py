@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -20,6 +21,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto
 
+from .elf_check import elf_problem
 from .native import LIBRARY
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,11 +36,50 @@ def library_path(bundle_dir: os.PathLike) -> Path:
     return Path(bundle_dir) / LIBRARY
 
 
+class LibraryError(RuntimeError):
+    """The op library cannot be registered. The message is one line naming the absolute path and the fix."""
+
+
+def _build_hint(bundle_dir: Path) -> str:
+    """How to put a bundle (kernels + op library) in bundle_dir: a directory named after a target builds that one."""
+    target = bundle_dir.name if re.fullmatch(r"llvm|sm_\d+", bundle_dir.name) else "auto"
+    return f"scripts/build.py --target {target} --out {bundle_dir}"
+
+
 def session_options(bundle_dir: Optional[os.PathLike] = None, so: Optional[ort.SessionOptions] = None
                     ) -> ort.SessionOptions:
-    """SessionOptions with the library registered (raises if the bundle is missing or broken)."""
+    """SessionOptions with the library registered. A relative bundle_dir resolves from the current directory.
+
+    Raises LibraryError when the library is missing, cannot be loaded (dlopen: a dependency not found) or its
+    bundle is missing or broken (the library's own message, which names the path and the fix)."""
+    given = Path(bundle_dir) if bundle_dir else default_bundle_dir()
+    bundle_dir = given.absolute()
+    lib = library_path(bundle_dir)
+    if not lib.is_file():
+        in_repo = REPO / given  # a path written from the repository's root, used from elsewhere
+        if not given.is_absolute() and (in_repo / LIBRARY).is_file():
+            raise LibraryError(f"flashgemm: no op library at {lib} (a relative path resolves from the current "
+                               f"directory: pass {in_repo} instead, or build a bundle there with "
+                               f"{_build_hint(bundle_dir)})")
+        raise LibraryError(f"flashgemm: no op library at {lib} (build it with {_build_hint(bundle_dir)}, or pass "
+                           f"the directory of a built bundle)")
+    problem = elf_problem(lib)  # ORT's dlopen of a truncated library dies of SIGBUS (elf_check.py)
+    if problem:
+        raise LibraryError(f"flashgemm: corrupt op library {lib}: {problem} (rebuild it: {_build_hint(bundle_dir)})")
     so = so or ort.SessionOptions()
-    so.register_custom_ops_library(str(library_path(bundle_dir or default_bundle_dir())))
+    try:
+        so.register_custom_ops_library(str(lib))
+    except Exception as err:  # onnxruntime's Fail, one type for every registration failure
+        msg = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", str(err)).strip()
+        if msg.startswith("flashgemm:"):  # the library's own: it names the bundle path and the fix
+            raise LibraryError(msg) from err
+        if "Failed to load library" not in msg:
+            raise
+        # dlopen's: the library is there and whole (checked above), so one of its dependencies (libtvm_ffi.so,
+        # libtvm_runtime.so, a libstdc++ version) is not; they are found through the paths the build recorded
+        dl = msg.rsplit(" with error: ", 1)[-1]
+        raise LibraryError(f"flashgemm: cannot load {lib}: {dl} (it was built for another Python environment or "
+                           f"machine; rebuild it in this one: {_build_hint(bundle_dir)})") from err
     return so
 
 

@@ -27,7 +27,8 @@ def detect_local() -> str:
             major, minor = (int(x) for x in dev.compute_version.split("."))
             name = f"sm_{major}{minor}"
             if name not in CUDA_ARCHES:
-                raise TargetError(f"local GPU is {name} ({dev.device_name}); supported: {', '.join(CUDA_ARCHES)}")
+                raise TargetError(f"the local GPU, {dev.device_name}, is {name}, which no target serves (build on a "
+                                  f"GPU of {', '.join(CUDA_ARCHES)}, or pass --target llvm)")
             return name
     except TargetError:
         raise
@@ -41,7 +42,7 @@ def resolve(name: str) -> str:
     if name == "auto":
         return detect_local()
     if name not in TARGET_NAMES:
-        raise TargetError(f"unknown target {name!r}; choose one of: auto, {', '.join(TARGET_NAMES)}")
+        raise TargetError(f"unknown target {name!r} (choose one of: auto, {', '.join(TARGET_NAMES)})")
     return name
 
 

@@ -18,11 +18,13 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts._cli import ArgumentParser  # noqa: E402
+
 
 def main(argv=None) -> int:
     from benchmarks import accuracy  # noqa: PLC0415
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default auto)")
     ap.add_argument("--dtype", default="both", choices=["float16", "bfloat16", "both"])
     ap.add_argument("--case", action="append", default=None, metavar="NAME",
@@ -32,15 +34,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from schedules import targets  # noqa: PLC0415
-    try:
+    with ap.errors(targets.TargetError, what="--target"):
         target = targets.resolve(args.target)
-    except targets.TargetError as err:
-        ap.error(f"--target: {err}")
     dtypes = list(accuracy.DTYPES) if args.dtype == "both" else [args.dtype]
-    try:
+    with ap.errors(ValueError, what="--case"):
         cases = accuracy.default_cases(dtypes, args.case)
-    except ValueError as err:
-        ap.error(f"--case: {err}")
 
     result = accuracy.accuracy_table(target, cases, log=print, db_root=args.db)
     md = accuracy.markdown(result)

@@ -34,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.peers import SYSTEMS  # noqa: E402  (light: no torch or TVM at import)
+from scripts._cli import ArgumentParser, count, number  # noqa: E402
 
 # W1-W4 (shared/baselines.md = the seed models' presets), two model sites with a bias, and the corner cases.
 SUITE = ["w1", "w2", "w3", "w4",
@@ -43,7 +44,7 @@ SUITE = ["w1", "w2", "w3", "w4",
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto")
     ap.add_argument("--workload", action="append", default=[], help="preset or spec; repeatable")
     ap.add_argument("--suite", action="store_true", help="the standard set: " + ", ".join(SUITE[:4]) +
@@ -52,55 +53,56 @@ def main(argv=None) -> int:
                     help="default: each workload's own (lm-head: bfloat16, others float16)")
     ap.add_argument("--db", default=None, help="tuning database root (default tuning_db/)")
     ap.add_argument("--ms-db", default=None, help="Meta-Schedule default databases (default tuning_db/ms_default)")
-    ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--reps", type=count(1), default=100)
+    ap.add_argument("--rounds", type=count(1), default=1,
                     help="time every system this many times, alternating (each row: its median round); for GPUs "
                          "whose clock drifts within a run")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated subset of the systems")
     ap.add_argument("--also", default="",
                     help="comma-separated kernels to measure beside ours: tuned,tuned_any_batch,default,generic")
-    ap.add_argument("--peak-tflops", type=float, default=None, help="override the GPU's published tensor-core peak")
+    ap.add_argument("--peak-tflops", type=number(positive=True), default=None,
+                    help="override the GPU's published tensor-core peak")
     ap.add_argument("--out", default=None, help="JSON path (.md and plots written beside it)")
     ap.add_argument("--compare", default=None, metavar="OLD.json", help="flag our numbers >5%% slower than OLD's")
     args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error(f"--rounds must be at least 1 (got {args.rounds})")
 
     import benchmarks  # noqa: PLC0415
     from benchmarks import peers, report  # noqa: PLC0415
     from schedules import targets  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
 
-    target = targets.resolve(args.target)
+    with ap.errors(targets.TargetError, what="--target"):
+        target = targets.resolve(args.target)
     if not targets.is_cuda(target):
-        ap.error("bench.py measures GPU kernels: run it on a GPU machine (--target sm_80|sm_89|sm_90|auto)")
+        ap.error(f"--target {args.target} is {target}: bench.py measures GPU kernels",
+                 fix="run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
     specs = (SUITE if args.suite else []) + args.workload
     if not specs:
-        ap.error("name workloads with --workload (repeatable) or --suite")
+        ap.error("no workloads", fix="name them with --workload (repeatable) or --suite")
     dtypes = ["float16", "bfloat16"] if args.dtype == "both" else [args.dtype]
-    try:
+    with ap.errors(ValueError, what="--workload"):
         workloads = [parse(w, d) for w in specs for d in dtypes]
-    except ValueError as err:
-        ap.error(str(err))
     also = [k for k in args.also.split(",") if k]
     if set(also) - set(peers.KINDS):
-        ap.error(f"--also: unknown kernel kinds {sorted(set(also) - set(peers.KINDS))}; choose from {', '.join(peers.KINDS)}")
+        ap.error(f"--also: unknown kernel kinds {sorted(set(also) - set(peers.KINDS))}",
+                 fix=f"choose from {', '.join(peers.KINDS)}")
     systems = [s for s in args.systems.split(",") if s]
     if set(systems) - set(peers.SYSTEMS):
-        ap.error(f"--systems: unknown {sorted(set(systems) - set(peers.SYSTEMS))}; choose from {', '.join(peers.SYSTEMS)}")
+        ap.error(f"--systems: unknown {sorted(set(systems) - set(peers.SYSTEMS))}",
+                 fix=f"choose from {', '.join(peers.SYSTEMS)}")
     old = None
     if args.compare:
         try:
             with open(args.compare) as fh:
                 old = json.load(fh)
         except (OSError, ValueError) as err:
-            ap.error(f"--compare {args.compare}: {err}")
+            ap.error(f"--compare {args.compare}: {err}", fix="give a JSON that scripts/bench.py --out wrote")
 
     env = peers.gpu_info()
     if old is not None and old.get("env", {}).get("gpu") != env["gpu"]:
-        ap.error(f"--compare {args.compare}: taken on {old.get('env', {}).get('gpu')!r}, this is {env['gpu']!r}; "
-                 "compare results from the same GPU model")
+        ap.error(f"--compare {args.compare}: taken on {old.get('env', {}).get('gpu')!r}, this is {env['gpu']!r}",
+                 fix="compare results from the same GPU model")
     rate = peers.copy_rate_bytes_per_s()
     peak, source = (args.peak_tflops, "--peak-tflops") if args.peak_tflops else peers.peak_tflops(env["gpu"])
     print(f"{env['gpu']} driver {env.get('driver')}: device copy {rate / 1e12:.2f} TB/s (read + write), "

@@ -17,16 +17,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts._cli import ArgumentParser, count  # noqa: E402
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | sm_80 | sm_89 | sm_90 (default: auto)")
-    ap.add_argument("--size", type=int, nargs=3, default=[4096, 4096, 4096], metavar=("M", "N", "K"))
+    ap.add_argument("--size", type=count(1), nargs=3, default=[4096, 4096, 4096], metavar=("M", "N", "K"))
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    ap.add_argument("--trials", type=int, default=256, help="trial budget of the work database (default 256)")
+    ap.add_argument("--trials", type=count(0), default=256, help="trial budget of the work database (default 256)")
     ap.add_argument("--work", default=None, help="tuning work directory (default build/gemm/<target>-<M>x<N>x<K>-<dtype>)")
-    ap.add_argument("--reps", type=int, default=50, help="calls timed per round (default 50)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds alternating ours and cuBLAS; each is reported at "
+    ap.add_argument("--reps", type=count(1), default=50, help="calls timed per round (default 50)")
+    ap.add_argument("--rounds", type=count(1), default=3, help="rounds alternating ours and cuBLAS; each is reported at "
                     "its median round (default 3)")
     ap.add_argument("--fragment-pipeline", choices=["off", "on", "both"], default="off",
                     help="sketches with the A/B fragments double-buffered in registers: off (default; measured slower "
@@ -40,30 +42,31 @@ def main(argv=None) -> int:
                          "(Hopper's, sm_90 only, built as sm_90a: schedules/cuda_wgmma)")
     ap.add_argument("--out", required=True, help="results JSON (a .md table is written beside it)")
     args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
     if any(s % 16 for s in args.size):
-        ap.error(f"--size: M, N, K must be multiples of 16 (got {args.size})")
+        ap.error(f"--size {' '.join(map(str, args.size))}: M, N, K must be multiples of 16",
+                 fix="round them up to one, e.g. --size 4096 4096 4096")
     from schedules import targets  # noqa: PLC0415
-    target = targets.resolve(args.target)
+    with ap.errors(targets.TargetError, what="--target"):
+        target = targets.resolve(args.target)
     if not targets.is_cuda(target):
-        ap.error(f"--target {target}: the plain GEMM path is the CUDA tensor-core space (sm_80, sm_89, sm_90)")
+        ap.error(f"--target {args.target} is {target}: the plain GEMM path is the CUDA tensor-core space",
+                 fix="run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
     size = tuple(args.size)
     from schedules import cuda_gemm, cuda_wgmma  # noqa: PLC0415
     if args.mma == "wgmma":
-        try:
+        with ap.errors(ValueError, what="--mma wgmma"):
             cuda_wgmma.check_target(target)
-        except ValueError as err:
-            ap.error(f"--mma wgmma: {err}")
         if args.k_split == "on" or args.fragment_pipeline != "off":
-            ap.error("--mma wgmma has no k-split or fragment-pipeline sketches (they are the mma.sync space's)")
+            ap.error("--mma wgmma has no k-split or fragment-pipeline sketches",
+                     fix="leave out --k-split on and --fragment-pipeline: they are the mma.sync space's")
         m, n, k = size
         if not any(cuda_wgmma.fits(m, n, k, bn, wg) for bn in cuda_wgmma.BNS for wg in cuda_wgmma.WGS):
-            ap.error(f"--mma wgmma: M must be a multiple of 64, N of one of {cuda_wgmma.BNS}, K of "
-                     f"{cuda_wgmma.BK} (got {size})")
+            ap.error(f"--mma wgmma: --size {m} {n} {k} does not tile",
+                     fix=f"M must be a multiple of 64, N of one of {cuda_wgmma.BNS}, K of {cuda_wgmma.BK}")
     if args.k_split == "on" and not cuda_gemm.k_split_factors(*size):
-        ap.error(f"--k-split on: no factor of {cuda_gemm.K_SPLITS} fits {size} (K slices of at least "
-                 f"{cuda_gemm.K_SLICE_MIN}, partials of at most {cuda_gemm.K_SPLIT_WORKSPACE >> 20} MiB)")
+        ap.error(f"--k-split on: no factor of {cuda_gemm.K_SPLITS} fits --size {' '.join(map(str, size))}",
+                 fix=f"use --k-split auto: a split needs K slices of at least {cuda_gemm.K_SLICE_MIN} and partials of "
+                     f"at most {cuda_gemm.K_SPLIT_WORKSPACE >> 20} MiB")
     work = Path(args.work or f"build/gemm/{target}-{'x'.join(map(str, size))}-{args.dtype}"
                 + ("-wgmma" if args.mma == "wgmma" else ""))
     from benchmarks import gemm  # noqa: PLC0415

@@ -16,25 +16,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts._cli import ArgumentParser, count  # noqa: E402
+
 
 def main(argv=None) -> int:
     from ort_integration import model_bench, models  # noqa: PLC0415
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", action="append", choices=models.NAMES, help="default: all three")
     ap.add_argument("--bundle", required=True, help="CUDA kernel bundle directory (scripts/build.py --target ...)")
     ap.add_argument("--out", required=True, help="results JSON (merged by model; a .md table is written beside it)")
     ap.add_argument("--work", default="build/models-bench", help="where the exported models go")
-    ap.add_argument("--batch", type=int, default=None, help="override the per-model batch (8 / 16 / 4)")
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--vit-inputs", type=int, default=2048, help="images for ViT-B/16's top-1 agreement")
+    ap.add_argument("--batch", type=count(1), default=None, help="override the per-model batch (8 / 16 / 4)")
+    ap.add_argument("--reps", type=count(1), default=30)
+    ap.add_argument("--vit-inputs", type=count(1), default=2048, help="images for ViT-B/16's top-1 agreement")
     args = ap.parse_args(argv)
+    from ort_integration.native import LIBRARY  # noqa: PLC0415
+    if not (Path(args.bundle) / LIBRARY).is_file():
+        ap.error(f"--bundle {Path(args.bundle).absolute()} has no {LIBRARY}",
+                 fix="build the CUDA bundle first: scripts/build.py --target auto, then pass its directory")
     import onnxruntime as ort  # noqa: PLC0415
     if "CUDAExecutionProvider" not in ort.get_available_providers():
-        ap.error("this onnxruntime has no CUDAExecutionProvider; install onnxruntime-gpu")
+        ap.error("this onnxruntime has no CUDAExecutionProvider", fix="install onnxruntime-gpu (make EXTRA=gpu)")
     out = Path(args.out)
-    old = json.loads(out.read_text())["results"] if out.exists() else []
-    results = {r["model"]: r for r in old}
+    with ap.errors(ValueError, KeyError, TypeError, OSError, what=f"--out {out} holds no results to merge into",
+                   fix="give a JSON this script wrote, or a new path"):
+        old = json.loads(out.read_text())["results"] if out.exists() else []
+        results = {r["model"]: r for r in old}
     for name in args.model or models.NAMES:
         results[name] = model_bench.bench_model(name, args.bundle, args.work, batch=args.batch, reps=args.reps,
                                                 vit_inputs=args.vit_inputs)

@@ -13,20 +13,23 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from scripts._cli import ArgumentParser  # noqa: E402
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("result", help="a scripts/bench.py JSON")
     ap.add_argument("--compare", default=None, metavar="OLD.json")
     args = ap.parse_args(argv)
     from benchmarks import report  # noqa: PLC0415
     loaded = []
+    fix = "give a JSON that scripts/bench.py --out wrote"
     for path in [args.result] + ([args.compare] if args.compare else []):
-        try:
+        with ap.errors(OSError, ValueError, what=path, fix=fix):
             with open(path) as fh:
                 loaded.append(json.load(fh))
-        except (OSError, ValueError) as err:
-            ap.error(f"{path}: {err}")
+        if not (isinstance(loaded[-1], dict) and isinstance(loaded[-1].get("rows"), list) and "env" in loaded[-1]):
+            ap.error(f"{path} is not a benchmark result (no rows and env)", fix=fix)
     try:
         md, cmp = report.write(loaded[0], args.result, loaded[1] if args.compare else None)
     except ValueError as err:

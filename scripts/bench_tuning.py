@@ -28,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from scripts._cli import ArgumentParser, count  # noqa: E402
+
 
 def _machine() -> dict:
     from schedules.cuda_space import gpu_environment  # noqa: PLC0415
@@ -138,26 +140,35 @@ def _interrupt(*_):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="sm_90")
     ap.add_argument("--workload", action="append", required=True, help="preset or spec (repeatable)")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"], help="tune.py --dtype")
-    ap.add_argument("--trials", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--jobs", type=int, default=1, help="tune.py --jobs (workloads tuned at once)")
+    ap.add_argument("--trials", type=count(1), default=256)
+    ap.add_argument("--batch-size", type=count(1), default=256)
+    ap.add_argument("--jobs", type=count(1), default=1, help="tune.py --jobs (workloads tuned at once)")
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to measure, e.g. 1,2,4")
     ap.add_argument("--searches", default="1", help="searches per workload: a number, or 'gpus' (one per GPU)")
-    ap.add_argument("--port", type=int, default=9190)
+    ap.add_argument("--port", type=count(1), default=9190)
     ap.add_argument("--out", type=Path, required=True, help="JSON to write/merge (a .md is written beside it)")
     ap.add_argument("--keep", type=Path, default=None, help="keep each configuration's database under this dir")
     args = ap.parse_args(argv)
-    counts = [int(x) for x in args.gpus.split(",") if x.strip()]
+    counts = [x.strip() for x in args.gpus.split(",") if x.strip()]
+    if not counts or not all(x.isdigit() and int(x) > 0 for x in counts):
+        ap.error(f"--gpus {args.gpus!r}: not a list of GPU counts", fix="give counts like 1,2,4")
+    counts = [int(x) for x in counts]
+    if args.searches != "gpus" and not (args.searches.isdigit() and int(args.searches) > 0):
+        ap.error(f"--searches {args.searches!r}", fix="give a number of at least 1, or 'gpus'")
+    from schedules import targets  # noqa: PLC0415
+    with ap.errors(targets.TargetError, what="--target"):
+        targets.resolve(args.target)  # tune.py resolves it again, in each configuration
+    with ap.errors(ValueError, OSError, what=f"--out {args.out} holds no results to merge into",
+                   fix="give a JSON this script wrote, or a new path"):
+        result = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if not isinstance(result, dict):
+        ap.error(f"--out {args.out} holds no results to merge into", fix="give a JSON this script wrote, or a new path")
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a timeout's signal stops the configuration in flight too
         signal.signal(sig, _interrupt)
-
-    result = json.loads(args.out.read_text()) if args.out.exists() else {}
-    if args.searches != "gpus" and not args.searches.isdigit():
-        ap.error("--searches: a number or 'gpus'")
     result.update({"target": args.target, "workloads": args.workload, "dtype": args.dtype, "trials": args.trials,
                    "batch_size": args.batch_size, "jobs": args.jobs, "machine": _machine(), "commit": _commit(),
                    "date": datetime.date.today().isoformat(),

@@ -11,7 +11,8 @@ tensor-core space with a default schedule (chosen by rule, untuned: "schedule": 
 for each of those shapes that has no tuned kernel, far faster than the generic kernel that otherwise
 serves them. Tuning them (scripts/tune.py --from-model) is faster still.
 
-Then: ort_integration.session_options("build/llvm") registers the op library on a SessionOptions.
+Then: ort_integration.session.session_options(BUNDLE_DIR) registers the op library on a SessionOptions (no
+argument: <repo>/build/llvm; a relative BUNDLE_DIR resolves from the current directory).
 """
 import argparse
 import os
@@ -20,6 +21,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from scripts._cli import ArgumentParser, number  # noqa: E402
 
 
 def _workloads(specs: list, models: list) -> list:
@@ -31,7 +34,7 @@ def _workloads(specs: list, models: list) -> list:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
     ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db/)")
     ap.add_argument("--out", default=None, help="bundle directory (default: build/<target>)")
@@ -40,7 +43,7 @@ def main(argv=None) -> int:
                          "spec (see tune.py); repeatable")
     ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
                     help="the attention-score shapes of a model (rewritten or not), as --workload; repeatable")
-    ap.add_argument("--compile-limit", type=float, default=None, metavar="SECONDS",
+    ap.add_argument("--compile-limit", type=number(0.0), default=None, metavar="SECONDS",
                     help="llvm: leave out (with a warning) a tuned kernel that does not compile alone within this "
                          "time; its calls go to the generic kernel (default: kernel_library.LLVM_COMPILE_LIMIT_S, "
                          "120; 0: no limit)")
@@ -65,8 +68,10 @@ def main(argv=None) -> int:
                                                                                sys.argv[1:])],
                                   env=cuda_stub.env_with_stub(stub)).returncode
         out = args.out or os.path.join(ROOT, "build", target)
+        if os.path.exists(out) and not os.path.isdir(out):
+            ap.error(f"--out {out} is a file", fix="give a directory for the bundle; it is created if missing")
+        extra = _workloads(args.workload, args.from_model)  # before any work: a mistake there fails at once
         tuned = best.load_all(target, args.db)
-        extra = _workloads(args.workload, args.from_model)
         if extra and targets.is_cuda(target):
             tuned = best.with_defaults(tuned, extra, target)
         elif extra:
@@ -77,8 +82,7 @@ def main(argv=None) -> int:
         if not args.no_native:
             native.build_custom_op_library(out, with_cuda=targets.is_cuda(target))
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:
-        print(f"build.py: error: {err}", file=sys.stderr)
-        return 2
+        ap.error(str(err))
     print(f"[build] bundle ready in {out}")
     return 0
 

@@ -16,11 +16,14 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from scripts._cli import ArgumentParser  # noqa: E402
+
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle", help="a bundle directory written by scripts/build.py (manifest.json + kernels .so)")
     ap.add_argument("--only", default=None, help="only functions whose name contains this")
     ap.add_argument("--sanitizer", default="", help=f"comma-separated compute-sanitizer tools ({', '.join(TOOLS)})")
@@ -28,11 +31,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     tools = [t for t in args.sanitizer.split(",") if t]
     if set(tools) - set(TOOLS):
-        ap.error(f"--sanitizer: unknown tools {sorted(set(tools) - set(TOOLS))}; choose from {', '.join(TOOLS)}")
+        ap.error(f"--sanitizer: unknown tools {sorted(set(tools) - set(TOOLS))}", fix=f"choose from {', '.join(TOOLS)}")
     if tools:
         exe = shutil.which("compute-sanitizer")
         if exe is None:
-            ap.error("compute-sanitizer not found on PATH (it ships with the CUDA toolkit: add its bin/ to PATH)")
+            ap.error("compute-sanitizer not found on PATH", fix="it ships with the CUDA toolkit: add its bin/ to PATH")
         log_dir = args.log_dir or args.bundle
         os.makedirs(log_dir, exist_ok=True)
         status = 0
@@ -48,11 +51,8 @@ def main(argv=None) -> int:
         return int(status)
 
     from ort_integration.bundle_check import check_bundle  # noqa: PLC0415
-    try:
+    with ap.errors(FileNotFoundError, ValueError, RuntimeError):
         results = check_bundle(args.bundle, args.only)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"check_bundle: {err}", file=sys.stderr)
-        return 2
     bad = [r for r in results if not r["ok"]]
     print(f"{len(results) - len(bad)} of {len(results)} kernels match the reference")
     return 1 if bad or not results else 0

@@ -15,15 +15,18 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from scripts._cli import ArgumentParser, count  # noqa: E402
+
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2}  # max abs error of P (values in [0, 1])
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto")
     ap.add_argument("--workload", default="demo")
-    ap.add_argument("--trials", type=int, default=8)
-    ap.add_argument("--repeat", type=int, default=20, help="timed session runs")
+    ap.add_argument("--trials", type=count(1), default=8)
+    ap.add_argument("--repeat", type=count(1), default=20, help="timed session runs")
     args = ap.parse_args(argv)
 
     import numpy as np  # noqa: PLC0415
@@ -36,8 +39,10 @@ def main(argv=None) -> int:
     from tir_kernels.workloads import parse  # noqa: PLC0415
     from tuning_db import best, tuner  # noqa: PLC0415
 
-    target = targets.resolve(args.target)
-    wl = parse(args.workload)
+    with ap.errors(targets.TargetError, what="--target"):
+        target = targets.resolve(args.target)
+    with ap.errors(ValueError, what="--workload"):
+        wl = parse(args.workload)
     db_root = os.path.join(ROOT, "build", "demo_db")
     bundle = os.path.join(ROOT, "build", target)
     print(f"== 1/3 tune {wl.dir_name} on {target}: {args.trials} trials (Meta-Schedule, XGBoost cost model)")

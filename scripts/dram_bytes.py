@@ -23,11 +23,13 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts._cli import ArgumentParser  # noqa: E402
+
 
 def main(argv=None) -> int:
     from benchmarks import dram_bytes  # noqa: PLC0415  (no torch, no GPU at import)
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     dram_bytes.add_workload_args(ap, timeout_s=3600)
     ap.add_argument("--out", default=None, help="JSON path (a .md table is written beside it)")
     ap.add_argument("--systems", default=",".join(dram_bytes.SYSTEMS),
@@ -40,14 +42,13 @@ def main(argv=None) -> int:
     target, workloads = dram_bytes.cuda_workloads(ap, args, "dram_bytes.py")
     systems = [s for s in args.systems.split(",") if s]
     if not systems or set(systems) - set(dram_bytes.SYSTEMS):
-        ap.error(f"--systems: choose from {', '.join(dram_bytes.SYSTEMS)}")
+        ap.error(f"--systems {args.systems!r} (choose from {', '.join(dram_bytes.SYSTEMS)})")
 
     try:
         result = dram_bytes.measure(workloads, target, args.db, print, systems=systems, ncu=args.ncu,
                                     cache_control=args.cache_control, timeout_s=args.timeout)
     except dram_bytes.NcuError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        ap.error(str(err))
     md = dram_bytes.markdown(result)
     print(md)
     if args.out:

@@ -23,26 +23,26 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ort_integration import models  # noqa: E402
+from scripts._cli import ArgumentParser, count  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="all", choices=[*models.NAMES, "all"])
     ap.add_argument("--tiny", action="store_true", help="tiny configs of the same architectures (CI)")
     ap.add_argument("--dtype", default="float16", choices=models.DTYPES)
-    ap.add_argument("--batch", type=int, default=1, help="static batch size (default 1)")
+    ap.add_argument("--batch", type=count(1), default=1, help="static batch size (default 1)")
     ap.add_argument("--dynamic-batch", action="store_true", help="symbolic batch dim 'batch' (traced with --batch)")
     ap.add_argument("--seed", type=int, default=models.DEFAULT_SEED)
     ap.add_argument("--out", default=str(REPO / "build" / "models"))
     args = ap.parse_args(argv)
-    if args.batch < 1:
-        ap.error("--batch must be >= 1")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        ap.error(f"--out {args.out} is a file", fix="give a directory for the models; it is created if missing")
     try:
         import torch  # noqa: F401, PLC0415
         import transformers  # noqa: F401, PLC0415
     except ImportError as e:
-        print(f"getmodel: needs torch and transformers ({e}); pip install -e '.[models]'", file=sys.stderr)
-        return 2
+        ap.error(f"needs torch and transformers: {e}", fix="pip install -e '.[models]'")
     names = models.NAMES if args.model == "all" else (args.model,)
     for name in names:
         models.export(name, args.out, tiny=args.tiny, dtype=args.dtype, batch=args.batch,

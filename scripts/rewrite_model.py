@@ -18,18 +18,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ort_integration.rewrite import rewrite_file  # noqa: E402
+from ort_integration.rewrite import ModelFileError, rewrite_file  # noqa: E402
+from scripts._cli import ArgumentParser  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", metavar="IN.onnx")
     ap.add_argument("dst", metavar="OUT.onnx")
     ap.add_argument("--json", metavar="REPORT.json", help="also write the report as JSON")
     args = ap.parse_args(argv)
-    if not Path(args.src).is_file():
-        ap.error(f"{args.src}: no such file")
-    report = rewrite_file(args.src, args.dst)
+    writable = "give a writable file path"
+    with ap.errors(ModelFileError), ap.errors(OSError, what=f"cannot write {args.dst}", fix=writable):
+        report = rewrite_file(args.src, args.dst)
     print(report.text())
     print(f"wrote {args.dst}")
     if report.fused:  # a rewritten model is only as fast as the kernels its site shapes get
@@ -37,7 +38,8 @@ def main(argv=None) -> int:
               f"or at least scripts/build.py --target auto --from-model {args.dst} (default schedules); a shape "
               f"left to the generic kernel is correct but ~100x slower")
     if args.json:
-        Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        with ap.errors(OSError, what=f"cannot write {args.json}", fix=writable):
+            Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
     return 0
 
 

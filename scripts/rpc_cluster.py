@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from scripts._cli import ArgumentParser, count, number  # noqa: E402
+
 
 def _devices(args) -> list:
     from tuning_db import rpc_cluster  # noqa: PLC0415
@@ -54,9 +56,9 @@ def _port_range(text: str) -> tuple:
     try:
         lo, hi = (int(p) for p in text.split("-"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not LO-HI, e.g. 9090-9190") from None
+        raise argparse.ArgumentTypeError(f"invalid value {text!r} (give LO-HI, e.g. 9090-9190)") from None
     if not 0 < lo < hi <= 65536:
-        raise argparse.ArgumentTypeError(f"{text!r}: want 0 < LO < HI <= 65536")
+        raise argparse.ArgumentTypeError(f"invalid value {text!r} (want 0 < LO < HI <= 65536, e.g. 9090-9190)")
     return lo, hi
 
 
@@ -65,23 +67,24 @@ def _interrupt(*_):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     state_default = REPO / "build" / "rpc-cluster.json"
 
     def cluster_args(p):
         p.add_argument("--gpus", default="all", help="'all' (default), 'none', or indices like 0,1")
-        p.add_argument("--cpu-servers", type=int, default=0, help="also start N CPU-only servers (llvm; tests)")
+        p.add_argument("--cpu-servers", type=count(0), default=0, help="also start N CPU-only servers (llvm; tests)")
         p.add_argument("--key", default="flashgemm", help="the key servers register under (default flashgemm)")
         p.add_argument("--host", default="127.0.0.1",
                        help="address the tracker binds (0.0.0.0 to serve other hosts; default 127.0.0.1)")
-        p.add_argument("--port", type=int, default=9190, help="tracker port (default 9190)")
+        p.add_argument("--port", type=count(1), default=9190, help="tracker port (default 9190)")
         p.add_argument("--server-ports", type=_port_range, default=(9090, 9190), metavar="LO-HI",
                        help="ports [LO, HI) the servers bind in, split between them (default 9090-9190; "
                             "two clusters on one host need disjoint ranges)")
         p.add_argument("--tracker", default=None, help="HOST:PORT of a running tracker to join instead")
         p.add_argument("--custom-addr", default=None, help="this host's address as other hosts reach it")
-        p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for servers to register")
+        p.add_argument("--wait", type=number(positive=True), default=60.0,
+                       help="seconds to wait for servers to register")
         p.add_argument("--log-dir", type=Path, default=REPO / "build" / "rpc-logs")
 
     p_start = sub.add_parser("start", help="start and leave running (state in --state)")
@@ -102,7 +105,8 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "start":
             if args.state.exists():
-                ap.error(f"{args.state} exists: a cluster is running (stop it first) or pass another --state")
+                ap.error(f"{args.state} exists: a cluster is running",
+                         fix="stop it first with scripts/rpc_cluster.py stop, or pass another --state")
             cluster = _start(args)
             cluster.save(args.state)
             print(f"[rpc] state in {args.state}; tune with: --runner rpc --tracker "
@@ -119,7 +123,7 @@ def main(argv=None) -> int:
         else:  # run
             command = args.command[1:] if args.command[:1] == ["--"] else args.command
             if not command:
-                ap.error("run needs a command after --")
+                ap.error("run needs a command after --", fix="e.g. run -- scripts/tune.py --runner rpc ...")
             cluster = _start(args)
             env = dict(os.environ, TVM_TRACKER_HOST=cluster.tracker_host,
                        TVM_TRACKER_PORT=str(cluster.tracker_port), TVM_TRACKER_KEY=cluster.key)
@@ -135,8 +139,7 @@ def main(argv=None) -> int:
             finally:
                 rpc_cluster.stop(cluster)
     except (rpc_cluster.ClusterError, rpc_runner.TrackerError) as err:
-        print(f"rpc_cluster.py: error: {err}", file=sys.stderr)
-        return 2
+        ap.error(str(err))
     return 0
 
 

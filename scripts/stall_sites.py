@@ -20,6 +20,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts._cli import ArgumentParser  # noqa: E402
+
 
 def report(result: dict) -> str:
     from benchmarks import stall_sites  # noqa: PLC0415
@@ -40,7 +42,7 @@ def report(result: dict) -> str:
 def main(argv=None) -> int:
     from benchmarks import dram_bytes, stall_sites  # noqa: PLC0415  (no torch, no GPU at import)
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     dram_bytes.add_workload_args(ap, timeout_s=1800)
     ap.add_argument("--out", required=True, help="JSON path (the .md report is written beside it)")
     ap.add_argument("--keep-source", action="store_true", help="keep each kernel's ncu source page (CSV) beside it")
@@ -58,8 +60,7 @@ def main(argv=None) -> int:
             top = rows[-1]["kernels"][0]["summary"]["classes"][:3]
             print("  " + "; ".join(f"{c['class']} {c['share']:.0%}" for c in top), flush=True)
     except (dram_bytes.NcuError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        ap.error(str(err))
     result = {"date": datetime.date.today().isoformat(), "commit": dram_bytes._commit(), "env": dram_bytes._env(ncu),
               "command": " ".join(["scripts/stall_sites.py"] + (argv if argv is not None else sys.argv[1:])),
               "rows": rows}

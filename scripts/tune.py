@@ -32,11 +32,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from scripts._cli import ArgumentParser, count, number  # noqa: E402
+
 
 def main(argv=None) -> int:
     from tir_kernels.workloads import PRESETS, parse  # noqa: PLC0415  (keep --help fast)
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
     ap.add_argument("--workload", action="append", default=[],
                     help=f"preset ({', '.join(sorted(PRESETS))}, w1..w4) or a spec string; repeatable")
@@ -44,18 +46,18 @@ def main(argv=None) -> int:
                     help="also tune every distinct attention-score shape of this ONNX model; repeatable")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
                     help="override the workload's dtype; 'both' tunes each")
-    ap.add_argument("--trials", type=int, default=1024, help="total candidates per workload (default 1024)")
+    ap.add_argument("--trials", type=count(1), default=1024, help="total candidates per workload (default 1024)")
     ap.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "random"],
                     help="evolutionary = XGBoost-guided search (default); random = ReplayTrace")
-    ap.add_argument("--top-k", type=int, default=10, help="records kept per workload (default 10)")
+    ap.add_argument("--top-k", type=count(1), default=10, help="records kept per workload (default 10)")
     ap.add_argument("--db", default=None, help="database root (default: the repo's tuning_db/)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=None, help="builder processes (default: all cores)")
-    ap.add_argument("--batch-size", type=int, default=256,
+    ap.add_argument("--workers", type=count(1), default=None, help="builder processes (default: all cores)")
+    ap.add_argument("--batch-size", type=count(1), default=256,
                     help="candidates per search iteration; an interrupted run loses at most one batch. One "
                          "evolutionary search costs 30-50 s on 16 cores whatever the batch, so bigger batches "
                          "tune faster (default 256)")
-    ap.add_argument("--population", type=int, default=512,
+    ap.add_argument("--population", type=count(1), default=512,
                     help="evolutionary search population per iteration (default 512, Meta-Schedule's; batches "
                          "under 64 get 8 a candidate of the batch, and a form whose space has few points 4 a point, "
                          "at least 16 either way)")
@@ -65,16 +67,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tracker", default=None,
                     help="HOST:PORT of TVM's RPC tracker (default: $TVM_TRACKER_HOST:$TVM_TRACKER_PORT)")
     ap.add_argument("--key", default=None, help="the servers' key (default: $TVM_TRACKER_KEY)")
-    ap.add_argument("--rpc-timeout", type=int, default=60,
+    ap.add_argument("--rpc-timeout", type=count(1), default=60,
                     help="seconds a server gives one candidate before killing its session (default 60)")
-    ap.add_argument("--max-minutes", type=float, default=None,
+    ap.add_argument("--max-minutes", type=number(positive=True), default=None,
                     help="stop after the first batch that ends past this many minutes, writing the database as a "
                          "finished run does (SIGTERM and Ctrl-C do the same after the batch in flight); run again "
                          "to go on. For machines with a per-command time limit: the limit minus one batch")
-    ap.add_argument("--jobs", type=int, default=1,
+    ap.add_argument("--jobs", type=count(1), default=1,
                     help="workloads tuned at once (needs --runner rpc: the tracker keeps their measurements "
                          "apart); builder cores are split between them (default 1)")
-    ap.add_argument("--searches", type=int, default=1,
+    ap.add_argument("--searches", type=count(1), default=1,
                     help="independent searches per workload, run at once, each with its share of the trials, cores "
                          "and RPC servers (needs --runner rpc): how one workload uses several GPUs (default 1)")
     ap.add_argument("--padded-form", action="store_true",
@@ -94,7 +96,7 @@ def main(argv=None) -> int:
                          "(the primary form), split-n-wide (long rows on sm_90; tuned by default there), padded, "
                          "recompute, recompute2 (those the shape has); e.g. "
                          "--forms recompute2 gives that form all the trials")
-    ap.add_argument("--migrate-records", type=int, default=0, metavar="N",
+    ap.add_argument("--migrate-records", type=count(0), default=0, metavar="N",
                     help="before searching, re-express the best N records that predate a knob of today's sketches "
                          "on them (the recompute form's resident-A records at every warp tiling since 2026-11-26; the "
                          "register sketches' records with their resident B copy vectorized since 2026-11-28) "
@@ -110,20 +112,12 @@ def main(argv=None) -> int:
     ap.add_argument("--keep-times", action="store_true",
                     help="do not re-time kept records that another compiler timed (by default tune.py does, with the "
                          "local runner, before the search: tuner.compiler_id)")
-    ap.add_argument("--seed-records", type=int, default=10, metavar="N",
+    ap.add_argument("--seed-records", type=count(1), default=10, metavar="N",
                     help="how many records --seed-from-dtype replays (default 10)")
     args = ap.parse_args(argv)
-    if args.migrate_records < 0:
-        ap.error("--migrate-records must be >= 0")
-    if args.seed_records < 1:
-        ap.error("--seed-records must be >= 1")
     if args.seed_from_dtype and args.dtype in (args.seed_from_dtype, "both"):
         ap.error(f"--seed-from-dtype {args.seed_from_dtype}: give the workloads' own dtype with --dtype (the other "
                  "one)")
-    if min(args.trials, args.top_k, args.batch_size, args.population, args.jobs, args.rpc_timeout,
-           args.searches) < 1:
-        ap.error("--trials, --top-k, --batch-size, --population, --jobs, --searches and --rpc-timeout must be at "
-                 "least 1")
     if args.searches > 1 and args.runner != "rpc":
         ap.error("--searches > 1 needs --runner rpc: searches measured at once on one local device would time each "
                  "other's kernels; the RPC tracker gives every candidate a server of its own")

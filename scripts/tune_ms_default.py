@@ -23,6 +23,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts._cli import ArgumentParser, count  # noqa: E402
+
 
 def _fused_best(target: str, wl) -> str:
     """Our fused kernel's tuned time for the same workload, from the committed database, when there is one."""
@@ -38,7 +40,7 @@ def _fused_best(target: str, wl) -> str:
 def main(argv=None) -> int:
     from tir_kernels.workloads import PRESETS  # noqa: PLC0415  (keep --help fast)
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
     ap.add_argument("--workload", action="append", default=[],
                     help=f"preset ({', '.join(sorted(PRESETS))}, w1..w4) or a spec string; repeatable")
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=64,
                     help="total candidates per workload, both kernels together (default 64)")
     ap.add_argument("--db", default=None, help="database root (default: the repo's tuning_db/ms_default)")
-    ap.add_argument("--workers", type=int, default=None, help="builder processes (default: all cores, at most 16)")
+    ap.add_argument("--workers", type=count(1), default=None, help="builder processes (default: all cores, at most 16)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="stop after the batch in flight once this much time has passed, per workload (a slice of a "

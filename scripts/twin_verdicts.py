@@ -14,21 +14,20 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from scripts._cli import ArgumentParser, number  # noqa: E402
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bench_json", nargs="+", help="scripts/bench.py --out results (with --also tuned_any_batch)")
     ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db/)")
-    ap.add_argument("--slower-limit", type=float, default=None,
+    ap.add_argument("--slower-limit", type=number(0.0), default=None,
                     help="leave the twin out when it is slower than this fraction (default 0.03)")
     args = ap.parse_args(argv)
     from tuning_db import database, twins  # noqa: PLC0415
     limit = twins.SLOWER_LIMIT if args.slower_limit is None else args.slower_limit
-    try:
+    with ap.errors(database.DatabaseError):
         twins.apply(args.bench_json, args.db, limit)
-    except database.DatabaseError as err:
-        print(f"twin_verdicts.py: error: {err}", file=sys.stderr)
-        return 2
     return 0
 
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import platform
 import random
 import shutil
+import struct
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -30,9 +33,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from ort_integration import native
+from ort_integration.elf_check import elf_problem
 from ort_integration.kernel_library import export_bundle
 from ort_integration.model import make_model
-from ort_integration.session import LIBRARY, library_path, providers, run, session_options
+from ort_integration.session import LIBRARY, LibraryError, library_path, providers, run, session_options
 from tir_kernels import ShapeError, canonicalize
 from tir_kernels.reference import fused_gemm_softmax_ref
 
@@ -659,6 +663,112 @@ def test_library_without_bundle_next_to_it(bundle, tmp_path):
     shutil.copy(library_path(bundle), tmp_path / LIBRARY)
     with pytest.raises(Exception, match=f"no kernel bundle in {tmp_path}"):
         session_options(tmp_path)
+
+
+# Registers the library in a process of its own: a loader that crashes (SIGBUS in dlopen) then fails the test with
+# the signal instead of killing the test run. Prints the error; exit status 3 when registration succeeded.
+_REGISTER = """
+import sys
+import onnxruntime as ort
+try:
+    ort.SessionOptions().register_custom_ops_library(sys.argv[1])
+except Exception as err:
+    print(err)
+    sys.exit(0)
+sys.exit(3)
+"""
+
+
+def _register_in_subprocess(lib: Path, bundle_dir: Path) -> str:
+    env = dict(os.environ, FLASHGEMM_BUNDLE_DIR=str(bundle_dir))
+    proc = subprocess.run([sys.executable, "-c", _REGISTER, str(lib)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode >= 0, f"the loader was killed by signal {-proc.returncode}: {proc.stderr[-2000:]}"
+    assert proc.returncode == 0, f"registration did not fail (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    return proc.stdout.strip()
+
+
+def _load_segment_middle(data: bytes) -> int:
+    """A file offset in the middle of the largest loadable segment (where a truncation made dlopen die of SIGBUS)."""
+    phoff, phentsize, phnum = struct.unpack_from("<Q", data, 32)[0], *struct.unpack_from("<HH", data, 54)
+    loads = [struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize) for i in range(phnum)]
+    _, _, offset, _, _, filesz, _, _ = max((p for p in loads if p[0] == 1), key=lambda p: p[5])
+    return offset + filesz // 2
+
+
+@pytest.mark.parametrize("what", ["empty", "in_elf_header", "in_program_headers", "in_segment", "half", "last_byte",
+                                  "garbage", "elf32", "big_endian", "other_machine"])
+def test_corrupt_kernels_so_fails_registration(bundle, device, tmp_path, what):
+    """A kernels .so cut short at any length, or not a library of this machine, fails register_custom_ops_library
+    with the path, what is wrong and the fix; nothing is dlopened (before the check, a truncation inside a loadable
+    segment killed the process with SIGBUS). The Python check (scripts/check_bundle.py) says the same."""
+    d = tmp_path / what
+    d.mkdir()
+    shutil.copy(bundle / "manifest.json", d)
+    data = (bundle / "flashgemm_kernels.so").read_bytes()
+    size = len(data)
+    host = {"x86_64": 62, "aarch64": 183}.get(platform.machine(), 62)
+    cut = {"empty": 0, "in_elf_header": 10, "in_program_headers": 64 + 30, "in_segment": _load_segment_middle(data),
+           "half": size // 2, "last_byte": size - 1}.get(what)
+    if cut is not None:
+        data = data[:cut]
+    elif what == "garbage":
+        data = np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    elif what == "elf32":
+        data = data[:4] + b"\x01" + data[5:]
+    elif what == "big_endian":
+        data = data[:5] + b"\x02" + data[6:]
+    else:  # another architecture's e_machine
+        data = data[:18] + (183 if host == 62 else 62).to_bytes(2, "little") + data[20:]
+    so_path = d / "flashgemm_kernels.so"
+    so_path.write_bytes(data)
+    expect = {"empty": "empty file (0 bytes)", "in_elf_header": "truncated: 10 of at least 64 bytes expected",
+              "in_program_headers": f"truncated: 94 of at least {size} bytes expected",
+              "garbage": "not an ELF file", "elf32": "a 32-bit ELF file", "big_endian": "a big-endian ELF file",
+              "other_machine": f"built for {'aarch64' if host == 62 else 'x86-64'}; this process is "}.get(
+                  what, f"truncated: {cut} of {size} bytes expected")
+    msg = _register_in_subprocess(library_path(bundle), d)
+    for needle in (f"corrupt kernel library {so_path}", expect, elf_problem(so_path), FIX[device]):
+        assert needle in msg, msg
+
+
+def test_session_options_names_the_fix(bundle, tmp_path, monkeypatch):
+    """session_options fails with one line naming the absolute path tried and the fix: a relative bundle directory
+    that does not resolve from the current directory (or a relative FLASHGEMM_BUNDLE_DIR), a truncated op library (ORT's dlopen would die of SIGBUS), a
+    library whose dependency is missing (dlopen's error alone names no fix)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LibraryError) as ei:
+        session_options("no/such/llvm")
+    msg = str(ei.value)
+    assert f"no op library at {tmp_path}/no/such/llvm/{LIBRARY}" in msg and "scripts/build.py --target llvm" in msg
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", "rel/bundle")  # the library names the absolute directory too
+    with pytest.raises(LibraryError, match=f"no kernel bundle in {tmp_path}/rel/bundle "):
+        session_options(bundle)
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / LIBRARY).write_bytes(library_path(bundle).read_bytes()[:100_000])
+    with pytest.raises(LibraryError) as ei:
+        session_options("cut")
+    assert f"corrupt op library {cut}/{LIBRARY}: truncated: 100000 of " in str(ei.value), ei.value
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a library with a missing dependency")
+    lib_dir = tmp_path / "missing-dep"
+    lib_dir.mkdir()
+    (tmp_path / "dep.c").write_text("int dep(void) { return 1; }\n")
+    (tmp_path / "lib.c").write_text("int dep(void);\nint RegisterCustomOps(void) { return dep(); }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libfgdep.so"), str(tmp_path / "dep.c")], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib_dir / LIBRARY), str(tmp_path / "lib.c"), "-L",
+                    str(tmp_path), "-lfgdep"], check=True)
+    (tmp_path / "libfgdep.so").unlink()
+    with pytest.raises(LibraryError) as ei:
+        session_options(lib_dir)
+    msg = str(ei.value)
+    assert f"cannot load {lib_dir}/{LIBRARY}: libfgdep.so: cannot open shared object file" in msg, msg
+    assert f"rebuild it in this one: scripts/build.py --target auto --out {lib_dir}" in msg, msg
 
 
 # ------------------------------------------------------------------------------ canonical shape (C++ = Py)

@@ -115,8 +115,8 @@ def parse(text: str, dtype: Optional[str] = None) -> Workload:
         try:
             return preset(text, dtype)
         except KeyError:
-            raise ValueError(f"unknown workload {text!r}: use a preset ({', '.join(sorted(PRESETS))}, "
-                             f"or w1..w4) or a spec like 'a=2x64x32,b=2x32x64,dtype=float16'") from None
+            raise ValueError(f"unknown workload {text!r} (use a preset: {', '.join(sorted(PRESETS))} or w1..w4; "
+                             f"or a spec like 'a=2x64x32,b=2x32x64,dtype=float16')") from None
     fields = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")

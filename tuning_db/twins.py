@@ -78,12 +78,13 @@ def load_result(path: os.PathLike) -> dict:
     try:
         result = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
-        raise dbm.DatabaseError(f"{path}: not a readable bench.py result ({err})") from None
+        raise dbm.DatabaseError(f"{path}: not a readable bench.py result: {err} (give the JSON that scripts/bench.py "
+                                f"--also tuned_any_batch --out wrote)") from None
     if not isinstance(result, dict) or "rows" not in result or "target" not in result:
-        raise dbm.DatabaseError(f"{path}: not a bench.py result (no rows/target); write one with scripts/bench.py "
-                                f"--also tuned_any_batch --out FILE.json")
+        raise dbm.DatabaseError(f"{path}: not a bench.py result, no rows and target (write one with scripts/bench.py "
+                                f"--also tuned_any_batch --out FILE.json)")
     if result.get("partial"):
-        raise dbm.DatabaseError(f"{path}: a partial bench result (its run was cut short); use a complete one")
+        raise dbm.DatabaseError(f"{path}: a partial bench result, its run was cut short (use a complete one)")
     return result
 
 

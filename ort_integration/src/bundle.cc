@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "elf_check.h"
+
 namespace flashgemm {
 namespace {
 
@@ -117,6 +119,10 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       throw BundleError("flashgemm: kernel library " + so_path + " (named in " + manifest_path + ") not found. " +
                         "To rebuild the bundle, " + fix);
   }
+  // dlopen of a truncated library dies of SIGBUS rather than failing: check that the file is whole first.
+  if (std::string problem = ElfProblem(so_path); !problem.empty())
+    throw BundleError("flashgemm: corrupt kernel library " + so_path + " (named in " + manifest_path + "): " +
+                      problem + ". Rebuild the bundle: " + fix);
   try {
     b->module_ = tvm::ffi::Module::LoadFromFile(so_path);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // Loads the kernel bundle (manifest + kernels .so) right away, so a missing or broken bundle fails here with a
 // message that names the path and the fix, not later at the first Run.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
@@ -23,16 +24,25 @@ constexpr bool kCudaBuild = true;
 constexpr bool kCudaBuild = false;
 #endif
 
+// A relative path made absolute against the current directory: error messages then name the file that was
+// looked for, and a later chdir cannot point a cached registration at another bundle.
+std::string Absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;
+  return path == "." ? cwd : std::string(cwd) + "/" + path;
+}
+
 // The bundle lives next to this library unless FLASHGEMM_BUNDLE_DIR says otherwise.
 std::string BundleDir() {
-  if (const char* env = std::getenv("FLASHGEMM_BUNDLE_DIR"); env && *env) return env;
+  if (const char* env = std::getenv("FLASHGEMM_BUNDLE_DIR"); env && *env) return Absolute(env);
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&RegisterCustomOps), &info) && info.dli_fname) {
     std::string path = info.dli_fname;
     size_t slash = path.rfind('/');
-    return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+    return Absolute(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
   }
-  return ".";
+  return Absolute(".");
 }
 
 // ORT dlopens us RTLD_LOCAL, and TVM dlopens kernels RTLD_LOCAL with no DT_NEEDED: their error path

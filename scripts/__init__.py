@@ -1,0 +1,1 @@
+"""The command-line entry points (each runs as `scripts/<name>.py`); _cli is what they share."""

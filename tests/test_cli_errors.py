@@ -1,0 +1,119 @@
+"""Every command-line mistake is one line, `<script>: error: <what> (<fix>)`, with exit status 2: a wrong target,
+a missing file, a file that is not what the script expects, a bad number. Each case runs the script in a process of
+its own, as a user would (scripts/_cli.py is what they share)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _not_onnx(tmp: Path) -> Path:
+    path = tmp / "notes.onnx"
+    path.write_text("these are notes, not a model\n")
+    return path
+
+
+def _cut_bundle(tmp: Path) -> Path:
+    """A bundle whose kernels .so is cut in half (a shared library of this Python stands in for the kernels):
+    dlopen would die of SIGBUS on it."""
+    import _ctypes  # noqa: PLC0415  (an extension module: a small ELF shared library at hand)
+    d = tmp / "bundle"
+    d.mkdir()
+    data = Path(_ctypes.__file__).read_bytes()
+    (d / "flashgemm_kernels.so").write_bytes(data[:len(data) // 2])
+    (d / "manifest.json").write_text('{"format": 1, "device": "cpu", "target": "llvm", "functions": []}')
+    return d
+
+
+def _not_a_bench_result(tmp: Path) -> Path:
+    path = tmp / "bench.json"
+    path.write_text("{")
+    return path
+
+
+# (script, arguments: str, or a function of the temporary directory for a path; what stderr must say, the fix last)
+CASES = {
+    "bench-unknown-target": ("bench.py", ["--target", "sm_999", "--workload", "w1"],
+                             ["unknown target 'sm_999'", "choose one of: auto, llvm, sm_80, sm_89, sm_90"]),
+    "bench-zero-reps": ("bench.py", ["--target", "sm_90", "--workload", "w1", "--reps", "0"],
+                        ["--reps: invalid value '0'", "give a whole number of at least 1"]),
+    "build-unknown-target": ("build.py", ["--target", "sm_999", "--no-native"], ["choose one of: auto, llvm"]),
+    "build-model-not-onnx": ("build.py", ["--target", "llvm", "--no-native", "--out", lambda t: t / "out",
+                                          "--from-model", _not_onnx],
+                             ["is not an ONNX model", "give an .onnx model, e.g. one exported by scripts/getmodel.py"]),
+    "build-negative-limit": ("build.py", ["--compile-limit", "-5"], ["give a number at least 0"]),
+    "rewrite-not-onnx": ("rewrite_model.py", [_not_onnx, lambda t: t / "out.onnx"],
+                         ["notes.onnx is not an ONNX model", "scripts/getmodel.py"]),
+    "rewrite-missing-file": ("rewrite_model.py", [lambda t: t / "missing.onnx", lambda t: t / "out.onnx"],
+                             ["missing.onnx: no such file", "give an .onnx model"]),
+    "tune-unknown-workload": ("tune.py", ["--target", "llvm", "--workload", "nonsense"],
+                              ["unknown workload 'nonsense'", "use a preset"]),
+    "tune-trials-not-a-number": ("tune.py", ["--workload", "demo", "--trials", "many"],
+                                 ["--trials: invalid value 'many'", "give a whole number"]),
+    "check-bundle-cut-kernels": ("check_bundle.py", [_cut_bundle], ["truncated: ", "rebuild the bundle"]),
+    "accuracy-unknown-target": ("accuracy.py", ["--target", "sm_999"], ["--target: unknown target", "choose one of"]),
+    "getmodel-zero-batch": ("getmodel.py", ["--batch", "0"], ["--batch: invalid value '0'", "at least 1"]),
+    "bench-report-not-json": ("bench_report.py", [_not_a_bench_result],
+                              ["bench.json", "give a JSON that scripts/bench.py --out wrote"]),
+    "dram-bytes-cpu-target": ("dram_bytes.py", ["--target", "llvm", "--workload", "w1"],
+                              ["resolves to llvm", "run it on a GPU machine"]),
+    "bench-gemm-odd-size": ("bench_gemm.py", ["--target", "sm_90", "--size", "100", "100", "100", "--out",
+                                              lambda t: t / "r.json"], ["multiples of 16", "round them up"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_mistake_is_one_line_with_the_fix(case, tmp_path):
+    script, args, says = CASES[case]
+    argv = [str(a(tmp_path)) if callable(a) else a for a in args]
+    # from another directory: the messages must not depend on the current one being the repository
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / script), *argv], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    err = proc.stderr.strip()
+    assert proc.returncode in (1, 2), (proc.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    last = err.splitlines()[-1] if err else ""
+    assert last.startswith(f"{script}: error: ") and last.endswith(")"), err[-3000:]
+    assert "\nusage:" not in "\n" + err, err  # no usage block: --help has it
+    for needle in says:
+        assert needle in last, last
+    assert last.rindex(says[-1]) > last.index(": error: "), last
+
+
+def test_every_script_uses_the_shared_parser():
+    """A script written with argparse.ArgumentParser would print the usage block and no fix."""
+    for path in sorted((REPO / "scripts").glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        text = path.read_text()
+        assert "argparse.ArgumentParser(" not in text and "ArgumentParser(" in text, path.name
+
+
+def test_argparse_mistakes_name_the_fix(capsys):
+    """argparse's own errors (a missing argument, an unknown option, a bad int) get a fix; one already ending in a
+    parenthesis keeps its own."""
+    from scripts._cli import ArgumentParser, count, number
+    ap = ArgumentParser(prog="x.py")
+    ap.add_argument("--n", type=int)
+    ap.add_argument("--k", type=count(1))
+    ap.add_argument("--f", type=number(positive=True))
+    ap.add_argument("--mode", choices=["a", "b"])
+    for argv, line in ((["--n", "q"], "x.py: error: argument --n: invalid int value: 'q' (give a whole number)"),
+                       (["--k", "0"], "x.py: error: argument --k: invalid value '0' (give a whole number of at least "),
+                       (["--f", "nan"], "x.py: error: argument --f: invalid value 'nan' (give a number above 0)"),
+                       (["--mode", "c"], "x.py: error: argument --mode: invalid choice: 'c' (choose from "),
+                       (["--bogus"], "x.py: error: unrecognized arguments: --bogus (see x.py --help)")):
+        with pytest.raises(SystemExit) as exit_:
+            ap.parse_args(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(line) and err.endswith(")\n") and err.count("\n") == 1, err
+    with pytest.raises(SystemExit):
+        with ap.errors(ValueError, what="--workload", fix="use a preset"):
+            raise ValueError("unknown workload 'q'\nsecond line")
+    assert capsys.readouterr().err == "x.py: error: --workload: unknown workload 'q' second line (use a preset)\n"
+
