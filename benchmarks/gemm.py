@@ -61,7 +61,7 @@ def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, wor
     from schedules import cuda_space  # noqa: PLC0415
     target, space = _space(target_name, mma, fragment_pipeline, k_split)
     work.mkdir(parents=True, exist_ok=True)
-    dbm.repair_jsonl(work / RECORDS)  # a slice killed mid-write leaves at most a torn last line
+    dbm.repair_jsonl(work / RECORDS, log)  # a slice killed mid-write leaves at most a torn last line
     done = measured_trials(work)
     budget = trials - done
     if budget <= 0:
@@ -72,7 +72,7 @@ def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, wor
     ms.tune_tir(mod=gemm_module(size, dtype), target=target, work_dir=str(work),
                 max_trials_global=budget, num_trials_per_iter=min(batch_size, budget),
                 builder=cuda_space.builder(target_name, workers), runner=cuda_space.runner(),
-                database=dbm.open_json_db(work, create=True), cost_model="xgb",
+                database=dbm.open_json_db(work, create=True, log=log), cost_model="xgb",
                 strategy=ms.search_strategy.EvolutionarySearch(population_size=512, init_min_unmeasured=50),
                 space=space,
                 num_tuning_cores=workers, seed=seed)

@@ -78,10 +78,12 @@ def test_build_refuses_a_corrupt_database(built, tmp_path):
     db, _ = built
     bad = tmp_path / "db"
     subprocess.run(["cp", "-r", str(db), str(bad)], check=True)
-    (next((bad / "llvm").iterdir()) / "database_tuning_record.json").write_text("{not json\n")
+    records = next((bad / "llvm").iterdir()) / "database_tuning_record.json"
+    records.write_text("{not json\n")
     out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(bad), "--out", str(tmp_path / "b"), "--no-native"],
                          capture_output=True, text=True, timeout=600)
-    assert out.returncode == 2 and "no valid record" in out.stderr
+    assert out.returncode == 2 and f"{records}, line 1: not JSON" in out.stderr, out.stderr[-2000:]
+    assert records.read_text() == "{not json\n"  # reported, not cut
 
 
 def test_build_refuses_a_database_of_another_target(tmp_path):

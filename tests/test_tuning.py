@@ -1,5 +1,6 @@
 """scripts/tune.py and tuning_db/ on the CPU (llvm): tiny budgets, resume, top-k pruning, provenance,
 interrupted runs, and bad arguments. Each tuning call costs tens of seconds on 2 cores."""
+import hashlib
 import json
 import math
 import os
@@ -75,10 +76,11 @@ def test_a_provenance_put_back_between_slices_is_restored_from_the_work_ledger(t
     wl = parse(SPEC)
     wl_dir = tmp_path / "llvm" / wl.dir_name
     tuner.tune(wl, "llvm", 2, db_root=tmp_path, workers=2, progress=False)
-    old_prov, old_curve = (wl_dir / "provenance.json").read_text(), (wl_dir / "curve.csv").read_text()
+    tracked = ("provenance.json", "curve.csv", *dbm.DB_FILES)  # (a database's files go back as a set)
+    old = {f: (wl_dir / f).read_bytes() for f in tracked}
     tuner.tune(wl, "llvm", 4, db_root=tmp_path, workers=2, progress=False)
-    (wl_dir / "provenance.json").write_text(old_prov)  # git checkout of the committed files
-    (wl_dir / "curve.csv").write_text(old_curve)
+    for f in tracked:  # git checkout of the committed files
+        (wl_dir / f).write_bytes(old[f])
     third = tuner.tune(wl, "llvm", 5, db_root=tmp_path, workers=2, progress=False)
     assert [r["trials"] for r in third["runs"]] == [2, 2, 1]
     assert not any("stopped before they finished" in r.get("note", "") for r in third["runs"])
@@ -413,7 +415,8 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch
     shutil.rmtree(wl_dir / "work")  # what a clone has
     again = tuner.tune(wl, "llvm", 3, db_root=tmp_path, workers=2, progress=False)
     assert again["trials"] == 3 and len(again["runs"]) == 1  # the budget is met: nothing measured
-    committed_provenance = (wl_dir / "provenance.json").read_text()
+    tracked = ("provenance.json", *dbm.DB_FILES)  # (a database's files go back as a set)
+    committed_files = {f: (wl_dir / f).read_bytes() for f in tracked}
     committed = {str(r.trace) for r in dbm.open_json_db(wl_dir).get_all_tuning_records() if dbm.mean_secs(r)}
     served, get_top_k = [], tuner._ResumeDatabase._cls.get_top_k
     monkeypatch.setattr(tuner._ResumeDatabase._cls, "get_top_k",
@@ -430,9 +433,10 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch
     curve = [line.split(",") for line in (wl_dir / "curve.csv").read_text().splitlines()[1:]]
     assert [int(t) for t, _ in curve] == [1, 2, 3, 4, 5]
     assert float(curve[-1][1]) <= float(curve[2][1])
-    # a checkout between two slices puts the committed provenance back (3 trials) while work/ keeps the slice's 2:
+    # a checkout between two slices puts the committed database back (3 trials) while work/ keeps the slice's 2:
     # the next slice still counts 3 + 2
-    (wl_dir / "provenance.json").write_text(committed_provenance)
+    for f in tracked:
+        (wl_dir / f).write_bytes(committed_files[f])
     last = tuner.tune(wl, "llvm", 6, db_root=tmp_path, workers=2, progress=False)
     assert last["trials"] == 6 and sum(r["trials"] for r in last["runs"]) == 6
 
@@ -590,6 +594,11 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     for i, r in enumerate(lines):
         r[1][1] = [1.0 + i]  # seconds: far beyond any real run of this tiny kernel
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with pytest.raises(dbm.DatabaseError, match="is not the file that provenance.json was written with"):
+        tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2)  # an edit by hand is refused ...
+    prov = json.loads((wl_dir / "provenance.json").read_text())  # ... unless its sha256 is recorded with it
+    prov[dbm.DIGESTS][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (wl_dir / "provenance.json").write_text(json.dumps(prov))
     said = []
     prov = tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2, log=said.append)
     after = records(wl_dir)

@@ -317,11 +317,20 @@ def best_record(db, mod):
 
 
 def _open_db(wl_dir: Path, create: bool) -> ms.database.JSONDatabase:
+    """The database of wl_dir. create=True: tune_unfused's, which appends to it (created when missing; a torn final
+    line, a write cut by a kill, is cut off in place with a message). create=False: read only, nothing written (as
+    database.open_json_db). Any other unreadable line is a TuningError naming file and line."""
     from . import database as dbm  # noqa: PLC0415
-    for f in DB_FILES:  # a run killed mid-write leaves a torn last line
-        dbm.repair_jsonl(wl_dir / f)
     try:
-        return ms.database.JSONDatabase(work_dir=str(wl_dir), allow_missing=create)
+        if create:
+            for f in DB_FILES:
+                dbm.repair_jsonl(wl_dir / f)
+            return ms.database.JSONDatabase(work_dir=str(wl_dir), allow_missing=True)
+        with dbm.readable_copy(wl_dir, DB_FILES) as (workload, records):
+            return ms.database.JSONDatabase(path_workload=str(workload), path_tuning_record=str(records),
+                                            allow_missing=False)
+    except dbm.DatabaseError as err:
+        raise TuningError(str(err)) from None
     except Exception as err:  # noqa: BLE001  (TVM's own error types)
         raise TuningError(f"cannot read the Meta-Schedule database at {wl_dir}: "
                           f"{str(err).strip().splitlines()[-1]}. Delete the directory and tune again.") from err

@@ -453,7 +453,7 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
     committed_dir: the committed database, whose top records seed the search too (_ResumeDatabase)."""
     tuned = tuned_forms(workload, target_name, padded_form, recompute_form, two_sweep_form, only_forms)
     modules = [(f, m) for f, m in tuning_modules(workload, target_name) if f in tuned]
-    work_db = dbm.open_json_db(work, create=True)
+    work_db = dbm.open_json_db(work, create=True, log=log)
     is_random = strategy == "random"
     per_batch = max(1, min(batch_size, budget))
     asked, population = population, population if is_random else batch_population(population, batch_size, budget)
@@ -505,7 +505,7 @@ def _search(workload: Workload, target_name: str, work: Path, budget: int, seed:
         ms.tune.tune_tasks(
             tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=str(work), max_trials_global=budget,
             num_trials_per_iter=per_batch, builder=builder, runner=runner,
-            database=_ResumeDatabase(work_db, dbm.open_json_db(committed_dir)) if committed_dir else work_db,
+            database=_ResumeDatabase(work_db, dbm.open_json_db(committed_dir, log=log)) if committed_dir else work_db,
             cost_model="random" if is_random else "xgb",
             # ours first: it stops a batch that found no RPC server before Meta-Schedule stores it
             measure_callbacks=[prog, *ms.measure_callback.MeasureCallback.create("default"),
@@ -660,7 +660,8 @@ def remeasure(workload: Workload, target_name: str, *, db_root=None, workers: Op
         dbm.check_target(wl_dir, prov, target_name)
         targets.register_intrinsics(target_name)
         modules = tuning_modules(workload, target_name)
-        recs = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir)], int(prov.get("top_k", 10)))
+        recs = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir, log=log)],
+                               int(prov.get("top_k", 10)))
         if not recs:
             raise dbm.DatabaseError(f"{wl_dir} has no valid record to re-measure")
         items = []
@@ -833,7 +834,7 @@ def _shard_job(workload, target_name, work: Path, budget, seed, workers, servers
 
     _export_repo_path()
     targets.register_intrinsics(target_name)
-    done = len(dbm.open_json_db(work, create=True).get_all_tuning_records()) if work.is_dir() else 0
+    done = len(dbm.open_json_db(work, create=True, log=log).get_all_tuning_records()) if work.is_dir() else 0
     # no deadline (a time budget is for one search), but a short tail ends a search here too
     return _search(workload, target_name, work, budget, seed, workers, servers, best0, done + budget, done,
                    False, log, **search, stop=_Stop(None))
@@ -973,11 +974,11 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     # (TVM 0.27 evolutionary_search.cc: measured_workloads_).
     # (Before _migrate: its ledger entry is trials of this work directory.)
     carried = _carried_trials(prov_old, _read_ledger(work), work)
-    committed = [dbm.open_json_db(wl_dir)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
+    committed = [dbm.open_json_db(wl_dir, log=log)] if all((wl_dir / f).exists() for f in dbm.DB_FILES) else []
     if migrate_records:
         t_mig = time.time()
         migrated, migrated_valid = _migrate(
-            workload, target_name, work, [dbm.open_json_db(d, create=True) for d in work_dirs] + committed,
+            workload, target_name, work, [dbm.open_json_db(d, create=True, log=log) for d in work_dirs] + committed,
             migrate_records, workers or min(os.cpu_count() or 1, MAX_CORES_PER_SEARCH), log)
         if migrated:
             _append_ledger(work, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -995,7 +996,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
                                   "strategy": "seeded", "seconds": round(time.time() - t_seed, 1),
                                   "note": f"the best records of the {seed_from_dtype} database replayed in "
                                           f"{workload.dtype} and measured (tuning_db.tuner._seed_from_dtype)"})
-    work_dbs = [dbm.open_json_db(d, create=True) for d in work_dirs]
+    work_dbs = [dbm.open_json_db(d, create=True, log=log) for d in work_dirs]
     done = sum(len(db.get_all_tuning_records()) for db in work_dbs)
     # the best so far (the progress shows it) is also the committed database's (committed, above): a clone's work/
     # starts empty
@@ -1037,7 +1038,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
         log("[tune] time by stage" + (" (mean of the searches)" if shards > 1 else "") + ": "
             + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
             + f" (wall {elapsed:.0f} s, {outcome.trials / max(elapsed, 1e-9):.2f} trials/s)")
-    work_dbs = [dbm.open_json_db(d, create=True) for d in
+    work_dbs = [dbm.open_json_db(d, create=True, log=log) for d in
                 [work, *sorted(p for p in work.glob(f"{SHARD_PREFIX}*") if p.is_dir())]]
 
     top = dbm.top_records(mods, [*work_dbs, *committed], top_k)  # (committed: opened above, unchanged since)
