@@ -73,7 +73,8 @@ def main(argv=None) -> int:
         kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit)
         if not args.no_native:
             native.build_custom_op_library(out, with_cuda=targets.is_cuda(target))
-    except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:
+    except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, native.NativeBuildError,
+            ValueError) as err:
         print(f"build.py: error: {err}", file=sys.stderr)
         return 2
     print(f"[build] bundle ready in {out}")
