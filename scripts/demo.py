@@ -44,10 +44,11 @@ def main(argv=None) -> int:
         print(f"== 1/3 tune {wl.dir_name} on {target}: {args.trials} trials (Meta-Schedule, XGBoost cost model)")
         tuner.tune(wl, target, args.trials, db_root=db_root)
         print(f"== 2/3 build the bundle in {bundle}")
-        kernel_library.export_bundle(bundle, target, best.load_all(target, db_root))
+        kernel_library.export_bundle(bundle, target, best.load_all(target, db_root,
+                                                                   compile_limit_s=kernel_library.COMPILE_LIMIT_S))
         native.build_custom_op_library(bundle, with_cuda=targets.is_cuda(target))
-    except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, native.NativeBuildError,
-            ValueError) as err:
+    except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, kernel_library.CompileError,
+            native.NativeBuildError, ValueError) as err:
         print(f"demo.py: error: {err}", file=sys.stderr)
         return 2
 
