@@ -12,13 +12,19 @@ with canonical 4-D DLTensors; A/B batch strides and all bias/mask strides are fr
 """
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import datetime
 import json
 import os
+import shutil
+import signal
 import struct
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 import tvm
 
@@ -26,11 +32,22 @@ from schedules import targets
 from tir_kernels import CanonicalShape, Variant, runtime_func
 from tuning_db.best import TENSOR_CORE_ALIGN, TunedKernel
 
+from .compile_worker import compile_module  # noqa: F401  (the bundle's compile; there so that workers load little)
+
 MANIFEST_FORMAT = 1
 KERNELS_SO = "flashgemm_kernels.so"
 MANIFEST = "manifest.json"
-# seconds one tuned llvm kernel may take to compile alone before the bundle leaves it out (export_bundle)
-LLVM_COMPILE_LIMIT_S = 120.0
+# seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole
+# bundle's compile is given as many seconds a kernel it holds
+COMPILE_LIMIT_S = 120.0
+REPO = Path(__file__).resolve().parent.parent
+# the command that runs one time-limited compile (compile_worker), its arguments appended
+WORKER = [sys.executable, "-m", "ort_integration.compile_worker"]
+
+
+class CompileError(RuntimeError):
+    """The bundle did not compile, or not within its time limit, with no tuned kernel left to leave out; the message
+    is one line naming the fix or the log to read."""
 
 
 def generic_name(variant: Variant) -> str:
@@ -92,59 +109,205 @@ def generic_schedule(target_name: str, func):
     return llvm.generic_schedule(func)
 
 
-def _compile_alone(mod_json: str, target_name: str) -> None:
-    """In a pool worker: compile one kernel by itself (the parent only asks whether this finishes in time)."""
-    from tvm import ir  # noqa: PLC0415
-    target = targets.tvm_target(target_name)
-    with target:
-        tvm.compile(ir.load_json(mod_json), target=target)
+@dataclasses.dataclass
+class CompileJob:
+    """One compile for run_compiles: `mod`, exported as a library to `export_to` when given; with `registers`, the
+    register count of its kernel (compile_worker --registers) written to `export_to` instead."""
+    name: str
+    mod: tvm.IRModule
+    export_to: Optional[Path] = None
+    registers: bool = False
+    embed_ptx: bool = False
 
 
-def _leave_out_slow_llvm_kernels(funcs: dict, entries: list, target_name: str, limit_s: float, log) -> None:
-    """Drop from `funcs`/`entries` each tuned kernel that does not compile alone within `limit_s` seconds.
+class CompileFailure(NamedTuple):
+    """Why a CompileJob gave no module: it ran past its limit (timed_out), or failed (the last line of its output,
+    all of which is in `log`)."""
+    timed_out: bool
+    limit_s: float
+    last_line: str = ""
+    log: Optional[Path] = None
 
-    Why: a tuning record can build in the tuner and still not finish compiling for the bundle. The tuner builds
-    the kernel with static strides; the bundle's kernel has free (symbolic) batch and mask strides, and with a
-    large explicit unroll (pragma_auto_unroll_max_step 512 + vectorize) LLVM's optimizer then ran for more than
-    200 s on one demo kernel (2026-11-26; 17 s for its tuning form). One such kernel would hold the whole bundle,
-    so each tuned kernel is first compiled alone in a worker process that is killed at the limit; the ones left
-    out are served by their variant's generic kernel. Generic kernels (our own fixed schedule) are not probed.
-    CUDA bundles are not probed either: their device code goes through nvcc, which has not shown this."""
-    from tvm.support.popen_pool import PopenPoolExecutor  # noqa: PLC0415
+    def why(self) -> str:
+        if self.timed_out:
+            return f"its compile did not finish in {self.limit_s:g} s"
+        return f"it does not compile ({self.last_line}; full output in {self.log})"
 
-    from tuning_db.tuner import _export_repo_path  # noqa: PLC0415
+
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the worker has exited, without reaping it: until proc.wait() its pid, which is its process group's id,
+    cannot be given to another process, so a signal to that group reaches only what the worker started."""
+    return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _end(proc: subprocess.Popen) -> int:
+    """SIGKILL the worker's process group (all of it at the limit; whatever it started and left behind otherwise),
+    then reap the worker; its exit status."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return proc.wait()
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
+                 parallel: Optional[int] = None) -> dict:
+    """Each job compiled (compile_module) in a worker process (compile_worker) that leads a process group of its own,
+    at most `parallel` at once (default: one a core). A worker still running limit_s seconds after it started is
+    killed with its whole group (nvcc, cicc, ptxas). Returns {job name: None when it compiled, else a
+    CompileFailure}. The workers' output goes to work_dir, kept only for the jobs that failed (their CompileFailure
+    names it). No worker, nor anything one started, outlives this call, however it ends (an interrupt too)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
+    parallel = max(1, parallel or os.cpu_count() or 1)
+    pending, running, results = list(enumerate(jobs)), {}, {}
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                i, job = pending.pop(0)
+                mod_path, log = work_dir / f"job{i}.json", work_dir / f"job{i}.log"
+                mod_path.write_text(tvm.ir.save_json(job.mod))
+                with open(log, "wb") as fh:
+                    proc = subprocess.Popen([*WORKER, *(["--registers"] if job.registers else []),
+                                             *(["--embed-ptx"] if job.embed_ptx else []),
+                                             target_name, str(mod_path),
+                                             *([str(job.export_to)] if job.export_to else [])],
+                                            stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                            start_new_session=True)
+                running[i] = (job, proc, time.monotonic() + limit_s, mod_path, log)
+            time.sleep(0.05)
+            for i, (job, proc, deadline, mod_path, log) in list(running.items()):
+                if _exited(proc):
+                    status = _end(proc)
+                    results[job.name] = None if status == 0 else CompileFailure(
+                        False, limit_s, _last_line(log) if status > 0 else f"killed by signal {-status}", log)
+                elif time.monotonic() >= deadline:
+                    _end(proc)
+                    results[job.name] = CompileFailure(True, limit_s)
+                else:
+                    continue
+                del running[i]
+                mod_path.unlink(missing_ok=True)
+                if results[job.name] is None or results[job.name].timed_out:
+                    log.unlink(missing_ok=True)
+    finally:
+        for _, proc, _, _, _ in running.values():
+            _end(proc)
+    return results
+
+
+def _leave_out(funcs: dict, entries: list, names: list, why, log) -> None:
+    """Drop the tuned kernels `names` from `funcs`/`entries`, each with a warning saying why (why(name)) and that its
+    calls go to its variant's generic kernel."""
+    for name in names:
+        entry = next(e for e in entries if e["name"] == name)
+        log(f"warning: left out tuned kernel {name} (workload {entry['workload']}): {why(name)}; its calls go to the "
+            f"generic kernel. Retune the workload, or give it more time (build.py --compile-limit)")
+        del funcs[name]
+        entries.remove(entry)
+
+
+def _leave_out_slow_kernels(funcs: dict, entries: list, target_name: str, limit_s: float, work_dir: Path,
+                            log) -> None:
+    """Drop from `funcs`/`entries` each tuned kernel that does not compile alone within `limit_s` seconds (or does not
+    compile at all): each is compiled alone in a worker killed, with everything it started (nvcc), at the limit
+    (run_compiles); the ones left out are served by their variant's generic kernel, with a warning naming them.
+    Generic kernels (our own fixed schedule) are not probed: the whole bundle's limit (_compile_bundle) covers them."""
     tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
     if not tuned:
         return
     log(f"checking that each of {len(tuned)} tuned kernels compiles within {limit_s:g} s ...")
-    _export_repo_path()  # the workers unpickle _compile_alone by reference: a checkout run without install too
-    pool = PopenPoolExecutor(max_workers=min(len(tuned), os.cpu_count() or 1), timeout=limit_s)
-    futures = {n: pool.submit(_compile_alone, tvm.ir.save_json(tvm.IRModule({n: funcs[n]})), target_name)
-               for n in tuned}
-    for name, fut in futures.items():
-        try:
-            fut.result()
-            continue
-        except TimeoutError:  # the pool killed the worker
-            why = f"its compile did not finish in {limit_s:g} s"
-        except Exception as err:  # noqa: BLE001  (a record that replays but does not compile: same fallback)
-            last = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-            why = f"it does not compile ({last})"
-        entry = next(e for e in entries if e["name"] == name)
-        log(f"warning: left out tuned kernel {name} (workload {entry['workload']}): {why}; its calls go to the "
-            f"generic kernel. Retune the workload, or give it more time (build.py --compile-limit)")
-        del funcs[name]
-        entries.remove(entry)
-    pool.shutdown(wait=True)
+    results = run_compiles([CompileJob(n, tvm.IRModule({n: funcs[n]})) for n in tuned], target_name, limit_s,
+                           work_dir, parallel=min(len(tuned), os.cpu_count() or 1))
+    _leave_out(funcs, entries, [n for n in tuned if results[n] is not None], lambda n: results[n].why(), log)
+
+
+def _compile_bundle(funcs: dict, entries: list, target_name: str, limit_s: float, library: Path, work_dir: Path,
+                    log, embed_ptx: bool = False) -> None:
+    """Compile `funcs` and export them to `library` in a worker killed after limit_s seconds a kernel (the per-kernel
+    limit, scaled to the bundle). Past that limit the tuned kernels are probed one by one (_leave_out_slow_kernels,
+    where that was not done before the bundle) and the slow ones left out; if the bundle still does not finish, every
+    tuned kernel is left out, with the per-kernel limit's warning, and the generic kernels are compiled alone under
+    the same rule. CompileError (one line) when they do not finish either, or the bundle fails to compile."""
+    def attempt():
+        bundle_limit = limit_s * len(funcs)
+        job = CompileJob("bundle", tvm.IRModule(funcs), library, embed_ptx=embed_ptx)
+        return run_compiles([job], target_name, bundle_limit, work_dir, parallel=1)["bundle"], bundle_limit
+
+    failure, bundle_limit = attempt()
+    tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
+    if failure is not None and failure.timed_out and tuned and targets.is_cuda(target_name):
+        log(f"the bundle's compile did not finish in {bundle_limit:g} s: looking for the slow tuned kernels ...")
+        _leave_out_slow_kernels(funcs, entries, target_name, limit_s, work_dir, log)
+        failure, bundle_limit = attempt()
+        tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
+    if failure is not None and failure.timed_out and tuned:
+        _leave_out(funcs, entries, tuned,
+                   lambda _: f"the bundle's compile did not finish in {bundle_limit:g} s ({limit_s:g} s a kernel)", log)
+        log(f"compiling the {len(funcs)} generic kernels alone for {target_name} ...")
+        failure, bundle_limit = attempt()
+    if failure is None:
+        return
+    if failure.timed_out:
+        raise CompileError(f"the {target_name} bundle ({len(funcs)} generic kernel{'s' if len(funcs) != 1 else ''}) "
+                           f"did not compile in {bundle_limit:g} s ({limit_s:g} s a kernel); give it more time: "
+                           f"build.py --compile-limit SECONDS (a kernel; 0: no limit)")
+    raise CompileError(f"the {target_name} bundle does not compile: {failure.last_line}; full output in {failure.log}")
+
+
+def _compile_limited(funcs: dict, entries: list, target_name: str, limit_s: float, library: Path, log,
+                     embed_ptx: bool = False) -> None:
+    """export_bundle's compile under its limit, in worker processes (run_compiles) whose output lands in a temporary
+    directory, kept only when a failure names a log in it.
+
+    On llvm each tuned kernel is first compiled alone (_leave_out_slow_kernels): a tuning record can build in the
+    tuner and still not finish compiling for the bundle, whose kernel has free (symbolic) batch and mask strides;
+    with a large explicit unroll (pragma_auto_unroll_max_step 512 + vectorize) LLVM's optimizer ran for more than
+    200 s on one demo kernel (17 s for its tuning form), and one such kernel would hold the whole bundle until its
+    limit. nvcc has shown no such case, and probing every CUDA kernel would compile each twice, so a CUDA bundle is
+    compiled at once and its tuned kernels probed only when it runs past its limit (_compile_bundle)."""
+    if targets.is_cuda(target_name):
+        from schedules import cuda_stub  # noqa: PLC0415
+        cuda_stub.require_cuda_codegen()  # here, before any worker: one clear error instead of one a worker
+    work_dir = Path(tempfile.mkdtemp(prefix="flashgemm-compile-"))
+    try:
+        if not targets.is_cuda(target_name):
+            _leave_out_slow_kernels(funcs, entries, target_name, limit_s, work_dir, log)
+        _log_compiling(funcs, entries, target_name, log)
+        _compile_bundle(funcs, entries, target_name, limit_s, library, work_dir, log, embed_ptx)
+    finally:
+        if not any(work_dir.iterdir()):
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _log_compiling(funcs: dict, entries: list, target_name: str, log) -> None:
+    n_default = sum(e["schedule"] == "default" for e in entries)
+    n_twins = sum(bool(e["fixed_batch"]) and e["scale"] is None for e in entries)
+    n_scaled = sum(e["scale"] is not None for e in entries)
+    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] and not e['fixed_batch'] for e in entries)} tuned"
+        f"{f', {n_twins} fixed-batch twins' if n_twins else ''}"
+        f"{f', {n_scaled} twins specialized on their scale' if n_scaled else ''}"
+        f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
 
 
 def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
                   variants: Optional[Iterable[Variant]] = None, log=print,
-                  compile_limit_s: Optional[float] = LLVM_COMPILE_LIMIT_S,
+                  compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
                   scale_twins: Optional[bool] = None, embed_ptx: bool = False) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
-    compile_limit_s: on llvm, a tuned kernel that does not compile alone within it is left out, with a warning
-    (_leave_out_slow_llvm_kernels); None or 0: no limit.
+    compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
+    process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
+    its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
+    this process. CompileError (one line) when the bundle does not compile, or not in time even without tuned
+    kernels.
     scale_twins: also ship each fixed-batch twin specialized on its workload's scale (default: on CUDA targets,
     where the constant lets schedules/max_scale take the scale out of the row max; the llvm pipeline has no use for
     it).
@@ -155,7 +318,6 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         raise ValueError("embed_ptx: only CUDA targets have PTX")
     if scale_twins is None:
         scale_twins = targets.is_cuda(target_name)
-    target = targets.tvm_target(target_name)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     funcs, entries = {}, []
@@ -182,26 +344,17 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                                   tk.source_target is not None,
                                   align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2,
                                   any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed, scale=scale))
-    if compile_limit_s and not targets.is_cuda(target_name):
-        _leave_out_slow_llvm_kernels(funcs, entries, target_name, compile_limit_s, log)
-    n_default = sum(e["schedule"] == "default" for e in entries)
-    n_twins = sum(bool(e["fixed_batch"]) and e["scale"] is None for e in entries)
-    n_scaled = sum(e["scale"] is not None for e in entries)
-    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] and not e['fixed_batch'] for e in entries)} tuned"
-        f"{f', {n_twins} fixed-batch twins' if n_twins else ''}"
-        f"{f', {n_scaled} twins specialized on their scale' if n_scaled else ''}"
-        f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
-    if targets.is_cuda(target_name):
-        from schedules import cuda_build, cuda_stub  # noqa: PLC0415  (the tuned kernels were measured built this way)
-        cuda_stub.require_cuda_codegen()  # else the library would hold CUDA source that ORT cannot load
-        with cuda_build.embedded_ptx() if embed_ptx else contextlib.nullcontext():
-            ex = cuda_build.compile_cuda(tvm.IRModule(funcs), target)
-    else:
-        with target:
-            ex = tvm.compile(tvm.IRModule(funcs), target=target)
     so_path = out_dir / KERNELS_SO
     tmp = so_path.with_suffix(".so.tmp")
-    ex.export_library(str(tmp))
+    try:
+        if not compile_limit_s:
+            _log_compiling(funcs, entries, target_name, log)
+            compile_module(tvm.IRModule(funcs), target_name, embed_ptx).export_library(str(tmp))
+        else:
+            _compile_limited(funcs, entries, target_name, compile_limit_s, tmp, log, embed_ptx)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, so_path)  # never leave a half-written library behind
     manifest = {
         "format": MANIFEST_FORMAT,

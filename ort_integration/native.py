@@ -7,11 +7,15 @@ The library loads manifest.json and flashgemm_kernels.so from its own directory 
 so it lives inside the bundle. Needs cmake, make and g++ (C++17); the ORT headers are fetched on first use
 (fetch_ort_headers.sh, Debian trixie's libonnxruntime-dev, into build/ort-headers). Incremental: a rebuild
 with nothing changed takes a second or two.
+
+A failure is a NativeBuildError: one line with the fix (the tool to install, or the log to read). The full output
+of every step (header fetch, CMake configure, compile) goes to build/native-<cpu|cuda>/build.log.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +27,12 @@ REPO = HERE.parent
 DEFAULT_ORT_HEADERS = REPO / "build" / "ort-headers"
 LIBRARY = "libflashgemm_ort.so"
 CANONICAL_CLI = "flashgemm_canonical_cli"  # test driver of src/canonical.cc, built alongside
+BUILD_LOG = "build.log"
+INSTALL_HINT = "apt-get install cmake make g++ (cmake also: pip install cmake)"
+
+
+class NativeBuildError(RuntimeError):
+    """The custom-op library could not be built; the message is one line naming the fix or the log to read."""
 
 
 def build_dir(with_cuda: bool = False) -> Path:
@@ -30,12 +40,15 @@ def build_dir(with_cuda: bool = False) -> Path:
     return REPO / "build" / f"native-{'cuda' if with_cuda else 'cpu'}"
 
 
-def fetch_ort_include_dir(log=print) -> Path:
-    """build/ort-headers/include/onnxruntime, fetched if missing."""
+def fetch_ort_include_dir(log=print, log_file: Optional[Path] = None) -> Path:
+    """build/ort-headers/include/onnxruntime, fetched if missing (its output appended to log_file, default
+    build/native-cpu/build.log)."""
     inc = DEFAULT_ORT_HEADERS / "include" / "onnxruntime"
     if not (inc / "onnxruntime_c_api.h").is_file():
         log(f"fetching ONNX Runtime headers into {DEFAULT_ORT_HEADERS} ...")
-        _run([str(HERE / "fetch_ort_headers.sh"), str(DEFAULT_ORT_HEADERS)], log)
+        _run([str(HERE / "fetch_ort_headers.sh"), str(DEFAULT_ORT_HEADERS)], log_file or build_dir() / BUILD_LOG,
+             "fetching the ONNX Runtime headers",
+             f"or put ONNX Runtime's C/C++ API headers (onnxruntime_c_api.h and its siblings) in {inc} by hand")
     return inc
 
 
@@ -45,7 +58,8 @@ def tvm_locations() -> dict:
 
     spec = importlib.util.find_spec("tvm")
     if spec is None or spec.origin is None:
-        raise RuntimeError("apache-tvm is not installed in this Python environment")
+        raise NativeBuildError(f"apache-tvm is not installed in this Python environment ({sys.executable}): "
+                               "pip install -e . in the repository")
     return {
         "TVM_FFI_CMAKE_DIR": str(tvm_ffi.libinfo.find_cmake_path()),
         "TVM_LIBDIR": str(Path(spec.origin).parent / "lib"),
@@ -54,11 +68,18 @@ def tvm_locations() -> dict:
 
 def build_custom_op_library(bundle_dir: os.PathLike, ort_include_dir: Optional[os.PathLike] = None,
                             with_cuda: bool = False, log=print) -> Path:
-    """Configure + build with CMake into build/native-<cpu|cuda>, copy the library into bundle_dir; returns its path."""
-    if shutil.which("cmake") is None:
-        raise RuntimeError("cmake not found (apt-get install cmake g++ make)")
-    inc = Path(ort_include_dir) if ort_include_dir else fetch_ort_include_dir(log)
+    """Configure + build with CMake into build/native-<cpu|cuda>, copy the library into bundle_dir; returns its path.
+    Raises NativeBuildError (one line) when a tool is missing or a step fails; every step's output is in
+    build/native-<cpu|cuda>/build.log, rewritten by each build."""
+    missing = missing_tools()
+    if missing:
+        raise NativeBuildError(f"building {LIBRARY} needs cmake, make and a C++17 compiler; not found: "
+                               f"{', '.join(missing)}; install them: {INSTALL_HINT}")
     out = build_dir(with_cuda)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = out / BUILD_LOG
+    log_file.write_text("")
+    inc = Path(ort_include_dir) if ort_include_dir else fetch_ort_include_dir(log, log_file)
     defs = {
         "Python_EXECUTABLE": sys.executable,
         "ORT_INCLUDE_DIR": str(inc.resolve()),
@@ -67,8 +88,9 @@ def build_custom_op_library(bundle_dir: os.PathLike, ort_include_dir: Optional[o
         **tvm_locations(),
     }
     log(f"building {LIBRARY} in {out} ...")
-    _run(["cmake", "-S", str(HERE), "-B", str(out), *[f"-D{k}={v}" for k, v in defs.items()]], log)
-    _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], log)
+    _run(["cmake", "-S", str(HERE), "-B", str(out), *[f"-D{k}={v}" for k, v in defs.items()]], log_file,
+         f"configuring {LIBRARY} (cmake)")
+    _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], log_file, f"compiling {LIBRARY}")
     bundle_dir = Path(bundle_dir)
     bundle_dir.mkdir(parents=True, exist_ok=True)
     dst = bundle_dir / LIBRARY
@@ -79,8 +101,47 @@ def build_custom_op_library(bundle_dir: os.PathLike, ort_include_dir: Optional[o
     return dst
 
 
-def _run(cmd, log):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def missing_tools() -> list:
+    """The build tools not on PATH: cmake, make (CMake's default generator; ninja when $CMAKE_GENERATOR names it) and
+    a C++ compiler ($CXX, else c++, g++ or clang++)."""
+    builder = "ninja" if os.environ.get("CMAKE_GENERATOR", "").lower().startswith("ninja") else "make"
+    missing = [tool for tool in ("cmake", builder) if shutil.which(tool) is None]
+    cxx = os.environ.get("CXX", "").split()
+    if not (shutil.which(cxx[0]) if cxx else any(shutil.which(c) for c in ("c++", "g++", "clang++"))):
+        missing.append(f"a C++ compiler ({cxx[0]}, from $CXX)" if cxx else "a C++ compiler (g++)")
+    return missing
+
+
+# what marks the line worth quoting from a failed step's output, most telling first
+_ERROR_LINES = (re.compile(r"\berror\b", re.I), re.compile(r"No such file|not found|fatal|needs ", re.I))
+
+
+def _first_error(lines: list) -> str:
+    """The first line of a failed step's output that says what went wrong (with the line after it when it ends
+    with a colon, as CMake's "CMake Error at ...:" does), else the last line."""
+    lines = [line.strip() for line in lines if line.strip()]
+    for pattern in _ERROR_LINES:
+        for i, line in enumerate(lines):
+            if pattern.search(line):
+                return f"{line} {lines[i + 1]}" if line.endswith(":") and i + 1 < len(lines) else line
+    return lines[-1] if lines else "no output"
+
+
+def _run(cmd, log_file: Path, step: str, hint: str = ""):
+    """Run one build step, its output appended to log_file; NativeBuildError naming the step, the first error line
+    of its output and the log (the whole output stays there), or the missing tool."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        start = fh.tell()  # this step's own output starts here
+        try:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        except OSError as err:
+            raise NativeBuildError(f"{step} failed: cannot run {cmd[0]} ({err.strerror})") from None
     if proc.returncode != 0:
-        raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-4000:]}")
-    return proc.stdout
+        with open(log_file, "rb") as fh:
+            fh.seek(start)
+            output = fh.read().decode(errors="replace").splitlines()
+        raise NativeBuildError(f"{step} failed (exit {proc.returncode}): {_first_error(output)[:300]}; "
+                               f"full output in {log_file}" + (f"; {hint}" if hint else ""))

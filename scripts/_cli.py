@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
+import sys
 from typing import NoReturn, Optional
 
 # argparse's own messages, and the fix each one needs
@@ -28,7 +30,15 @@ _ARGPARSE_FIXES = ((re.compile(r"invalid int value"), "give a whole number"),
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse.ArgumentParser whose errors are one line naming the fix (sub-parsers inherit it)."""
+    """argparse.ArgumentParser whose errors are one line naming the fix (sub-parsers inherit it). Its name is the
+    script's file name, also when the script's main() is called from another program (sys.argv[0] is then not it)."""
+
+    def __init__(self, *args, **kwargs):
+        if "prog" not in kwargs:
+            caller = sys._getframe(1).f_globals.get("__file__")  # noqa: SLF001  (the script that builds the parser)
+            if caller and kwargs.get("add_help", True) and "parents" not in kwargs:
+                kwargs["prog"] = os.path.basename(caller)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, fix: Optional[str] = None) -> NoReturn:
         message = " ".join(str(message).split())  # one line, whatever the message held

@@ -44,9 +44,11 @@ def main(argv=None) -> int:
     ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
                     help="the attention-score shapes of a model (rewritten or not), as --workload; repeatable")
     ap.add_argument("--compile-limit", type=number(0.0), default=None, metavar="SECONDS",
-                    help="llvm: leave out (with a warning) a tuned kernel that does not compile alone within this "
-                         "time; its calls go to the generic kernel (default: kernel_library.LLVM_COMPILE_LIMIT_S, "
-                         "120; 0: no limit)")
+                    help="leave out (with a warning) a tuned kernel that does not compile alone within this time; its "
+                         "calls go to the generic kernel. The whole bundle's compile gets this much a kernel it holds; "
+                         "past that its tuned kernels are left out the same way. CUDA: also the limit of each tuned "
+                         "kernel's register measurement (past it, no register cap). A compile past its limit is killed "
+                         "(nvcc included). Default: kernel_library.COMPILE_LIMIT_S, 120; 0: no limit")
     ap.add_argument("--no-native", action="store_true", help="skip building the custom-op library")
     ap.add_argument("--embed-ptx", action="store_true",
                     help="CUDA: embed the kernels' PTX beside their machine code, so that a newer GPU can run them "
@@ -71,16 +73,18 @@ def main(argv=None) -> int:
         if os.path.exists(out) and not os.path.isdir(out):
             ap.error(f"--out {out} is a file", fix="give a directory for the bundle; it is created if missing")
         extra = _workloads(args.workload, args.from_model)  # before any work: a mistake there fails at once
-        tuned = best.load_all(target, args.db)
+        limit = kernel_library.COMPILE_LIMIT_S if args.compile_limit is None else args.compile_limit
+        tuned = best.load_all(target, args.db, compile_limit_s=limit)
         if extra and targets.is_cuda(target):
             tuned = best.with_defaults(tuned, extra, target)
         elif extra:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")
-        limit = kernel_library.LLVM_COMPILE_LIMIT_S if args.compile_limit is None else args.compile_limit
         kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx)
         if not args.no_native:
             native.build_custom_op_library(out, with_cuda=targets.is_cuda(target))
+    except (kernel_library.CompileError, native.NativeBuildError) as err:
+        ap.error(str(err), fix="")  # it names the log to read or the option to change
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:
         ap.error(str(err))
     print(f"[build] bundle ready in {out}")

@@ -34,10 +34,10 @@ def main(argv=None) -> int:
 
     from ort_integration import kernel_library, native, session  # noqa: PLC0415
     from ort_integration.model import make_model  # noqa: PLC0415
-    from schedules import targets  # noqa: PLC0415
+    from schedules import cuda_stub, targets  # noqa: PLC0415
     from tir_kernels import fused_gemm_softmax_ref  # noqa: PLC0415
     from tir_kernels.workloads import parse  # noqa: PLC0415
-    from tuning_db import best, tuner  # noqa: PLC0415
+    from tuning_db import best, database, tuner  # noqa: PLC0415
 
     with ap.errors(targets.TargetError, what="--target"):
         target = targets.resolve(args.target)
@@ -45,11 +45,14 @@ def main(argv=None) -> int:
         wl = parse(args.workload)
     db_root = os.path.join(ROOT, "build", "demo_db")
     bundle = os.path.join(ROOT, "build", target)
-    print(f"== 1/3 tune {wl.dir_name} on {target}: {args.trials} trials (Meta-Schedule, XGBoost cost model)")
-    tuner.tune(wl, target, args.trials, db_root=db_root)
-    print(f"== 2/3 build the bundle in {bundle}")
-    kernel_library.export_bundle(bundle, target, best.load_all(target, db_root))
-    native.build_custom_op_library(bundle, with_cuda=targets.is_cuda(target))
+    with ap.errors(database.DatabaseError, cuda_stub.CudaCodegenError, ValueError), \
+            ap.errors(kernel_library.CompileError, native.NativeBuildError, fix=""):  # (these name their log)
+        print(f"== 1/3 tune {wl.dir_name} on {target}: {args.trials} trials (Meta-Schedule, XGBoost cost model)")
+        tuner.tune(wl, target, args.trials, db_root=db_root)
+        print(f"== 2/3 build the bundle in {bundle}")
+        kernel_library.export_bundle(bundle, target, best.load_all(target, db_root,
+                                                                   compile_limit_s=kernel_library.COMPILE_LIMIT_S))
+        native.build_custom_op_library(bundle, with_cuda=targets.is_cuda(target))
 
     print("== 3/3 run an ONNX Runtime session with the op")
     providers = (["CUDAExecutionProvider"] if targets.is_cuda(target) else []) + ["CPUExecutionProvider"]

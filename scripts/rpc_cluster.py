@@ -11,10 +11,15 @@ Or left running:
   scripts/rpc_cluster.py status
   scripts/rpc_cluster.py stop
 
-Several hosts (README, "Tuning on several GPUs"): on the tuning host
-  scripts/rpc_cluster.py start --host 0.0.0.0 --gpus none     # the tracker alone
-and on every GPU host
-  scripts/rpc_cluster.py start --tracker TUNINGHOST:9190 --custom-addr THIS_HOST_IP
+The tracker and the servers listen on 127.0.0.1 unless --host names another address. TVM's RPC has no
+authentication and runs any code it is sent: reach a cluster from other hosts through SSH tunnels, or, on a
+private network only, bind its address (README, "Tuning on several GPUs"). Through tunnels, on the tuning host
+  scripts/rpc_cluster.py start --gpus none                   # the tracker alone, on 127.0.0.1:9190
+  ssh -N -R 9190:127.0.0.1:9190 -L 9100:127.0.0.1:9100 -L 9101:127.0.0.1:9101 GPUHOST &
+and on GPUHOST (its own server ports, one a server)
+  scripts/rpc_cluster.py start --tracker 127.0.0.1:9190 --custom-addr 127.0.0.1 --gpus 0,1 --server-ports 9100-9102
+On a private network: --host PRIVATE_IP on the tuning host, and on every GPU host
+  scripts/rpc_cluster.py start --tracker TUNING_IP:9190 --host THIS_PRIVATE_IP --custom-addr THIS_PRIVATE_IP
 """
 import argparse
 import os
@@ -76,13 +81,17 @@ def main(argv=None) -> int:
         p.add_argument("--cpu-servers", type=count(0), default=0, help="also start N CPU-only servers (llvm; tests)")
         p.add_argument("--key", default="flashgemm", help="the key servers register under (default flashgemm)")
         p.add_argument("--host", default="127.0.0.1",
-                       help="address the tracker binds (0.0.0.0 to serve other hosts; default 127.0.0.1)")
+                       help="address the tracker and servers listen on (default 127.0.0.1: this host only). TVM "
+                            "RPC is unauthenticated and runs the code it is sent: name another address on a private "
+                            "network only (a warning says so), or use SSH tunnels")
         p.add_argument("--port", type=count(1), default=9190, help="tracker port (default 9190)")
         p.add_argument("--server-ports", type=_port_range, default=(9090, 9190), metavar="LO-HI",
                        help="ports [LO, HI) the servers bind in, split between them (default 9090-9190; "
                             "two clusters on one host need disjoint ranges)")
         p.add_argument("--tracker", default=None, help="HOST:PORT of a running tracker to join instead")
-        p.add_argument("--custom-addr", default=None, help="this host's address as other hosts reach it")
+        p.add_argument("--custom-addr", default=None,
+                       help="the address the servers register under, which the tuning host connects to: this host's "
+                            "--host address, or 127.0.0.1 through an SSH tunnel")
         p.add_argument("--wait", type=number(positive=True), default=60.0,
                        help="seconds to wait for servers to register")
         p.add_argument("--log-dir", type=Path, default=REPO / "build" / "rpc-logs")
@@ -96,7 +105,8 @@ def main(argv=None) -> int:
     p_status = sub.add_parser("status", help="servers and queues the tracker knows")
     p_status.add_argument("--tracker", default=None, help="HOST:PORT (default: the one in --state)")
     p_status.add_argument("--state", type=Path, default=state_default)
-    p_stop = sub.add_parser("stop", help="stop what start started")
+    p_stop = sub.add_parser("stop", help="stop what start started (a pid that is no longer TVM's tracker or server "
+                                         "is left alone, and reported)")
     p_stop.add_argument("--state", type=Path, default=state_default)
     args = ap.parse_args(argv)
 

@@ -129,6 +129,126 @@ def test_rpc_cluster_script_start_status_stop(tmp_path):
     assert not state.exists()
 
 
+@pytest.fixture
+def fake_spawn(monkeypatch):
+    """rpc_cluster.start with nothing started: _spawn records each command line and hands back a harmless `sleep` in
+    its own process group as the process (so that a stop reached by mistake would meet a real group, not ours);
+    the tracker answers at once and lists every server."""
+    started, sleepers = [], []
+
+    def spawn(args, log, env):
+        started.append(args)
+        sleepers.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+        return sleepers[-1]
+
+    monkeypatch.setattr(rpc_cluster, "_spawn", spawn)
+    monkeypatch.setattr(rpc_cluster, "_wait_for", lambda *a, **k: None)
+    monkeypatch.setattr(rpc_cluster, "_check_port_free", lambda *a: None)
+    monkeypatch.setattr(rpc_runner, "server_count", lambda *a, **k: 0)
+    yield started
+    for p in sleepers:
+        p.kill()
+        p.wait()
+
+
+def _bound(args: list) -> str:
+    return args[args.index("--host") + 1]
+
+
+def test_the_cluster_binds_loopback_unless_told_otherwise(fake_spawn, tmp_path):
+    warned = []
+    c = rpc_cluster.start(devices=["cpu", "cpu"], port=_free_port(), log_dir=tmp_path, log=lambda *_: None,
+                          warn=warned.append)
+    assert [a[0] for a in fake_spawn] == [rpc_cluster.TRACKER_MODULE] + [rpc_cluster.SERVER_MODULE] * 2
+    assert [_bound(a) for a in fake_spawn] == ["127.0.0.1"] * 3 and not warned
+    assert c.tracker_started == rpc_cluster.start_time(c.tracker_pid) is not None
+    assert all(s["started"] == rpc_cluster.start_time(s["pid"]) for s in c.servers)
+    # servers joining a tracker through an SSH tunnel register as 127.0.0.1 and listen there (not on every interface)
+    fake_spawn.clear()
+    rpc_cluster.start(devices=["cpu"], tracker="127.0.0.1:9999", custom_addr="127.0.0.1", log_dir=tmp_path,
+                      log=lambda *_: None, warn=warned.append)
+    assert [_bound(a) for a in fake_spawn] == ["127.0.0.1"] and not warned
+    # a non-loopback --custom-addr with loopback-bound servers would register servers nobody can reach
+    fake_spawn.clear()
+    with pytest.raises(rpc_cluster.ClusterError, match="add --host .* or reach them through an SSH tunnel"):
+        rpc_cluster.start(devices=["cpu"], tracker="127.0.0.1:9999", custom_addr="192.0.2.7", log_dir=tmp_path)
+    assert not fake_spawn
+
+
+def test_an_explicit_non_loopback_host_warns(fake_spawn, tmp_path, capsys):
+    """Only command lines are made here (fake_spawn): nothing listens on the address named."""
+    warned = []
+    rpc_cluster.start(devices=["cpu"], host="0.0.0.0", port=_free_port(), log_dir=tmp_path, log=lambda *_: None,
+                      warn=warned.append)
+    assert [_bound(a) for a in fake_spawn] == ["0.0.0.0"] * 2
+    assert len(warned) == 1 and "\n" not in warned[0]
+    assert "0.0.0.0" in warned[0] and "no authentication" in warned[0] and "runs any code" in warned[0]
+    assert rpc_cluster.is_loopback("127.0.0.1") and rpc_cluster.is_loopback("::1")
+    assert rpc_cluster.is_loopback("localhost") and not rpc_cluster.is_loopback("0.0.0.0")
+    # the script: the warning on stderr, one line
+    import importlib.util  # noqa: PLC0415
+    spec = importlib.util.spec_from_file_location("rpc_cluster_script", REPO / "scripts" / "rpc_cluster.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    capsys.readouterr()
+    assert script.main(["start", "--gpus", "none", "--host", "0.0.0.0", "--port", str(_free_port()),
+                        "--state", str(tmp_path / "s.json"), "--log-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "no authentication" in line] == [rpc_cluster.EXPOSED_WARNING.format(host="0.0.0.0")]
+
+
+def test_a_started_cluster_listens_on_loopback_only(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    c = rpc_cluster.start(devices=["cpu"], port=_free_port(), log_dir=tmp_path, server_ports=_free_port_range(),
+                          log=lambda *_: None)
+    try:
+        for pid in [c.tracker_pid] + [s["pid"] for s in c.servers]:
+            leader = psutil.Process(pid)  # (TVM's server listens in a worker process it starts)
+            listening = [conn.laddr.ip for proc in [leader, *leader.children(recursive=True)]
+                         for conn in proc.net_connections("tcp") if conn.status == psutil.CONN_LISTEN]
+            assert listening and set(listening) == {"127.0.0.1"}, (pid, listening)
+    finally:
+        rpc_cluster.stop(c, log=lambda *_: None)
+
+
+def test_stop_leaves_alone_a_pid_that_is_not_ours(tmp_path):
+    """A state file's pids can belong to other processes by the time of `stop` (the cluster died, the pids were
+    reused): only a process running TVM's module, started when recorded, is signalled. Each stand-in leads its own
+    process group, as the cluster's processes do, so a stop that did not check would kill it."""
+    def spawn(*args):
+        return subprocess.Popen([*args], start_new_session=True)
+
+    sleeper = spawn("sleep", "60")                       # not TVM's at all
+    impostor = spawn(sys.executable, "-c", "import time; time.sleep(60)", rpc_cluster.SERVER_MODULE)
+    ours = spawn(sys.executable, "-c", "import time; time.sleep(60)", rpc_cluster.SERVER_MODULE)
+    try:
+        time.sleep(0.3)  # (the interpreters' command lines are theirs once exec'd; Popen returns after exec)
+        state = tmp_path / "state.json"
+        rpc_cluster.Cluster("127.0.0.1", 1, "k", sleeper.pid, [
+            {"pid": impostor.pid, "device": "cpu", "log": "", "started": rpc_cluster.start_time(impostor.pid) + 1},
+            {"pid": ours.pid, "device": "cpu", "log": "", "started": rpc_cluster.start_time(ours.pid)},
+        ]).save(state)
+        out = subprocess.run([*CLUSTER, "stop", "--state", str(state)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert sleeper.poll() is None and impostor.poll() is None, "stop signalled a process that is not ours"
+        assert ours.wait(timeout=10) is not None  # the one that checks out is stopped (the check can say yes)
+        assert (f"left tracker pid {sleeper.pid} alone: pid {sleeper.pid} is not TVM's {rpc_cluster.TRACKER_MODULE} "
+                f"but runs: sleep 60") in out.stdout
+        assert f"left server pid {impostor.pid} alone: pid {impostor.pid} now belongs to another process" in out.stdout
+        assert f"stopped server pid {ours.pid}" in out.stdout and not state.exists()
+        # a state file without start times (written before they were recorded): the command line decides
+        old = rpc_cluster.Cluster("127.0.0.1", 1, "k", None, [{"pid": sleeper.pid, "device": "cpu", "log": ""}])
+        reports = []
+        rpc_cluster.stop(old, log=reports.append)
+        assert sleeper.poll() is None and reports == [
+            f"[rpc] left server pid {sleeper.pid} alone: pid {sleeper.pid} is not TVM's {rpc_cluster.SERVER_MODULE} "
+            f"but runs: sleep 60"]
+    finally:
+        for p in (sleeper, impostor, ours):
+            p.kill()
+            p.wait()
+
+
 def test_tuning_goes_on_when_a_server_is_killed_mid_run(cluster, tmp_path):
     """Kill one of two servers while its session is open: only candidates in flight on it fail."""
     victim = cluster.servers[0]

@@ -81,22 +81,47 @@ def float32(x: float) -> float:
 _MAX_REGISTERS_CACHE: dict = {}
 
 
-def _max_registers(rec, target: str) -> Optional[int]:
-    """TunedKernel.max_registers of a record: its tuning form compiled for `target` (None on llvm)."""
+def _max_registers(rec, target: str, compile_limit_s: Optional[float] = None) -> Optional[int]:
+    """TunedKernel.max_registers of a record: its tuning form compiled for `target` (None on llvm). With
+    compile_limit_s, compiled in a worker process killed with its nvcc past that many seconds
+    (kernel_library.run_compiles), as the bundle's own compiles are; a compile that fails or runs past it leaves the
+    kernel without a cap, with a warning."""
     if not targets.is_cuda(target) or os.environ.get("FLASHGEMM_NO_REGISTER_CAP"):  # (the variable: for A/B timing)
         return None
     key = (str(rec.trace), str(rec.workload.mod), target)
     if key not in _MAX_REGISTERS_CACHE:
-        from schedules import cuda_build  # noqa: PLC0415
         sch = tvm.s_tir.Schedule(rec.workload.mod)
         rec.trace.apply_to_schedule(sch, remove_postproc=False)
         try:
-            _MAX_REGISTERS_CACHE[key] = cuda_build.kernel_registers(sch.mod, targets.tvm_target(target))
+            if compile_limit_s:
+                _MAX_REGISTERS_CACHE[key] = _registers_in_worker(sch.mod, target, compile_limit_s)
+            else:
+                from schedules import cuda_build  # noqa: PLC0415
+                _MAX_REGISTERS_CACHE[key] = cuda_build.kernel_registers(sch.mod, targets.tvm_target(target))
         except Exception as err:  # noqa: BLE001  (the shipped forms then compile without a cap, as before)
             warnings.warn(f"the register use of a tuned kernel could not be measured ({str(err).strip()[:200]}); "
                           f"its shipped forms are compiled without a register cap")
             _MAX_REGISTERS_CACHE[key] = None
     return _MAX_REGISTERS_CACHE[key]
+
+
+def _registers_in_worker(mod, target: str, limit_s: float) -> Optional[int]:
+    """cuda_build.kernel_registers(mod) in a compile worker limited to limit_s seconds; RuntimeError with the reason
+    (one line) when it fails or runs past the limit."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from ort_integration import kernel_library  # noqa: PLC0415  (it imports this module)
+    work = Path(tempfile.mkdtemp(prefix="flashgemm-registers-"))
+    out = work / "registers.txt"
+    failure = kernel_library.run_compiles([kernel_library.CompileJob("registers", mod, out, registers=True)],
+                                          target, limit_s, work, parallel=1)["registers"]
+    value = None if failure is not None else out.read_text().strip()
+    if failure is None or failure.log is None:  # else the message names the log in it
+        shutil.rmtree(work, ignore_errors=True)
+    if failure is not None:
+        raise RuntimeError(failure.why())
+    return None if value == "none" else int(value)
 
 
 def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_tir.Schedule, bool]:
@@ -147,7 +172,9 @@ def _workload_of(wl_dir: Path, prov: dict):
         raise dbm.DatabaseError(f"{wl_dir}/{dbm.PROVENANCE} has no usable workload spec ({err})") from None
 
 
-def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
+def load_tuned(wl_dir: Path, target: str, compile_limit_s: Optional[float] = None) -> TunedKernel:
+    """The best record of a database tuned on `target`, on the runtime kernel. compile_limit_s: the time limit of the
+    register measurement's compile (_max_registers; None: in this process, no limit)."""
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, target)
     wl = _workload_of(wl_dir, prov)
@@ -166,16 +193,18 @@ def load_tuned(wl_dir: Path, target: str) -> TunedKernel:
     # the twin, unless a benchmark of this record found it slower than the plain kernel (tuning_db/twins.py)
     twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) else {}
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
-                       form=form.name, max_registers=_max_registers(top[0], target), **twin)
+                       form=form.name, max_registers=_max_registers(top[0], target, compile_limit_s), **twin)
 
 
-def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print) -> Optional[TunedKernel]:
+def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print,
+                   compile_limit_s: Optional[float] = None) -> Optional[TunedKernel]:
     """The best record of a database tuned on CUDA arch `source` that is valid on CUDA arch `target`:
     records are tried best first, replayed on the runtime kernel and checked by the target's verifier
     (its shared-memory and thread limits: an H100 record may need more shared memory than an RTX 4090
     has). When no record fits, the space's default schedule for `target` (default_kernel); None when that
     does not fit either, and the generic kernel serves the shape. The kernel is compiled for
-    `target` by the export like any other; its measured time is the source arch's, not the target's."""
+    `target` by the export like any other; its measured time is the source arch's, not the target's.
+    compile_limit_s: as load_tuned's."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
     from schedules import cuda_build, cuda_space  # noqa: PLC0415
@@ -207,7 +236,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
             continue
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
-                           any_batch=any_batch, form=form.name, max_registers=_max_registers(rec, target),
+                           any_batch=any_batch, form=form.name,
+                           max_registers=_max_registers(rec, target, compile_limit_s),
                            **_twin(rec.trace, wl, target, form, any_batch))
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
@@ -251,15 +281,16 @@ def with_defaults(tuned: list, workloads, target: str, log: Callable = print) ->
 
 
 def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable = print,
-             transfer_from: Optional[str] = "sm_90") -> list[TunedKernel]:
+             transfer_from: Optional[str] = "sm_90", compile_limit_s: Optional[float] = None) -> list[TunedKernel]:
     """Every tuned workload of `target` under db_root. For a CUDA target, workloads tuned only on
     `transfer_from` (default sm_90, the committed databases) are transferred: see transfer_tuned.
-    An empty list when nothing applies."""
+    An empty list when nothing applies. compile_limit_s: the time limit of each kernel's register measurement
+    (CUDA; build.py passes its --compile-limit): a compile past it is killed and the kernel ships without a cap."""
     root = Path(db_root or dbm.default_root())
     kernels, names = [], set()
     own = root / target
     for wl_dir in sorted(p for p in own.iterdir() if (p / dbm.PROVENANCE).exists()) if own.is_dir() else []:
-        kernels.append(load_tuned(wl_dir, target))
+        kernels.append(load_tuned(wl_dir, target, compile_limit_s))
         names.add(wl_dir.name)
         prov = dbm.read_provenance(wl_dir)
         left = "" if twins.ships_twin(prov) or not kernels[-1].any_batch else \
@@ -269,7 +300,7 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     if targets.is_cuda(target) and transfer_from and transfer_from != target and src.is_dir():
         for wl_dir in sorted(p for p in src.iterdir() if (p / dbm.PROVENANCE).exists()):
             if wl_dir.name not in names:
-                tk = transfer_tuned(wl_dir, transfer_from, target, log)
+                tk = transfer_tuned(wl_dir, transfer_from, target, log, compile_limit_s)
                 if tk is not None:
                     kernels.append(tk)
     if not kernels:

@@ -3,10 +3,20 @@
 Processes are TVM's own (`python -m tvm.exec.rpc_tracker`, `python -m tvm.exec.rpc_server`), each in its own
 process group so that stopping one also stops the session process it forked. A GPU server sees only its
 GPU (CUDA_VISIBLE_DEVICES), so every candidate runs on cuda:0 of some server. The cluster's state (addresses,
-pids, logs) goes to a JSON file that `stop` and `status` read.
+pids, start times, logs) goes to a JSON file that `stop` and `status` read.
+
+TVM's RPC has no authentication, and a server loads and runs the code it is sent: whoever reaches a tracker or server
+port can run anything as this user. So everything binds 127.0.0.1 unless the caller names another address (`host`),
+and a non-loopback one is started only with a warning (EXPOSED_WARNING). Other hosts reach a loopback cluster through
+SSH tunnels (README, "Tuning on several GPUs").
+
+`stop` signals only the processes this module started: a pid from the state file is checked (its command line runs
+TVM's tracker or server module, and its start time is the one recorded) before its process group is signalled, since
+the pid may belong to another process by then.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -23,6 +33,11 @@ from . import rpc_runner
 DEFAULT_KEY = "flashgemm"
 DEFAULT_PORT = 9190
 SERVER_PORTS = (9090, 9190)  # servers look for a free port in [9090, 9190); the tracker sits at 9190+
+TRACKER_MODULE = "tvm.exec.rpc_tracker"
+SERVER_MODULE = "tvm.exec.rpc_server"
+EXPOSED_WARNING = ("warning: TVM RPC listens on {host}: it has no authentication and runs any code it is sent, so "
+                   "anyone who reaches these ports can run code as this user; use a private network only, or keep "
+                   "127.0.0.1 and an SSH tunnel (README, \"Tuning on several GPUs\")")
 
 
 class ClusterError(RuntimeError):
@@ -35,8 +50,11 @@ class Cluster:
     tracker_port: int
     key: str
     tracker_pid: Optional[int]           # None when we joined a tracker started elsewhere
-    servers: list = field(default_factory=list)  # [{"pid", "device", "log"}]
+    servers: list = field(default_factory=list)  # [{"pid", "device", "log", "started"}]
     log_dir: str = ""
+    # start times (start_time()) of the processes, which `stop` checks before signalling a pid; None in state files
+    # written before they were recorded (then only the command line is checked)
+    tracker_started: Optional[int] = None
 
     @property
     def tracker(self) -> rpc_runner.Tracker:
@@ -71,6 +89,24 @@ def local_gpus() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (127.0.0.0/8, ::1) or a name that resolves only to such addresses.
+    0.0.0.0 and "" (every interface) are not; a name that does not resolve is not either."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 def _spawn(args: list[str], log: Path, env: dict) -> subprocess.Popen:
     fh = open(log, "ab")  # noqa: SIM115  (the child owns it)
     return subprocess.Popen([sys.executable, "-m", *args], stdout=fh, stderr=subprocess.STDOUT, env=env,
@@ -86,16 +122,25 @@ def _tail(path: str, n: int = 15) -> str:
 
 def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
           tracker: Optional[str] = None, custom_addr: Optional[str] = None, log_dir: Path,
-          wait_s: float = 60.0, server_ports: tuple[int, int] = SERVER_PORTS, log: Callable = print) -> Cluster:
+          wait_s: float = 60.0, server_ports: tuple[int, int] = SERVER_PORTS, log: Callable = print,
+          warn: Callable = _stderr) -> Cluster:
     """Start a tracker at host:port (unless `tracker` names one to join) and one server per device.
 
     devices: GPU indices ("0", "1", ...) for GPU servers, or "cpu" entries for CPU-only (llvm) servers; none
     starts the tracker alone (for servers on other hosts). Waits until the tracker lists every new server
     under `key`; otherwise stops them all and raises. server_ports: the [lo, hi) range the servers bind in,
     split between them (two clusters on one host need disjoint ranges).
+    host: the address the tracker and the servers bind, loopback unless the caller names another; a non-loopback
+    one is warned about through `warn` (EXPOSED_WARNING). custom_addr: the address the servers register under,
+    which clients connect to; a non-loopback one needs a non-loopback `host` (a loopback-bound server is reachable
+    from other hosts only through a tunnel, whose local end is 127.0.0.1).
     """
     if not devices and tracker:
         raise ClusterError("nothing to start: joining a tracker needs GPUs or CPU servers to serve")
+    if devices and custom_addr and is_loopback(host) and not is_loopback(custom_addr):
+        raise ClusterError(f"--custom-addr {custom_addr}: the servers would listen on {host} only, where other hosts "
+                           f"cannot reach them; add --host with this host's address on a private network (e.g. --host "
+                           f"{custom_addr}), or reach them through an SSH tunnel with --custom-addr 127.0.0.1 (README)")
     if not 0 < server_ports[0] < server_ports[1] <= 65536 or server_ports[1] - server_ports[0] < len(devices):
         raise ClusterError(f"server ports {server_ports[0]}-{server_ports[1]} cannot hold {len(devices)} server(s): "
                            "give a range [LO, HI) with at least one port a server")
@@ -106,6 +151,8 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in [repo, env.get("PYTHONPATH", "")] if p)
     cluster = Cluster(host, port, key, None, [], str(log_dir))
     before = 0
+    if not is_loopback(host):
+        warn(EXPOSED_WARNING.format(host=host))
     try:
         if tracker:
             joined = rpc_runner.parse_tracker(tracker, key)
@@ -113,9 +160,9 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
             before = rpc_runner.server_count(cluster.tracker)
         else:
             _check_port_free(host, port)
-            proc = _spawn(["tvm.exec.rpc_tracker", "--host", host, "--port", str(port), "--port-end", str(port + 1)],
+            proc = _spawn([TRACKER_MODULE, "--host", host, "--port", str(port), "--port-end", str(port + 1)],
                           log_dir / "tracker.log", env)
-            cluster.tracker_pid = proc.pid
+            cluster.tracker_pid, cluster.tracker_started = proc.pid, start_time(proc.pid)
             _wait_for(lambda: _answers(cluster.tracker), 30, f"the tracker at {host}:{port} did not come up "
                       f"(port taken? another cluster running?):\n{_tail(str(log_dir / 'tracker.log'))}",
                       proc=proc)
@@ -128,8 +175,8 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
             server_env = dict(env)
             if dev != "cpu":
                 server_env["CUDA_VISIBLE_DEVICES"] = dev
-            args = ["tvm.exec.rpc_server", "--tracker", f"{cluster.tracker_host}:{cluster.tracker_port}",
-                    "--key", key, "--host", "0.0.0.0" if custom_addr else host,
+            args = [SERVER_MODULE, "--tracker", f"{cluster.tracker_host}:{cluster.tracker_port}",
+                    "--key", key, "--host", host,
                     "--port", str(lo + i * width), "--port-end", str(lo + (i + 1) * width),
                     # Sessions in spawned, not forked, processes: the server process has touched CUDA by then,
                     # and a forked child's first CUDA call fails (cudaErrorInitializationError). A session is
@@ -139,7 +186,7 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
                 args += ["--custom-addr", custom_addr]
             slog = log_dir / f"server-{i}-{'cpu' if dev == 'cpu' else 'gpu' + dev}.log"
             proc = _spawn(args, slog, server_env)
-            cluster.servers.append({"pid": proc.pid, "device": dev, "log": str(slog)})
+            cluster.servers.append({"pid": proc.pid, "device": dev, "log": str(slog), "started": start_time(proc.pid)})
         want = before + len(devices)
         _wait_for(lambda: rpc_runner.server_count(cluster.tracker) >= want, wait_s,
                   lambda: f"only {rpc_runner.server_count(cluster.tracker)} of {want} servers registered under "
@@ -215,16 +262,82 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop(cluster: Cluster, log: Callable = print) -> None:
-    """Stop the servers, then the tracker we started (a joined tracker is left running). Every process is
-    stopped before anything is reported: a report to a closed pipe (a killed parent) must not leave the
-    tracker running and its port taken."""
-    stopped = [f"server pid {s['pid']}" for s in cluster.servers if kill_group(int(s["pid"]))]
-    if cluster.tracker_pid and kill_group(int(cluster.tracker_pid)):
-        stopped.append(f"tracker pid {cluster.tracker_pid}")
-    for what in stopped:
+def start_time(pid: int) -> Optional[int]:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat, field 22): with the pid, it names one
+    process (a pid is reused, a (pid, start time) pair is not). None when there is no such process (or no /proc)."""
+    stat = _stat(pid)
+    return stat[1] if stat else None
+
+
+def _stat(pid: int) -> Optional[tuple]:
+    """(state letter, start time) of /proc/PID/stat, or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": the comm may hold spaces and parentheses
+    return fields[0], int(fields[19])
+
+
+def _command_line(pid: int) -> list:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def check_ours(pid: int, module: str, started: Optional[int]) -> Optional[str]:
+    """None when `pid` is a process this module started: it runs TVM's `module` (python -m MODULE) and, when
+    `started` was recorded, started then. "" when it is gone (nothing to stop). Otherwise why it is not to be
+    signalled, for the report (the pid now belongs to another process, or cannot be checked)."""
+    stat = _stat(pid)
+    if stat is None:
+        if not os.path.isdir("/proc/self"):
+            return f"pid {pid} cannot be checked here (no /proc): stop it by hand if it is still TVM's {module}"
         try:
-            log(f"[rpc] stopped {what}")
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return ""
+        return (f"pid {pid} has exited but processes of its group remain; not signalled, as they cannot be checked "
+                f"(see them with: ps -o pid,args -g {pid})")
+    state, ticks = stat
+    if started is not None and ticks != started:
+        return f"pid {pid} now belongs to another process (its start time is not the one recorded)"
+    if state == "Z":  # exited, not yet reaped: no command line left to check; its start time or our child names it
+        if started is not None:
+            return None
+        try:
+            os.waitpid(pid, os.WNOHANG)  # only a child of ours can be reaped: it is ours
+            return None
+        except ChildProcessError:
+            return ""
+    args = _command_line(pid)
+    if module not in args:
+        shown = " ".join(args) or "(unreadable)"
+        return f"pid {pid} is not TVM's {module} but runs: {shown[:160]}"
+    return None
+
+
+def stop(cluster: Cluster, log: Callable = print) -> None:
+    """Stop the servers, then the tracker we started (a joined tracker is left running). Each pid is checked first
+    (check_ours): one that now belongs to another process is reported and left alone. Every process is stopped
+    before anything is reported: a report to a closed pipe (a killed parent) must not leave the tracker running
+    and its port taken."""
+    todo = [(int(s["pid"]), SERVER_MODULE, s.get("started"), "server") for s in cluster.servers]
+    if cluster.tracker_pid:
+        todo.append((int(cluster.tracker_pid), TRACKER_MODULE, cluster.tracker_started, "tracker"))
+    reports = []
+    for pid, module, started, what in todo:
+        why_not = check_ours(pid, module, started)
+        if why_not is None:
+            if kill_group(pid):
+                reports.append(f"stopped {what} pid {pid}")
+        elif why_not:
+            reports.append(f"left {what} pid {pid} alone: {why_not}")
+    for line in reports:
+        try:
+            log(f"[rpc] {line}")
         except (OSError, ValueError):  # stdout gone
             pass
 
