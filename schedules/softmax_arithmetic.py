@@ -18,8 +18,8 @@ Two algebraic rewrites of the device code (a pass of the device pipeline, after 
 
 Both compute what fast math computed, rounded in a different place: exp's argument and the quotient change by an
 ulp or two of fp32, far below an fp16/bf16 P's rounding. The one difference is at fp32's range limit: a logit beyond
-+-2.3e38 overflows X * L, so a row whose max logit lies there is NaN (inf - inf), as if that logit were +inf. Only float32
-expressions are touched. FLASHGEMM_NO_SOFTMAX_ARITH=1 turns both off (A/B: benchmarks/shipped_forms_ab.py
++-2.3e38 overflows X * L, so a row whose max logit lies there is NaN (inf - inf), as if that logit were +inf. Only
+float32 expressions are touched. FLASHGEMM_NO_SOFTMAX_ARITH=1 turns both off (A/B: benchmarks/shipped_forms_ab.py
 --plain-arith).
 
 Measured (H100, 2026-11-27, session 35): the W1 kernel's SASS went from 3560 to 3272 instructions (118 MUFU.RCP and
