@@ -101,6 +101,8 @@ class ModelSpec:
     inputs: Callable  # (config dict, batch, seed) -> {name: tensor}
     output: str
     layers_key: str  # config key: number of self-attention layers (= attention sites)
+    seq_inputs: tuple = ()  # inputs whose axis 1 is the sequence (symbolic with dynamic_seq); () = length fixed
+
 
     def layers(self, tiny: bool) -> int:
         return (self.tiny_config if tiny else self.config)()[self.layers_key]
@@ -164,7 +166,7 @@ SPECS = {
     "bert-large": ModelSpec(
         "bert-large", "google-bert/bert-large-uncased", _bert_large, _bert_tiny, _bert,
         lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 512, gen), "last_hidden_state",
-        "num_hidden_layers"),
+        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
     "vit-b16": ModelSpec(
         "vit-b16", "google/vit-base-patch16-224", _vit_b16, _vit_tiny, _vit,
         lambda cfg, b, gen, tiny: {"pixel_values": _randn((b, cfg["num_channels"], cfg["image_size"],
@@ -184,8 +186,10 @@ def _randn(shape, gen):
     return torch.randn(*shape, generator=gen)
 
 
-def file_name(name: str, tiny: bool, dtype: str) -> str:
-    return f"{name}{'-tiny' if tiny else ''}.{ {'float32': 'f32', 'float16': 'f16'}[dtype] }.onnx"
+def file_name(name: str, tiny: bool, dtype: str, dynamic_batch: bool = False, dynamic_seq: bool = False) -> str:
+    """<name>[-tiny][-dynb | -dyns | -dyn].<f32|f16>.onnx: -dynb symbolic batch, -dyns symbolic sequence, -dyn both."""
+    dyn = {(True, False): "-dynb", (False, True): "-dyns", (True, True): "-dyn"}.get((dynamic_batch, dynamic_seq), "")
+    return f"{name}{'-tiny' if tiny else ''}{dyn}.{ {'float32': 'f32', 'float16': 'f16'}[dtype] }.onnx"
 
 
 def example_inputs(name: str, tiny: bool = False, dtype: str = "float32", batch: int = 1, seed: int = DEFAULT_SEED
@@ -203,10 +207,12 @@ def example_inputs(name: str, tiny: bool = False, dtype: str = "float32", batch:
 
 def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False, dtype: str = "float32",
            batch: int = 1, dynamic_batch: bool = False, seed: int = DEFAULT_SEED, log=print,
-           device: str = "cpu") -> Path:
+           device: str = "cpu", dynamic_seq: bool = False) -> Path:
     """Build the model (seeded random init), export it to ONNX opset 17 and return the file's path.
     device: where the exporter's trace runs the model ("cuda" is much faster for float16 at real sizes);
-    the weights and the graph are the same either way."""
+    the weights and the graph are the same either way. dynamic_batch / dynamic_seq: symbolic axis 0 'batch' of every
+    input and the output / symbolic axis 1 'sequence' of the token inputs and the output (BERT only: ViT's and
+    Whisper's lengths follow from their fixed image and mel sizes); they name the file (file_name)."""
     import torch  # noqa: PLC0415
     import transformers  # noqa: PLC0415
 
@@ -217,6 +223,9 @@ def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False,
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     spec = SPECS[name]
+    if dynamic_seq and not spec.seq_inputs:
+        raise ValueError(f"{name} has no dynamic sequence axis: its length is fixed by its input size "
+                         f"(drop --dynamic-seq; --dynamic-batch works)")
     cfg = (spec.tiny_config if tiny else spec.config)()
     torch.manual_seed(seed)
     model = spec.build(cfg).eval().to(getattr(torch, dtype)).to(device)
@@ -224,21 +233,27 @@ def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False,
     args = tuple(torch.from_numpy(v).to(device) for v in feeds.values())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / file_name(name, tiny, dtype)
+    path = out_dir / file_name(name, tiny, dtype, dynamic_batch, dynamic_seq)
     log(f"exporting {name}{' (tiny)' if tiny else ''} {dtype} batch {batch}: config of {spec.checkpoint}"
         f"{' shrunk' if tiny else ''}, random init seed {seed} ...")
-    dynamic_axes = {k: {0: "batch"} for k in [*feeds, spec.output]} if dynamic_batch else None
+    dynamic_axes = {}
+    for k in [*feeds, spec.output]:
+        axes = ({0: "batch"} if dynamic_batch else {}) | \
+               ({1: "sequence"} if dynamic_seq and k in (*spec.seq_inputs, spec.output) else {})
+        if axes:
+            dynamic_axes[k] = axes
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice and trace warnings (shape checks)
         raw = Path(tmp) / "model.onnx"
         torch.onnx.export(model, args, str(raw), input_names=list(feeds), output_names=[spec.output],
-                          opset_version=OPSET, dynamo=False, do_constant_folding=True, dynamic_axes=dynamic_axes)
+                          opset_version=OPSET, dynamo=False, do_constant_folding=True, dynamic_axes=dynamic_axes or None)
         proto = onnx.load(str(raw))  # loads any external data the exporter wrote (> 2 GB) into memory
     if proto.ir_version > MAX_IR_VERSION:
         proto.ir_version = MAX_IR_VERSION
     meta = {
         "flashgemm.model": name, "flashgemm.tiny": str(int(tiny)), "flashgemm.dtype": dtype,
         "flashgemm.batch": "dynamic" if dynamic_batch else str(batch),
+        **({"flashgemm.sequence": "dynamic"} if dynamic_seq else {}),
         "flashgemm.config_of": spec.checkpoint + (" (shrunk: tiny)" if tiny else ""),
         "flashgemm.config": json.dumps(cfg, sort_keys=True),
         "flashgemm.weights": f"random init, torch.manual_seed({seed}); not the checkpoint's weights",

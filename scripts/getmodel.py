@@ -2,7 +2,7 @@
 """Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
 
     scripts/getmodel.py --model bert-large|vit-b16|whisper-enc|all [--tiny] [--dtype float32|float16]
-                        [--batch N] [--dynamic-batch] [--seed S] [--out DIR]
+                        [--batch N] [--dynamic-batch] [--dynamic-seq] [--seed S] [--out DIR]
 
     bert-large   BERT-Large (google-bert/bert-large-uncased config), seq 512, inputs input_ids + attention_mask
     vit-b16      ViT-B/16 (google/vit-base-patch16-224 config), 224x224 -> 197 tokens, input pixel_values
@@ -10,7 +10,9 @@
 
 No model hub is used: the weights are random (torch.manual_seed(S), default 0), so outputs are meaningless but the
 graphs are the real ones. --tiny: 2 layers, hidden 64, 2 heads, short sequences (CI; tests/data/ holds these, made
-with `--model all --tiny --dtype float16 --batch 2 --out tests/data`). Output: DIR/<model>[-tiny].<f32|f16>.onnx,
+with `--model all --tiny --dtype float16 --batch 2 --out tests/data`, the -dynb ones adding --dynamic-batch, and
+bert-large-tiny-dyn with `--model bert-large --tiny --batch 2 --dynamic-batch --dynamic-seq --out tests/data`).
+Output: DIR/<model>[-tiny][-dynb|-dyns|-dyn].<f32|f16>.onnx (symbolic batch | sequence | both),
 opset 17, IR <= 9; the config, seed and exporter are in the model's metadata_props. Details: ort_integration/models.py.
 """
 from __future__ import annotations
@@ -33,6 +35,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16", choices=models.DTYPES)
     ap.add_argument("--batch", type=count(1), default=1, help="static batch size (default 1)")
     ap.add_argument("--dynamic-batch", action="store_true", help="symbolic batch dim 'batch' (traced with --batch)")
+    ap.add_argument("--dynamic-seq", action="store_true",
+                    help="symbolic sequence dim 'sequence' of BERT's input_ids/attention_mask (traced with the tiny 16 "
+                         "or full 512); ViT's and Whisper's lengths are fixed by their input size")
     ap.add_argument("--seed", type=int, default=models.DEFAULT_SEED)
     ap.add_argument("--out", default=str(REPO / "build" / "models"))
     args = ap.parse_args(argv)
@@ -44,9 +49,13 @@ def main(argv=None) -> int:
     except ImportError as e:
         ap.error(f"needs torch and transformers: {e}", fix="pip install -e '.[models]'")
     names = models.NAMES if args.model == "all" else (args.model,)
+    fixed = [n for n in names if not models.SPECS[n].seq_inputs]
+    if args.dynamic_seq and fixed:
+        ap.error(f"--dynamic-seq: the sequence length of {', '.join(fixed)} is fixed by its input size (image / mel frames)",
+                 fix="use --dynamic-seq with --model bert-large only")
     for name in names:
         models.export(name, args.out, tiny=args.tiny, dtype=args.dtype, batch=args.batch,
-                      dynamic_batch=args.dynamic_batch, seed=args.seed)
+                      dynamic_batch=args.dynamic_batch, dynamic_seq=args.dynamic_seq, seed=args.seed)
     return 0
 
 
