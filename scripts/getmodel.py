@@ -43,16 +43,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         ap.error(f"--out {args.out} is a file", fix="give a directory for the models; it is created if missing")
+    names = models.NAMES if args.model == "all" else (args.model,)
+    fixed = [n for n in names if not models.SPECS[n].seq_inputs]
+    if args.dynamic_seq and fixed:
+        ap.error(f"--dynamic-seq: the sequence length of {', '.join(fixed)} is fixed by its input size",
+                 fix="use --dynamic-seq with --model bert-large only")
     try:
         import torch  # noqa: F401, PLC0415
         import transformers  # noqa: F401, PLC0415
     except ImportError as e:
         ap.error(f"needs torch and transformers: {e}", fix="pip install -e '.[models]'")
-    names = models.NAMES if args.model == "all" else (args.model,)
-    fixed = [n for n in names if not models.SPECS[n].seq_inputs]
-    if args.dynamic_seq and fixed:
-        ap.error(f"--dynamic-seq: the sequence length of {', '.join(fixed)} is fixed by its input size (image / mel frames)",
-                 fix="use --dynamic-seq with --model bert-large only")
     for name in names:
         models.export(name, args.out, tiny=args.tiny, dtype=args.dtype, batch=args.batch,
                       dynamic_batch=args.dynamic_batch, dynamic_seq=args.dynamic_seq, seed=args.seed)

@@ -3,7 +3,11 @@
 The tiny models in tests/data/ were exported by
     scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 --out tests/data
 (2 layers each, so 2 attention sites each); the regeneration test re-exports them when torch and transformers are
-installed and checks that the graphs are the same.
+installed and checks that the graphs are the same. The dynamic ones (torch 2.14.1, transformers 5.24.0: see their
+metadata) by
+    scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 --dynamic-batch --out tests/data       (-dynb)
+    scripts/getmodel.py --model bert-large --tiny --dtype float16 --batch 2 --dynamic-batch --dynamic-seq \
+        --out tests/data                                                                                   (-dyn)
 
 Numerics: the tiny float16 originals run on ORT's CPU EP, so the rewritten model is compared with the original
 float16 model itself (not an fp32 run). Tolerance on the models' outputs (last_hidden_state, |values| <= ~4): max abs
@@ -34,6 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 MODELS = ["bert-large", "vit-b16", "whisper-enc"]
 TINY = {m: DATA / f"{m}-tiny.f16.onnx" for m in MODELS}
+DYN = {f"{m}-dynb": DATA / f"{m}-tiny-dynb.f16.onnx" for m in MODELS}  # symbolic batch
+DYN["bert-large-dyn"] = DATA / "bert-large-tiny-dyn.f16.onnx"  # symbolic batch and sequence
 LAYERS = 2  # attention layers of every tiny model
 CPU = ["CPUExecutionProvider"]
 MODEL_ATOL = 1e-2
@@ -127,6 +133,81 @@ def test_tiny_rewritten_matches_original(so, name, tmp_path):
     np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
+@pytest.mark.parametrize("key", DYN)
+def test_tiny_dynamic_model_files(key):
+    path = DYN[key]
+    assert path.is_file(), f"{path} missing: see this module's docstring for the getmodel.py command"
+    assert path.stat().st_size < 400_000
+    m = onnx.load(str(path))
+    meta = {p.key: p.value for p in m.metadata_props}
+    assert meta["flashgemm.batch"] == "dynamic" and meta["flashgemm.tiny"] == "1"
+    assert "torch" in meta["flashgemm.exporter"] and "transformers" in meta["flashgemm.exporter"]
+    seq = key == "bert-large-dyn"
+    assert meta.get("flashgemm.sequence") == ("dynamic" if seq else None)
+    for i in m.graph.input:
+        dims = [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim]
+        assert dims[0] == "batch" and (dims[1] == "sequence") == seq, (i.name, dims)
+    assert len(_ops(m, "Softmax")) == LAYERS
+
+
+@pytest.mark.parametrize("key", DYN)
+def test_tiny_dynamic_sites_fused(key, tmp_path):
+    report, out = _fused(DYN[key], tmp_path)
+    assert len(report.fused) == LAYERS and not report.left_alone and not report.notes, report.text()
+    assert report.transb_folded == LAYERS
+    if key.startswith("bert"):
+        seq = "sequence" if key == "bert-large-dyn" else 16
+        assert all(s.details["bias_shape"] == ["batch", 1, seq, seq] for s in report.fused), report.text()
+    m = onnx.load(str(out))
+    assert len(_ops(m, "FusedGemmSoftmax", "flashgemm")) == LAYERS and not _ops(m, "Softmax")
+
+
+def _dyn_feeds(model_path, batch, seq, seed=0):
+    """Inputs at a batch (and, for BERT, a sequence length) of our choosing; attention_mask pads batch 0's tail."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in onnx.load(str(model_path), load_external_data=False).graph.input:
+        dims = [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim]
+        shape = [batch if d == "batch" else seq if d == "sequence" else d for d in dims]
+        if i.name == "input_ids":
+            feeds[i.name] = rng.integers(1, 128, shape).astype(np.int64)
+        elif i.name == "attention_mask":
+            m = np.ones(shape, np.int64)
+            m[0, -max(1, shape[1] // 3):] = 0
+            feeds[i.name] = m
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float16)
+    return feeds
+
+
+@pytest.mark.parametrize("key", DYN)
+def test_tiny_dynamic_rewritten_matches_original(so, key, tmp_path):
+    """The rewritten model equals the original at batches (and sequence lengths) other than the traced 2 (16)."""
+    _, out = _fused(DYN[key], tmp_path)
+    s0 = ort.InferenceSession(str(DYN[key]), providers=CPU)
+    s1 = ort.InferenceSession(str(out), so, providers=CPU)
+    lengths = (5, 16, 23) if key == "bert-large-dyn" else (16,)
+    for batch in (1, 3):
+        for seq in lengths:
+            feeds = _dyn_feeds(DYN[key], batch, seq, seed=batch * 100 + seq)
+            (o0,) = s0.run(None, feeds)
+            (o1,) = s1.run(None, feeds)
+            assert o1.shape == o0.shape and o0.shape[0] == batch, (batch, seq)
+            np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL,
+                                       err_msg=f"batch {batch} seq {seq}")
+
+
+def test_without_symbolic_inference_dynamic_sequence_left_alone(tmp_path, monkeypatch):
+    """The fallback: without symbolic shape inference the report says why, and the sites whose broadcast it would
+    have proven stay as they are (the same bytes)."""
+    monkeypatch.setitem(sys.modules, "onnxruntime.tools.symbolic_shape_infer", None)  # import fails
+    report, out = _fused(DYN["bert-large-dyn"], tmp_path)
+    assert not report.fused and len(report.left_alone) == LAYERS, report.text()
+    assert "symbolic shape inference unavailable" in report.notes[0] and "note" in report.text()
+    assert all("cannot prove it broadcasts" in s.reasons[0] for s in report.left_alone), report.text()
+    assert out.read_bytes() == DYN["bert-large-dyn"].read_bytes()
+
+
 def test_rewrite_cli(tmp_path):
     out = tmp_path / "bert.fused.onnx"
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "rewrite_model.py"), str(TINY["bert-large"]), str(out),
@@ -141,9 +222,13 @@ def test_regenerate_tiny_models_match(tmp_path):
     pytest.importorskip("transformers", reason="regenerating the tiny models needs transformers "
                                                "(pip install -e '.[models]')")
     from ort_integration import models  # noqa: PLC0415
-    for name in MODELS:
-        new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None)))
-        old = onnx.load(str(TINY[name]))
+    cases = [(name, TINY[name], {}) for name in MODELS] + \
+            [(name, DYN[f"{name}-dynb"], {"dynamic_batch": True}) for name in MODELS] + \
+            [("bert-large", DYN["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True})]
+    for name, path, dyn in cases:
+        new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None,
+                                          **dyn)))
+        old = onnx.load(str(path))
         assert _structure(new) == _structure(old), name
         meta_old = {p.key: p.value for p in old.metadata_props}
         meta_new = {p.key: p.value for p in new.metadata_props}
@@ -398,6 +483,31 @@ def test_symbolic_batch_same_name_fused(so, tmp_path):
     report, src, dst = _rewrite_proto(model, tmp_path)
     assert len(report.fused) == 1 and report.fused[0].details["bias_shape"] == ["b", 1, 1, 7], report.text()
     _compare(so, src, dst, _qkm(m=(2, 1, 1, 7)))
+
+
+@pytest.mark.parametrize("via", ["input", "broadcast"])
+def test_symbolic_dim_not_provable_left_alone(tmp_path, via):
+    """Symbolic inference does not equate symbols it cannot prove equal. input: mask [b, 1, 1, k] against scores
+    [b, 3, 5, n]. broadcast: mask = Ma [b, 1, 1, k] + Mb [b, 1, 1, n] - its last dim is n or k (when n is 1), and
+    merging k with n there would be an assumption; the scores' last dim is n."""
+    model = attention(q=("b", 3, 5, 8), k=("b", 3, "n", 8), add=("b", 1, 1, "k"))
+    if via == "broadcast":
+        g = model.graph
+        g.input[2].name = "Ma"
+        g.input.append(helper.make_tensor_value_info("Mb", TensorProto.FLOAT16, ["b", 1, 1, "n"]))
+        g.node.insert(0, helper.make_node("Add", ["Ma", "Mb"], ["M"]))
+    report, src, dst = _rewrite_proto(model, tmp_path)
+    assert not report.fused and not report.notes, report.text()
+    assert "cannot prove it broadcasts" in report.left_alone[0].reasons[0] or \
+           "is unknown" in report.left_alone[0].reasons[0], report.text()
+    assert dst.read_bytes() == src.read_bytes()
+
+
+def test_min_broadcast_rule():
+    """a vs Min(k, a), k >= 1: the broadcast is a; anything else is not decided by the rule."""
+    assert rewrite._min_of("Min(32, sequence)", "sequence") and rewrite._min_of("Min(1, s)", "s")
+    assert not rewrite._min_of("Min(0, s)", "s") and not rewrite._min_of("Min(32, t)", "s")
+    assert not rewrite._min_of("Max(32, s)", "s") and not rewrite._min_of("Min(s, t)", "s")
 
 
 def test_model_workloads_of_the_tiny_models(tmp_path):
