@@ -34,6 +34,8 @@ def compile_module(mod, target_name: str, embed_ptx: bool = False):
         return cuda_build.compile_cuda(mod, target)
     if embed_ptx:
         raise ValueError("embed_ptx: only CUDA targets have PTX")
+    from schedules import llvm  # noqa: PLC0415
+    target = llvm.export_target(target)  # the host's vector ISA: the generic kernels rely on LLVM's vectorizer
     with target:
         return tvm.compile(mod, target=target)
 

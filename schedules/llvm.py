@@ -2,7 +2,9 @@
 
 * `generic_schedule`: a fixed schedule for the symbolic-size kernels (one per variant) that serve every
   shape nobody tuned: rows of all batches in parallel, the whole row pipeline (GEMM row, max, exp, sum,
-  normalize) computed at the row so S never leaves the per-row scratch.
+  normalize) computed at the row so S never leaves the per-row scratch, innermost loops unit-stride for
+  LLVM's loop vectorizer.
+* `export_target`: the llvm target the bundle is compiled for (host vector ISA, reassociable reductions).
 * `design_space`: what Meta-Schedule searches for a tuned llvm kernel — its default llvm rules, except
   that MultiLevelTiling may not fuse a write cache into the consumer: with the softmax blocks after the
   GEMM that fusion fails (reverse_compute_at: "producers not present under the target loop") and
@@ -16,7 +18,29 @@ from tvm.s_tir import meta_schedule as ms
 from .worker_init import ignore_stop_signals
 
 
+def _trans_b(sch: tvm.s_tir.Schedule, s) -> bool:
+    """Whether block "S" reads B as [..., N, K] (its last index is the reduction variable)."""
+    block = sch.get(s)
+    vk = block.iter_vars[4].var
+    return any(r.source.name == "Bm" and r.region[3].min.same_as(vk) for r in block.reads)
+
+
 def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
+    """Rows of all batches (B0 * B1 * M) in parallel; each row's pipeline (GEMM row, max, exp, sum, normalize)
+    computed at the row, so S, E and the row statistics live in N-sized per-row scratch.
+
+    Every size stays symbolic, so the schedule makes no vectors itself (a split of a symbolic loop leaves a
+    predicate that TVM's vectorizer scalarizes): it lays the loops out so that LLVM's loop vectorizer, which handles
+    runtime trip counts and tails, finds unit-stride innermost loops, and `export_target` gives it the host's vector
+    ISA (F16C/AVX: the fp16 -> fp32 widening becomes one instruction, not a libcall per multiply-add) and lets it
+    reassociate float reductions.
+    * "S" without transB: the k loop outside, j inside: S[j] += A[i, k] * B[k, j] over a contiguous row of B, no
+      reduction in the inner loop. The row of S is zeroed first (decompose_reduction).
+    * "S" with transB: j outside, k inside: a dot product of two contiguous rows, a reduction over k that LLVM
+      vectorizes only because fast-math-reassoc allows it to (k outside would read B with stride K: 3x slower).
+    * "row_max", "row_sum": reductions over j, vectorized the same way; "exp" and "P": elementwise over j.
+    Numerics: only the order of the fp32 additions in the GEMM and the row sum changes (NaN and inf propagate as in
+    any order); masking, the fully-masked-row zeros and the NaN rows are the template's Selects, untouched."""
     sch = tvm.s_tir.Schedule(func)
     out = sch.get_sblock("P")
     b0, b1, i, _ = sch.get_loops(out)
@@ -24,7 +48,23 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     sch.parallel(row)
     for name in ("row_sum", "exp", "row_max", "S"):
         sch.compute_at(sch.get_sblock(name), row)
+    s = sch.get_sblock("S")
+    j, k = sch.get_loops(s)[1:]
+    sch.decompose_reduction(s, j)
+    if not _trans_b(sch, s):
+        sch.reorder(k, j)
     return sch
+
+
+def export_target(target: tvm.target.Target) -> tvm.target.Target:
+    """The llvm target the bundle is compiled for: `target` plus the host CPU (-mcpu, for its vector ISA) and
+    fast-math-reassoc (vectorized float reductions; see generic_schedule). A bundle's op library is built against
+    this machine's TVM and ORT and runs here, so its kernels may use this CPU's instructions. No other fast-math
+    flag: nnan/ninf would break the NaN-row and masking contract, arcp/afn would change exp and the division."""
+    attrs = dict(target.export())
+    attrs.setdefault("mcpu", tvm.target.codegen.llvm_get_system_cpu())
+    attrs["fast-math-reassoc"] = True
+    return tvm.target.Target(attrs)
 
 
 def design_space() -> ms.space_generator.SpaceGenerator:
