@@ -365,6 +365,9 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "functions": entries,
     }
+    if not targets.is_cuda(target_name):  # the CPU the kernels need (schedules/llvm.export_mcpu; bundle.cc checks it)
+        from schedules import llvm  # noqa: PLC0415
+        manifest["cpu"] = llvm.export_mcpu()
     tmp = out_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     os.replace(tmp, out_dir / MANIFEST)

@@ -12,6 +12,8 @@
 """
 from __future__ import annotations
 
+import platform
+
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
@@ -56,13 +58,32 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     return sch
 
 
+# The x86-64 ISA level llvm bundles are compiled for where the building CPU has it: AVX2, FMA and F16C (the fp16 ->
+# fp32 widening in one instruction, not a libcall per multiply-add), so a bundle runs on any CPU of that level
+# (Intel since 2013, AMD since 2015), not only on the one that built it. The op checks it when it loads the bundle
+# (manifest "cpu", ort_integration/src/bundle.cc): a CPU without it gets an error, never an illegal instruction.
+X86_LEVEL = "x86-64-v3"
+_X86_LEVEL_FLAGS = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}  # /proc/cpuinfo's names
+
+
+def export_mcpu() -> str:
+    """-mcpu of an llvm bundle: X86_LEVEL where this x86-64 CPU has it, else this CPU's own (LLVM's name for it)."""
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        try:
+            flags = set(next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split())
+        except (OSError, StopIteration):
+            flags = set()
+        if _X86_LEVEL_FLAGS <= flags:
+            return X86_LEVEL
+    return tvm.target.codegen.llvm_get_system_cpu()
+
+
 def export_target(target: tvm.target.Target) -> tvm.target.Target:
-    """The llvm target the bundle is compiled for: `target` plus the host CPU (-mcpu, for its vector ISA) and
-    fast-math-reassoc (vectorized float reductions; see generic_schedule). A bundle's op library is built against
-    this machine's TVM and ORT and runs here, so its kernels may use this CPU's instructions. No other fast-math
-    flag: nnan/ninf would break the NaN-row and masking contract, arcp/afn would change exp and the division."""
+    """The llvm target the bundle is compiled for: `target` plus -mcpu (export_mcpu, for a vector ISA) and
+    fast-math-reassoc (vectorized float reductions; see generic_schedule). No other fast-math flag: nnan/ninf would
+    break the NaN-row and masking contract, arcp/afn would change exp and the division."""
     attrs = dict(target.export())
-    attrs.setdefault("mcpu", tvm.target.codegen.llvm_get_system_cpu())
+    attrs.setdefault("mcpu", export_mcpu())
     attrs["fast-math-reassoc"] = True
     return tvm.target.Target(attrs)
 

@@ -658,6 +658,21 @@ def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, wh
     check(opts(bundle, device), "float16", [2, 3, 4], [4, 5])  # registering the good bundle still works
 
 
+def test_cpu_bundle_names_the_cpu_its_kernels_need(bundle, device):
+    """An llvm bundle records the -mcpu its kernels were compiled for (schedules/llvm.export_mcpu); on x86-64 that is
+    the x86-64-v3 level where this CPU has it, which the op checks when it loads the bundle (the session fixture did:
+    this CPU has it), so a bundle copied to an older CPU fails with the fix instead of an illegal instruction."""
+    from schedules import llvm
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    if device != "cpu":
+        assert "cpu" not in manifest
+        return
+    assert manifest["cpu"] == llvm.export_mcpu()
+    if manifest["cpu"] == llvm.X86_LEVEL:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        assert {"avx2", "fma", "f16c"} <= set(flags)
+
+
 def test_library_without_bundle_next_to_it(bundle, tmp_path):
     """Without FLASHGEMM_BUNDLE_DIR the bundle is the library's own directory (dladdr)."""
     shutil.copy(library_path(bundle), tmp_path / LIBRARY)
