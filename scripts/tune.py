@@ -69,10 +69,11 @@ def main(argv=None) -> int:
     ap.add_argument("--key", default=None, help="the servers' key (default: $TVM_TRACKER_KEY)")
     ap.add_argument("--rpc-timeout", type=count(1), default=60,
                     help="seconds a server gives one candidate before killing its session (default 60)")
-    ap.add_argument("--max-minutes", type=number(positive=True), default=None,
-                    help="stop after the first batch that ends past this many minutes, writing the database as a "
-                         "finished run does (SIGTERM and Ctrl-C do the same after the batch in flight); run again "
-                         "to go on. For machines with a per-command time limit: the limit minus one batch")
+    ap.add_argument("--max-minutes", type=number(0.0), default=None,
+                    help="stop after the first batch that ends past this many minutes (0: after the first batch), "
+                         "writing the database as a finished run does (SIGTERM and Ctrl-C do the same after the "
+                         "batch in flight); run again to go on. For machines with a per-command time limit: the "
+                         "limit minus one batch")
     ap.add_argument("--jobs", type=count(1), default=1,
                     help="workloads tuned at once (needs --runner rpc: the tracker keeps their measurements "
                          "apart); builder cores are split between them (default 1)")
