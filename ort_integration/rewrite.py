@@ -112,6 +112,14 @@ class Report:
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
+        symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
+        if symbolic:
+            # a CUDA bundle serves a length with a fast kernel only when one was built for it; every other length
+            # goes to the generic kernel, far slower than the unfused graph: say so where the user decides to fuse
+            lines.append(f"  warning {len(symbolic)} fused site(s) have symbolic lengths (M or N): on the GPU, lengths "
+                         f"without a tuned or default-schedule kernel run on the generic kernel, much slower than the "
+                         f"original graph; build kernels for the lengths you serve (scripts/build.py --workload SPEC, "
+                         f"or --from-model with a model exported at that length)")
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
             lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "
@@ -304,6 +312,7 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             site = self.report.site(_node_name(probs.producer()))
             site.fused, site.details = True, {k: attrs[k] for k in ("scale", "bias", "bias_shape")}
             site.details["transB"] = 0
+            site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
             out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2 and 3 can find the site
         return out
 
