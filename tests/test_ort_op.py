@@ -463,6 +463,84 @@ def test_scale_specialized_twin_dispatch(bundle, device, tmp_path, monkeypatch, 
         assert f"fgs_f16_tb0_bias0_masknone_causal0_generic ({tag}) sizes=[1,3,4,6,5]" in err, (scale, err)
 
 
+def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
+    """An any-length manifest entry (sizes [1, 1, Mb, Nb, K], any_batch and any_length) serves every call of its
+    variant with M <= Mb, N <= Nb and this K, for any batch, after the exact and any-batch entries and before the
+    generic kernel: the smallest bound that holds the call; at one bound a fixed-batch twin whose batch dim matches
+    first, then tuned before default. Stand-ins: the generic functions (they serve any shape)."""
+    d = tmp_path / "any-length"
+    d.mkdir()
+    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    by_name = {f["name"]: f for f in manifest["functions"]}
+    k = 8
+    plain = by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"]
+    biased = by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"]
+
+    def any_length(base, m, n, schedule="default", **extra):
+        return dict(base, tuned=schedule == "tuned", schedule=schedule, sizes=[1, 1, m, n, k], any_batch=True,
+                    any_length=True, workload="w", **extra)
+
+    manifest["functions"] += [
+        # listed largest first: the choice must not follow the manifest's order
+        any_length(plain, 256, 256), any_length(plain, 128, 128),
+        # an any-batch entry of the call's own M, N, K comes before every any-length one
+        dict(plain, tuned=False, schedule="default", sizes=[1, 1, 60, 60, k], any_batch=True, workload="w"),
+        # more alignment than any call has (the op sees at most 256): never chosen, although the smallest bound
+        any_length(plain, 64, 64, align=4096),
+        # bias: a default and a tuned kernel at one bound, the tuned one after, and a B0 = 1 default twin there
+        any_length(biased, 256, 256), any_length(biased, 256, 256, schedule="tuned"),
+        any_length(biased, 256, 256, fixed_batch=[0, 1])]
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so2 = opts(bundle, device)
+    rng = np.random.default_rng(12)
+    for a_shape, b_shape, with_bias, tag in (
+            ([2, 100, k], [k, 100], False, "default, any length <= 128x128"),
+            ([2, 128, k], [k, 128], False, "default, any length <= 128x128"),
+            ([2, 100, k], [k, 200], False, "default, any length <= 256x256"),
+            ([2, 200, k], [k, 200], False, "default, any length <= 256x256"),
+            ([2, 3, 200, k], [k, 100], False, "default, any length <= 256x256"),  # any batch
+            ([2, 60, k], [k, 60], False, "default"),  # the any-batch entry of these M, N, K
+            ([2, 30, k], [k, 30], False, "default, any length <= 128x128"),  # the align 4096 one is skipped
+            ([2, 300, k], [k, 300], False, "generic"),  # M and N beyond every bound
+            ([2, 100, k], [k, 257], False, "generic"),  # N beyond every bound
+            ([2, 100, k + 1], [k + 1, 100], False, "generic"),  # another K
+            ([3, 2, 100, k], [2, k, 100], True, "tuned, any length <= 256x256"),  # B0 = 3: not the B0 = 1 twin
+            ([3, 100, k], [k, 100], True, "default, B0=1, any length <= 256x256")):  # the twin before tuned
+        a, b = rand(rng, a_shape, "float16"), rand(rng, b_shape, "float16")
+        n = b_shape[-1]
+        feeds = {"A": a, "B": b, **({"bias": rand(rng, [n], "float16")} if with_bias else {})}
+        model = make_model("float16", a_shape, b_shape, [n] if with_bias else None, scale=0.3)
+        (p,) = run(session(so2, model), feeds)
+        np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b, feeds.get("bias"), scale=0.3),
+                                   rtol=0, atol=ATOL["float16"])
+        sizes = canonicalize(a.shape, b.shape).sizes
+        line = (f"fgs_f16_tb0_bias{int(with_bias)}_masknone_causal0_generic ({tag}) "
+                f"sizes=[{','.join(str(x) for x in sizes)}]")
+        err = capfd.readouterr().err
+        assert line in err, (a_shape, b_shape, tag, err)
+
+
+def test_generic_kernel_warning(so, device, capfd):
+    """On the GPU a call that only the generic kernel serves logs a WARNING through ORT's logger, once per node and
+    sizes, naming the fix; on the CPU (where the generic kernel is the normal, vectorized path) it logs none."""
+    sess = session(so, make_model("float16", [3, 7, 5], [5, 9]))
+    rng = np.random.default_rng(13)
+    feeds = {"A": rand(rng, [3, 7, 5], "float16"), "B": rand(rng, [5, 9], "float16")}
+    for _ in range(3):
+        run(sess, feeds)
+    err = capfd.readouterr().err
+    if device == "cpu":
+        assert "generic kernel" not in err, err
+        return
+    assert err.count("generic kernel") == 1, err
+    for needle in ("FusedGemmSoftmax (node 'fgs')", "[1,3,7,9,5]", "much slower", "scripts/build.py --target sm_",
+                   "--from-model", "scripts/tune.py --from-model"):
+        assert needle in err, (needle, err)
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 def test_tvm_error_becomes_status(bundle, device, tmp_path, monkeypatch):
@@ -619,6 +697,15 @@ def _bad_bundle(bundle, tmp_path, what):
     elif what == "bad_scale":  # a scale-specialized twin's scale is a finite number
         manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
                                         fixed_batch=[0, 1], scale="0.125")
+    elif what == "any_length_without_any_batch":  # an any-length kernel serves any batch
+        manifest["functions"][2].update(tuned=False, schedule="default", sizes=[1, 1, 128, 128, 64], any_batch=False,
+                                        any_length=True)
+    elif what == "any_length_with_scale":  # any-length kernels are not specialized on a scale
+        manifest["functions"][2].update(tuned=False, schedule="default", sizes=[1, 1, 128, 128, 64], any_batch=True,
+                                        fixed_batch=[0, 1], scale=0.125, any_length=True)
+    elif what == "any_length_bad_bound":  # the bound holds at least one row and column
+        manifest["functions"][2].update(tuned=False, schedule="default", sizes=[1, 1, 0, 128, 64], any_batch=True,
+                                        any_length=True)
     elif what == "scale_without_twin":  # only a fixed-batch twin is specialized on a scale
         manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
                                         scale=0.125)
@@ -642,6 +729,9 @@ FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.p
     ("bad_fixed_batch", ['functions[2]."fixed_batch" is not [0 or 1, a positive size]']),
     ("bad_scale", ['functions[2]."scale" is not a finite number']),
     ("scale_without_twin", ['functions[2]."scale" is set on a kernel that is not a fixed-batch twin']),
+    ("any_length_without_any_batch", ['functions[2]."any_length" is set on a kernel that is not any_batch']),
+    ("any_length_with_scale", ['functions[2]."any_length" is set on a kernel specialized on a scale']),
+    ("any_length_bad_bound", ['functions[2]."sizes" of an any_length kernel does not bound M and N']),
 ])
 def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, what, needles):
     if what == "cuda" and device == "cuda":

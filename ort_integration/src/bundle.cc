@@ -2,10 +2,12 @@
 
 #include <tvm/ffi/extra/json.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "elf_check.h"
 
@@ -217,7 +219,21 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         k.has_scale = true;
         k.scale = static_cast<float>(*value);
       }
-      if (k.has_scale)
+      // any_length (absent in older manifests: false): serves every M <= sizes[2], N <= sizes[3] with K == sizes[4],
+      // for any batch (the batch entries of "sizes" mean nothing)
+      std::optional<tvm::ffi::Any> any_length = entry_obj->Get(tvm::ffi::String("any_length"));
+      if (any_length.has_value() && e.Int("any_length") != 0) {
+        if (!any_batch) e.Fail("any_length", "is set on a kernel that is not any_batch");
+        if (k.has_scale) e.Fail("any_length", "is set on a kernel specialized on a scale (\"scale\" must be null)");
+        if (s[2] < 1 || s[3] < 1 || s[4] < 1)
+          e.Fail("sizes", "of an any_length kernel does not bound M and N (entries 2 and 3) or give K (entry 4): each "
+                          "must be at least 1");
+        k.any_length = true;
+        k.max_m = s[2];
+        k.max_n = s[3];
+        k.k = s[4];
+        b->any_length_[v.Key()].push_back(std::move(k));
+      } else if (k.has_scale)
         b->tuned_fixed_batch_scale_.emplace(
             std::make_pair(v.Key(), std::array<int64_t, 6>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4],
                                                             ScaleBits(k.scale)}),
@@ -234,6 +250,14 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       b->generic_.emplace(v.Key(), std::move(k));
     }
   }
+  // Find takes the first any-length kernel that serves the call: order them by preference once, here.
+  for (auto& [key, kernels] : b->any_length_)
+    std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& x, const Kernel& y) {
+      auto rank = [](const Kernel& q) {
+        return std::make_tuple(q.max_m * q.max_n, q.fixed_dim < 0, q.schedule != "tuned");
+      };
+      return rank(x) < rank(y);
+    });
   return b;
 }
 
@@ -251,6 +275,13 @@ const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, i
   }
   auto a = tuned_any_batch_.find({variant_key, {sizes[2], sizes[3], sizes[4]}});
   if (a != tuned_any_batch_.end() && a->second.align <= ptr_align) return &a->second;
+  if (auto l = any_length_.find(variant_key); l != any_length_.end()) {
+    for (const Kernel& k : l->second) {
+      if (k.k == sizes[4] && k.max_m >= sizes[2] && k.max_n >= sizes[3] && k.align <= ptr_align &&
+          (k.fixed_dim < 0 || sizes[k.fixed_dim] == k.fixed_value))
+        return &k;
+    }
+  }
   auto g = generic_.find(variant_key);
   return g == generic_.end() ? nullptr : &g->second;
 }

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace flashgemm {
 
@@ -38,6 +39,9 @@ struct Kernel {
   int64_t fixed_value = 0;
   bool has_scale = false;  // manifest "scale": a fixed-batch twin specialized on this scale, served only to it
   float scale = 0.0f;
+  // manifest "any_length": serves every call of its variant with M <= max_m, N <= max_n and K == k (any batch)
+  bool any_length = false;
+  int64_t max_m = 0, max_n = 0, k = 0;
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -54,7 +58,9 @@ class Bundle {
 
   // The shape's own kernel, tuned or default-schedule (exact sizes; else an any-batch twin whose static batch dim
   // matches, the one specialized on `scale` (bit for bit) first; else one for any batch with these M, N, K), else
-  // the generic one of the variant, else nullptr.
+  // an any-length kernel whose bound holds M and N and whose K is the call's (the smallest bound; at equal bounds a
+  // matching fixed-batch twin before a plain one, tuned before default), else the generic one of the variant, else
+  // nullptr.
   // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
@@ -74,6 +80,10 @@ class Bundle {
   std::map<std::pair<std::string, std::array<int64_t, 5>>, Kernel> tuned_fixed_batch_;
   // those twins specialized on a scale (manifest "scale"): [dim, value, M, N, K, the scale's float32 bits]
   std::map<std::pair<std::string, std::array<int64_t, 6>>, Kernel> tuned_fixed_batch_scale_;
+  // any-length kernels (manifest "any_length") per variant key, sorted at load in the order Find prefers them:
+  // smallest max_m * max_n first, then fixed-batch twins before plain ones, then tuned before default; Find takes
+  // the first that serves the call
+  std::unordered_map<std::string, std::vector<Kernel>> any_length_;
 };
 
 }  // namespace flashgemm

@@ -238,7 +238,10 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
                    (kernel->fixed_dim < 0 ? std::string()
                                           : ", B" + std::to_string(kernel->fixed_dim) + "=" +
                                                 std::to_string(kernel->fixed_value)) +
-                   (kernel->has_scale ? ", scale=" + ScaleText(kernel->scale) : std::string()))
+                   (kernel->has_scale ? ", scale=" + ScaleText(kernel->scale) : std::string()) +
+                   (kernel->any_length ? ", any length <= " + std::to_string(kernel->max_m) + "x" +
+                                             std::to_string(kernel->max_n)
+                                       : std::string()))
                       .c_str(),
                   static_cast<long long>(sizes[0]),
                   static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
@@ -247,6 +250,8 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
     std::lock_guard<std::mutex> lock(logged_mu_);
     if (logged_.insert(line).second) std::fputs(line, stderr);
   }
+
+  if (dev.device_type == kDLCUDA && kernel->schedule == "generic") WarnGeneric(raw_ctx, sizes);
 
   // K == 0: A @ B is all zeros, but a reduction of extent 0 never runs its init. Feed K = 1 with zero rows
   // instead (A and B read a zero vector of max(M, N) elements through stride-0 batch dims).
@@ -323,6 +328,28 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
     return Ort::Status((node_ + ": kernel " + kernel->name + " failed: " + e.what()).c_str(), ORT_RUNTIME_EXCEPTION);
   }
   return Ort::Status{nullptr};
+}
+
+void FusedGemmSoftmaxKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes) const {
+  {
+    std::lock_guard<std::mutex> lock(warned_mu_);
+    if (!warned_.insert(sizes).second) return;
+  }
+  const std::string sizes_text = "[" + std::to_string(sizes[0]) + "," + std::to_string(sizes[1]) + "," +
+                                 std::to_string(sizes[2]) + "," + std::to_string(sizes[3]) + "," +
+                                 std::to_string(sizes[4]) + "]";
+  const std::string msg =
+      node_ + ": no tuned or default-schedule kernel in the bundle " + bundle_.dir() + " serves sizes [B0,B1,M,N,K]=" +
+      sizes_text + ", so the generic kernel runs them on the GPU, much slower (6-14x) than a tuned or default-schedule "
+      "kernel. Rebuild the bundle for the model's shapes: python scripts/build.py --target " + bundle_.target() +
+      " --from-model <model.onnx> (tuning them with scripts/tune.py --from-model makes them faster still)";
+  try {
+    const OrtLogger* raw = nullptr;
+    Ort::ThrowOnError(Ort::GetApi().KernelContext_GetLogger(ctx, &raw));
+    Ort::Logger logger(raw);
+    ORT_CXX_LOG_NOEXCEPT(logger, ORT_LOGGING_LEVEL_WARNING, msg.c_str());
+  } catch (const std::exception&) {  // a warning that cannot be logged must not fail the run
+  }
 }
 
 OrtStatusPtr FusedGemmSoftmaxOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
