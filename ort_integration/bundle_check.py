@@ -3,7 +3,8 @@
 What a user runs after `scripts/build.py` on the machine that will serve the model, and what compute-sanitizer
 runs over (scripts/check_bundle.py --sanitizer memcheck,racecheck): the exact binary that ORT loads, every
 function in its manifest. Shapes: a tuned or default-schedule kernel runs its own M, N, K at a small batch (it
-serves any batch; shape-specific kernels run their own batch); a generic kernel runs an odd shape (M, N, K not
+serves any batch; shape-specific kernels run their own batch); an any-length kernel runs several lengths up to its
+bound (_any_length_sizes); a generic kernel runs an odd shape (M, N, K not
 multiples of 16) with a fully masked row where the variant has a mask. Every run also has NaN and +inf in a few rows
 (poke_special_values), whose expected output (NaN rows, or zeros for a fully masked row) the FP64 reference gives.
 Tolerances as the tests: fp16 atol 2e-3, bf16 atol 1.6e-2.
@@ -44,6 +45,26 @@ def _sizes(fn: dict) -> tuple:
             dim, value = fn["fixed_batch"]
             b0, b1 = (value, b1) if dim == 0 else (b0, value)
     return b0, b1, m, n, k
+
+
+def _any_length_sizes(fn: dict) -> list:
+    """An any-length kernel's runs: its bound, lengths just under it (odd, so no vector of P or B lines up), a short
+    square and a non-square call, at a batch of 2 x 3 (1 x 2 past 512 x 512; the bound's rows and columns past M and N must stay unread
+    and unwritten: compute-sanitizer's memcheck sees a stray access)."""
+    _, _, mb, nb, k = fn["sizes"]
+    pairs = [(mb, nb), (mb - 1, nb - 3), (max(1, mb // 2 + 3), max(1, nb // 2 + 3)), (min(mb, 17), min(nb, 17)),
+             (max(1, mb - 5), max(1, nb // 3 + 1))]
+    b0, b1 = (2, 3) if mb * nb <= 512 * 512 else (1, 2)  # the FP64 reference's time grows with the bound
+    out = []
+    for m, n in pairs:
+        if (b0, b1, m, n, k) not in out and m >= 1 and n >= 1:
+            out.append((b0, b1, m, n, k))
+    return out
+
+
+def sizes_of(fn: dict) -> list:
+    """The sizes (b0, b1, M, N, K) a manifest function is checked at."""
+    return _any_length_sizes(fn) if fn.get("any_length") else [_sizes(fn)]
 
 
 SPECIAL_ROWS = 4  # rows of the first batches that poke_special_values writes into (the last batch takes B's NaN)
@@ -129,10 +150,11 @@ def device_args(dev, a, b, bias, mask) -> list:
     return args
 
 
-def check_function(mod, fn: dict, dev, seed: int = 0) -> dict:
-    """Run one manifest function on random inputs with special values poked into a few rows
-    (poke_special_values); returns {name, sizes, max_abs_err, nan_ok, poked, nan_rows, ok, kind}."""
-    b0, b1, m, n, k = sizes = _sizes(fn)
+def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = None) -> dict:
+    """Run one manifest function (at `sizes`, default its first of sizes_of) on random inputs with special values
+    poked into a few rows (poke_special_values); returns {name, sizes, max_abs_err, nan_ok, poked, nan_rows, ok,
+    kind}."""
+    b0, b1, m, n, k = sizes = sizes or sizes_of(fn)[0]
     dtype = fn["dtype"]
     a, b, bias, mask, scale = inputs(fn, sizes, seed)
     poked = poke_special_values(a, b, bias, mask, bool(fn["trans_b"]))
@@ -172,9 +194,10 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     for fn in manifest["functions"]:
         if only and only not in fn["name"]:
             continue
-        res = check_function(mod, fn, dev)
-        results.append(res)
-        log(f"{'ok  ' if res['ok'] else 'FAIL'} {res['name']:60s} {res['kind']:8s} "
-            f"{'x'.join(map(str, res['sizes'])):22s} max abs err {res['max_abs_err']:.2e}  "
-            f"NaN rows {res['nan_rows']} {'as expected' if res['nan_ok'] else 'WRONG'}")
+        for sizes in sizes_of(fn):
+            res = check_function(mod, fn, dev, sizes=sizes)
+            results.append(res)
+            log(f"{'ok  ' if res['ok'] else 'FAIL'} {res['name']:60s} {res['kind']:8s} "
+                f"{'x'.join(map(str, res['sizes'])):22s} max abs err {res['max_abs_err']:.2e}  "
+                f"NaN rows {res['nan_rows']} {'as expected' if res['nan_ok'] else 'WRONG'}")
     return results

@@ -65,8 +65,13 @@ def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: s
     return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{batch}m{m}_n{n}_k{k}{bits}"
 
 
+def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default") -> str:
+    """An any-length kernel: named by variant, bound and K."""
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}len{bound[0]}x{bound[1]}_k{k}"
+
+
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False, schedule=None, fixed_batch=None, scale=None):
+           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -78,9 +83,13 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
         "schedule": schedule or ("tuned" if shape is not None else "generic"),
         "tuned": (schedule or "tuned") == "tuned" and shape is not None,
-        "sizes": list(shape.sizes) if shape is not None else None,  # [B0, B1, M, N, K] as tuned / scheduled
+        # [B0, B1, M, N, K] as tuned / scheduled; an any-length kernel's: [1, 1, Mb, Nb, K], its bound
+        "sizes": ([1, 1, *bound, shape.sizes[4]] if bound else list(shape.sizes)) if shape is not None else None,
         # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
         "any_batch": bool(any_batch),
+        # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch (tuning_db.any_length);
+        # the op takes the smallest bound that holds a call
+        "any_length": bool(bound),
         # fixed_batch: [dim, value] for an any-batch kernel's twin that serves only the calls whose canonical batch
         # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
         # math); null for the others
@@ -289,13 +298,15 @@ def _compile_limited(funcs: dict, entries: list, target_name: str, limit_s: floa
 
 
 def _log_compiling(funcs: dict, entries: list, target_name: str, log) -> None:
-    n_default = sum(e["schedule"] == "default" for e in entries)
+    n_any = sum(e["any_length"] for e in entries)
+    n_default = sum(e["schedule"] == "default" and not e["any_length"] for e in entries)
     n_twins = sum(bool(e["fixed_batch"]) and e["scale"] is None for e in entries)
     n_scaled = sum(e["scale"] is not None for e in entries)
     log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] and not e['fixed_batch'] for e in entries)} tuned"
         f"{f', {n_twins} fixed-batch twins' if n_twins else ''}"
         f"{f', {n_scaled} twins specialized on their scale' if n_scaled else ''}"
-        f"{f', {n_default} default-schedule' if n_default else ''}) for {target_name} ...")
+        f"{f', {n_default} default-schedule' if n_default else ''}"
+        f"{f', {n_any} any-length' if n_any else ''}) for {target_name} ...")
 
 
 def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
@@ -327,6 +338,15 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             "global_symbol", name)
         entries.append(_entry(name, v))
     for tk in tuned:
+        if tk.bound is not None:
+            name = any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind)
+            if name not in funcs:
+                funcs[name] = tk.shipped_func(tk.schedule, name)
+                entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
+                                      None if tk.kind == "default" else (tk.source_target or target_name),
+                                      tk.source_target is not None, align=TENSOR_CORE_ALIGN, any_batch=True,
+                                      schedule=tk.kind, bound=tk.bound))
+            continue
         name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
         if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
             continue

@@ -65,6 +65,10 @@ def _bert_tiny() -> dict:
                 intermediate_size=128, max_position_embeddings=32)
 
 
+def _bert_small() -> dict:  # (sentence-transformers/all-MiniLM-L6-v2: 6 layers, 12 heads of 32)
+    return dict(_bert_large(), hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
+
+
 def _vit_b16() -> dict:  # (google/vit-base-patch16-224)
     return dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                 hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.02,
@@ -167,6 +171,10 @@ SPECS = {
         "bert-large", "google-bert/bert-large-uncased", _bert_large, _bert_tiny, _bert,
         lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 512, gen), "last_hidden_state",
         "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
+    "bert-small": ModelSpec(
+        "bert-small", "sentence-transformers/all-MiniLM-L6-v2", _bert_small, _bert_tiny, _bert,
+        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 128, gen), "last_hidden_state",
+        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
     "vit-b16": ModelSpec(
         "vit-b16", "google/vit-base-patch16-224", _vit_b16, _vit_tiny, _vit,
         lambda cfg, b, gen, tiny: {"pixel_values": _randn((b, cfg["num_channels"], cfg["image_size"],
@@ -179,6 +187,7 @@ SPECS = {
         "last_hidden_state", "encoder_layers"),
 }
 NAMES = tuple(SPECS)
+SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the scripts)
 
 
 def _randn(shape, gen):

@@ -780,17 +780,23 @@ def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
     return report
 
 
-def workloads_of_models(paths, log: Callable = print) -> list:
+def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False) -> list:
     """The workload specs of every model in `paths` (model_workloads), each model's listed in the log: what
     `tune.py --from-model` tunes and `build.py --from-model` builds kernels for. ValueError, with the fix, for a
-    missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K."""
+    missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K
+    (symbolic_ok: unless it has sites of symbolic lengths, which any-length kernels serve: model_any_length)."""
     specs = []
     for path in paths:
         if not os.path.isfile(path):
             raise ModelFileError(f"--from-model {path}: no such file (give the path of an ONNX model)")
         found = model_workloads(path)
-        log(f"{path}: {len(found)} attention-score workload(s)" + "".join(f"\n  {s}" for s in found))
+        log(f"{path}: {len(found)} attention-score workload(s) of static shape" + "".join(f"\n  {s}" for s in found))
         if not found:
+            if model_any_length(path):
+                if symbolic_ok:
+                    continue
+                raise ValueError(f"--from-model {path}: every fusable attention-score site has a symbolic batch or "
+                                 f"length; scripts/build.py --from-model builds any-length kernels for them")
             raise ValueError(f"--from-model {path}: no fusable attention-score site with static M, N, K "
                              f"(see scripts/rewrite_model.py's report)")
         specs += found
@@ -818,8 +824,9 @@ def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool 
         bias = node.inputs[2] if len(node.inputs) > 2 else None
         mask = node.inputs[3] if len(node.inputs) > 3 else None
         shapes = [_shape(v) for v in (a, b, bias, mask)]
-        if any(s is not None and (None in s) for s in shapes) or shapes[0] is None or shapes[1] is None:
-            continue
+        if shapes[0] is None or shapes[1] is None or any(
+                s is not None and not all(isinstance(d, int) for d in s) for s in shapes):
+            continue  # a symbolic length: any-length kernels serve it (model_any_length)
         dtype = SUPPORTED.get(a.dtype)
         if dtype is None:
             continue
@@ -845,6 +852,41 @@ def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool 
     return named
 
 
+def model_any_length(path: os.PathLike) -> list:
+    """(Variant, K) of each kind of FusedGemmSoftmax site whose batch or lengths are symbolic in the model at `path`
+    (rewritten in memory first when it is not): what the bundle's any-length kernels (tuning_db.any_length) must
+    cover for it. Sites with an unknown K, or a K the any-length form does not take, are left to the generic
+    kernel."""
+    from tir_kernels.variant import Variant  # noqa: PLC0415
+    model = load_model(path)
+    infer_shapes(model)
+    infer_symbolic_shapes(model)
+    if not any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph):
+        rewrite_model(model, name=Path(path).name, shapes=False)
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+    out = []
+    for node in model.graph:
+        if node.op_type != OP_TYPE or node.domain != DOMAIN:
+            continue
+        a, b = node.inputs[0], node.inputs[1]
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+        mask = node.inputs[3] if len(node.inputs) > 3 else None
+        shapes = [_shape(v) for v in (a, b)]
+        dtype = SUPPORTED.get(a.dtype)
+        if dtype is None or shapes[0] is None or shapes[1] is None or all(
+                isinstance(d, int) for s in shapes for d in s):
+            continue  # static: model_workloads covers it
+        k = shapes[0][-1]
+        if not isinstance(k, int):
+            continue
+        variant = Variant(dtype, bool(_attr(node, "transB", 0)), bias is not None,
+                          "none" if mask is None else "bool" if mask.dtype == ir.DataType.BOOL else "add",
+                          bool(_attr(node, "causal", 0)))
+        if (variant, k) not in out:
+            out.append((variant, k))
+    return out
+
+
 def _has_external_data(model: ir.Model) -> bool:
     return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
 
@@ -855,4 +897,5 @@ def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
 
 
 __all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
-                          "rewrite_file", "count_ops", "model_workloads", "load_model", "ModelFileError")
+                          "rewrite_file", "count_ops", "model_workloads", "model_any_length", "load_model",
+                          "ModelFileError")

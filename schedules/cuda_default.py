@@ -168,6 +168,10 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None):
         cands = choose_row_vector_decisions(n, k, tiles[0])
     else:
         cands = choose_decisions(m, n, k, trans_b, *tiles)
+        if cuda_space.is_any_length(probe) and not trans_b:
+            # B [K, N] of the any-length form: rows N long, N known only at the call, so a vector copy could
+            # straddle a row's end or be misaligned: element by element
+            cands = [dict(c, vec_b=0) for c in cands]
     procs = _postprocs(mod, target_name)
     tried = 0
     for cand in cands:

@@ -53,6 +53,8 @@ import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from tir_kernels.fused_gemm_softmax import ANY_LENGTH_ATTR
+
 from . import cuda_runner, targets
 from .mutate_categorical import MutateCategorical
 from .tensor_intrin import intrin_group, shared_16x16_to_ldmatrix_32x8_layout
@@ -222,7 +224,7 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     func = sch.mod["main"]
     b0e, b1e, m, n, k = _sizes(func)
     check_shape(target_name, m, n, k)
-    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name == "A")
+    dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name in ("A", "A_pad"))
     trans_b = _is_trans_b(sch)
     names = intrin_group(str(dtype), trans_b, SMEM)
     reducible_max = _row_max_reducible(sch)
@@ -233,10 +235,18 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     # shape, so the same instructions replay on the runtime form of that shape.
     # M and N are padded to multiples of 32 / 64 (not just 16) when larger: the tile counts then have
     # the factors 2 and 4 that warps / rows-per-block need (197 -> 13 tiles of 16 is prime; 256 -> 16).
+    # The any-length form (tir_kernels) brings its own A_pad/Bm_pad guards, and its bounds are multiples of the
+    # factors (kernel_library.LENGTH_BOUNDS), so nothing more is padded.
+    any_length = is_any_length(sch)
     m_fac, n_fac = _pad_factors(m, n)
     pad_a, pad_b = bool(m % m_fac or k % 16), bool(n % n_fac or k % 16)
     pad_s = bool(m % m_fac or n % n_fac)
-    if pad_a or pad_b or pad_s:
+    if any_length:
+        if pad_a or pad_b or pad_s:
+            raise UnsupportedShapeError(f"any-length bound M={m}, N={n}, K={k} is not a multiple of ({m_fac}, "
+                                        f"{n_fac}, 16)")
+        pad_a = pad_b = True
+    elif pad_a or pad_b or pad_s:
         sch.pad_einsum(s_blk, [1, 1, m_fac, n_fac, 16])
     if pad_s:  # S_pad -> S copy: inline into the softmax blocks, which then read the padded buffer
         sch.compute_inline(sch.get_sblock("S_pad"))
@@ -306,8 +316,8 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     _, cx, cv = sch.split(c, factors=[None, 32, pv])
     sch.bind(ry, "threadIdx.y")
     sch.bind(cx, "threadIdx.x")
-    if n % 4 == 0:  # P rows start pv-aligned only when N % pv == 0 (else scalar stores: never misaligned)
-        sch.vectorize(cv)
+    if n % 4 == 0 and not any_length:  # P rows start pv-aligned only when N % pv == 0 (else scalar stores: never
+        sch.vectorize(cv)               # misaligned); the any-length form's N is known only at the call
     # unroll knob on the GEMM part only: TVM 0.27 fails to build a cross-thread reduction inside an
     # explicitly unrolled loop ("variables (red_buf0,) are used, but are not passed in"), so the usual
     # root-level meta_schedule.unroll_explicit (which reaches the softmax loops) is not used.
@@ -333,6 +343,11 @@ def pipeline_sketches(sch, ko, stage_options=PIPELINE_STAGES) -> list:
         s2.annotate(ko, "software_pipeline_async_stages", [0])
         out.append(s2)
     return out
+
+
+def is_any_length(sch: tvm.s_tir.Schedule) -> bool:
+    """Whether this module is the template's any-length form (symbolic M and N under a static bound)."""
+    return bool(sch.mod["main"].attrs.get(ANY_LENGTH_ATTR, False))
 
 
 def _is_trans_b(sch: tvm.s_tir.Schedule) -> bool:
@@ -392,6 +407,8 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
             if hopper and cuda_split_n.chunk_width(sch) not in cuda_split_n.CHUNK_WIDTHS:
                 return hopper  # the wide form: wgmma only (cuda_split_n.schedule refuses its chunk width)
             return cuda_split_n.schedule(sch, target_name) + hopper
+        if is_any_length(sch):  # the one-pass space over the bound (guards in the template; before the padded test)
+            return _schedule(sch, target_name)
         if cuda_recompute.is_recompute_form(sch):  # (before the padded form's test: it is a padded form too)
             return cuda_recompute.schedule(sch, target_name)
         if cuda_registers.is_padded_form(sch):  # made for the register sketches (cuda_registers.padded_sizes)

@@ -43,7 +43,7 @@ def main(argv=None) -> int:
                    fix="give a JSON this script wrote, or a new path"):
         old = json.loads(out.read_text())["results"] if out.exists() else []
         results = {r["model"]: r for r in old}
-    for name in args.model or models.NAMES:
+    for name in args.model or models.SEED_MODELS:
         results[name] = model_bench.bench_model(name, args.bundle, args.work, batch=args.batch, reps=args.reps,
                                                 vit_inputs=args.vit_inputs)
         model_bench.save([results[m] for m in models.NAMES if m in results], out)

@@ -11,6 +11,11 @@ tensor-core space with a default schedule (chosen by rule, untuned: "schedule": 
 for each of those shapes that has no tuned kernel, far faster than the generic kernel that otherwise
 serves them. Tuning them (scripts/tune.py --from-model) is faster still.
 
+Any length: a CUDA bundle also holds any-length kernels (tuning_db/any_length.py: default schedules, one per
+bound of a ladder up to 2048, each serving every shorter M and N of its variant and head size), for the usual head
+sizes and mask kinds (--any-length common, the default) and for the sites of --from-model models whose batch or
+sequence axes are symbolic, so a model exported with dynamic axes runs on tensor cores at every length.
+
 Then: ort_integration.session.session_options(BUNDLE_DIR) registers the op library on a SessionOptions (no
 argument: <repo>/build/llvm; a relative BUNDLE_DIR resolves from the current directory).
 """
@@ -25,12 +30,28 @@ sys.path.insert(0, ROOT)
 from scripts._cli import ArgumentParser, number  # noqa: E402
 
 
+def _log(msg: str) -> None:
+    print(f"[build] {msg}", flush=True)
+
+
 def _workloads(specs: list, models: list) -> list:
     from tir_kernels.workloads import parse  # noqa: PLC0415
     if models:
         from ort_integration.rewrite import workloads_of_models  # noqa: PLC0415
-        specs = specs + workloads_of_models(models, log=lambda msg: print(f"[build] {msg}"))
+        specs = specs + workloads_of_models(models, log=_log, symbolic_ok=True)
     return [parse(s) for s in specs]
+
+
+def _any_length_kernels(choice: str, models: list, target: str) -> list:
+    from tuning_db import any_length  # noqa: PLC0415
+    requests = any_length.model_requests(models, log=_log) if models else []
+    if choice == "common":
+        requests += [r for r in any_length.common() if r not in requests]
+    if not requests:
+        return []
+    _log(f"any-length kernels for {len(requests)} (variant, head size) pairs, lengths up to "
+         f"{any_length.LENGTH_BOUNDS[-1]} ...")
+    return any_length.kernels_for(requests, target, log=_log)
 
 
 def main(argv=None) -> int:
@@ -49,6 +70,11 @@ def main(argv=None) -> int:
                          "past that its tuned kernels are left out the same way. CUDA: also the limit of each tuned "
                          "kernel's register measurement (past it, no register cap). A compile past its limit is killed "
                          "(nvcc included). Default: kernel_library.COMPILE_LIMIT_S, 120; 0: no limit")
+    ap.add_argument("--any-length", choices=("common", "model", "none"), default="common",
+                    help="CUDA: which any-length kernels the bundle holds: common (the usual head sizes 32-128 and "
+                         "mask kinds, plus those of --from-model models with symbolic lengths), model (only the "
+                         "latter), none (lengths without a kernel of their own take the generic kernel). "
+                         "Default: common")
     ap.add_argument("--no-native", action="store_true", help="skip building the custom-op library")
     ap.add_argument("--embed-ptx", action="store_true",
                     help="CUDA: embed the kernels' PTX beside their machine code, so that a newer GPU can run them "
@@ -77,6 +103,8 @@ def main(argv=None) -> int:
         tuned = best.load_all(target, args.db, compile_limit_s=limit)
         if extra and targets.is_cuda(target):
             tuned = best.with_defaults(tuned, extra, target)
+        if targets.is_cuda(target) and args.any_length != "none":
+            tuned = tuned + _any_length_kernels(args.any_length, args.from_model, target)
         elif extra:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")

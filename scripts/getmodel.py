@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
 
-    scripts/getmodel.py --model bert-large|vit-b16|whisper-enc|all [--tiny] [--dtype float32|float16]
+    scripts/getmodel.py --model bert-large|bert-small|vit-b16|whisper-enc|all [--tiny] [--dtype float32|float16]
                         [--batch N] [--dynamic-batch] [--dynamic-seq] [--seed S] [--out DIR]
 
     bert-large   BERT-Large (google-bert/bert-large-uncased config), seq 512, inputs input_ids + attention_mask
+    bert-small   a small BERT (sentence-transformers/all-MiniLM-L6-v2 config: 6 layers, 12 heads of 32), seq 128
     vit-b16      ViT-B/16 (google/vit-base-patch16-224 config), 224x224 -> 197 tokens, input pixel_values
     whisper-enc  Whisper large-v2 encoder (openai/whisper-large-v2 config), 80 mel x 3000 frames -> 1500 positions
 
@@ -43,11 +44,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         ap.error(f"--out {args.out} is a file", fix="give a directory for the models; it is created if missing")
-    names = models.NAMES if args.model == "all" else (args.model,)
+    names = models.SEED_MODELS if args.model == "all" else (args.model,)
     fixed = [n for n in names if not models.SPECS[n].seq_inputs]
     if args.dynamic_seq and fixed:
         ap.error(f"--dynamic-seq: the sequence length of {', '.join(fixed)} is fixed by its input size",
-                 fix="use --dynamic-seq with --model bert-large only")
+                 fix="use --dynamic-seq with --model bert-large or bert-small only")
     try:
         import torch  # noqa: F401, PLC0415
         import transformers  # noqa: F401, PLC0415

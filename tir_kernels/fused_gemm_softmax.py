@@ -44,6 +44,8 @@ POS_INF = float("inf")
 # structure is the tuning databases' key); only the tuner and the benchmarks call it, with byte_offset 0, as do the
 # op (ort_integration/src/op.cc) and DLPack tensors.
 P_OFFSET_FACTOR = 4
+# function attribute of the any-length form (_any_length): the schedules tell it from the padded form by it
+ANY_LENGTH_ATTR = "flashgemm.any_length"
 
 
 def p_offset_factor(align: int, strided: bool) -> int:
@@ -55,10 +57,12 @@ def _strides(name: str, n: int):
 
 
 def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2,
-              chunk: int = 0, pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0):
+              chunk: int = 0, pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0,
+              bound: Optional[tuple] = None):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
     bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'.
-    pad: (Mp, Np, Kp) for the padded form (_padded), else None."""
+    pad: (Mp, Np, Kp) for the padded form (_padded), else None.
+    bound: (Mb, Nb) for the any-length form (_any_length), else None."""
     dt = variant.dtype
     B0, B1, M, N, K = sizes
     bc = bcast or {}
@@ -90,18 +94,23 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     def b_elem(Bm, b0, b1, k, j):
         return Bm[at("b", b0, b1, j, k)] if trans_b else Bm[at("b", b0, b1, k, j)]
 
-    def logit(S, Bias, Mask, scale, b0, b1, i, j):
+    def logit(S, Bias, Mask, scale, b0, b1, i, j, inside=None):
+        """inside: the any-length form's bounds test (i < M and j < N); bias and mask are read only there."""
+        def read(buf, t, outside):
+            v = buf[at(t, b0, b1, i, j)]
+            return v if inside is None else T.if_then_else(inside, v, T.cast(outside, buf.dtype))
+
         x = S[b0, b1, i, j] * scale
         if has_bias:
-            x = x + T.cast(Bias[at("bias", b0, b1, i, j)], "float32")
+            x = x + T.cast(read(Bias, "bias", 0), "float32")
         # Select, not if_then_else: both arms are safe to evaluate, and TVM's buffer-region analysis narrows a read
         # under an if_then_else by the condition (j > i + N - M ...), which with symbolic batch sizes left the
         # register sketches' accumulator region uncompacted (schedules/cuda_registers.py)
         if mask_kind == "add":
-            mv = T.cast(Mask[at("mask", b0, b1, i, j)], "float32")
+            mv = T.cast(read(Mask, "mask", 0), "float32")
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif mask_kind == "bool":
-            x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
+            x = T.Select(read(Mask, "mask", 1) != T.uint8(0), x, T.float32(NEG_INF))
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
         return x
@@ -152,6 +161,10 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
                 P[v0, v1, vi, vj] = T.cast(T.if_then_else(
                     row_sum[v0, v1, vi] == T.float32(0), T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
 
+    if bound:
+        return _drop_unused_params(_any_length(variant, sizes, bound, a_shape, b_shape, a_strides, b_strides,
+                                               (bias_shape, bias_strides, mask_shape, mask_strides, mask_dtype),
+                                               align, at, logit), variant)
     if pad:
         return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
                                            logit, recompute, chunk, stat_cols), variant)
@@ -518,6 +531,96 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     return fused_gemm_softmax_recompute if recompute else fused_gemm_softmax_padded
 
 
+def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_strides, bias_mask, align, at, logit):
+    """The any-length form: one kernel serves every M <= Mb and N <= Nb (M, N symbolic, the bound (Mb, Nb) static).
+    Every block iterates over the bound, so a schedule of the one-pass space (static tiles, S rows in shared
+    memory) applies as to a static shape, and the real lengths enter only as guards: A and B are read through
+    zero-filled "A_pad"/"Bm_pad" blocks (the names pad_einsum gives them: the schedule inlines them into its
+    global->shared copies as predicates), bias and mask only inside the bounds, a column past N has logit -inf
+    (probability 0, outside the row's max and sum), and "P" stores only the real rows and columns. K is static
+    and a multiple of 16 (no padding of the reduction). The grid covers Mb rows: rows past M cost their GEMM
+    tile, which is why the bundle holds a ladder of bounds (ort_integration.kernel_library.LENGTH_BOUNDS) and the
+    op picks the smallest bound that holds the call."""
+    dt = variant.dtype
+    B0, B1, M, N, K = sizes
+    Mb, Nb = (int(x) for x in bound)
+    if not isinstance(K, int) or K % 16:
+        raise ValueError(f"the any-length form needs a static K that is a multiple of 16, not {K}")
+    for real, b, what in ((M, Mb, "M"), (N, Nb, "N")):
+        if isinstance(real, int) and real > b:
+            raise ValueError(f"the any-length form's bound {what}={b} is smaller than {what}={real}")
+    bias_shape, bias_strides, mask_shape, mask_strides, mask_dtype = bias_mask
+    trans_b = variant.trans_b
+    p_offset = p_offset_factor(align, a_strides is not None)
+    bp_shape = (B0, B1, Nb, K) if trans_b else (B0, B1, K, Nb)
+
+    def bp_elem(Bm_pad, b0, b1, k, j):
+        return Bm_pad[b0, b1, j, k] if trans_b else Bm_pad[b0, b1, k, j]
+
+    def masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj):
+        inside = tvm.tirx.And(vi < M, vj < N)
+        return T.Select(vj < N, logit(S, Bias, Mask, scale, v0, v1, vi, vj, inside), T.float32(NEG_INF))
+
+    @T.prim_func(s_tir=True)
+    def fused_gemm_softmax_any_length(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                      p_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True, ANY_LENGTH_ATTR: 1})
+        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+        Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
+        Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
+        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
+        A_pad = T.sblock_alloc_buffer((B0, B1, Mb, K), dt)
+        Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
+        S = T.sblock_alloc_buffer((B0, B1, Mb, Nb), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, Mb), "float32")
+        E = T.sblock_alloc_buffer((B0, B1, Mb, Nb), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, Mb), "float32")
+        for b0, b1, i, k in T.grid(B0, B1, Mb, K):
+            with T.sblock("A_pad"):
+                v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
+                A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
+        for b0, b1, r, c in T.grid(*bp_shape):
+            with T.sblock("Bm_pad"):
+                v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
+                Bm_pad[v0, v1, vr, vc] = T.if_then_else((vr if trans_b else vc) < N, Bm[at("b", v0, v1, vr, vc)],
+                                                        T.cast(0, dt))
+        for b0, b1, i, j, k in T.grid(B0, B1, Mb, Nb, K):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, Mb, Nb):
+            with T.sblock("row_max"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_max[v0, v1, vi] = T.min_value("float32")
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj))
+        for b0, b1, i, j in T.grid(B0, B1, Mb, Nb):
+            with T.sblock("exp"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                E[v0, v1, vi, vj] = T.exp(masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+        for b0, b1, i, j in T.grid(B0, B1, Mb, Nb):
+            with T.sblock("row_sum"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_sum[v0, v1, vi] = T.float32(0)
+                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
+        for b0, b1, i, j in T.grid(B0, B1, Mb, Nb):
+            with T.sblock("P"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                T.reads(row_sum[v0, v1, vi], E[v0, v1, vi, vj])
+                T.writes(P[v0, v1, vi, vj])
+                if vi < M and vj < N:
+                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
+                        E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
+
+    return fused_gemm_softmax_any_length
+
+
 def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.PrimFunc:
     """The template always declares bias and mask; remove the ones this variant does not read."""
     a, b, bias, mask, p, scale = func.params
@@ -528,7 +631,8 @@ def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.P
 def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name: str = "main",
                  align: int = 2, any_batch: bool = False, chunk: int = 0,
                  pad: Optional[tuple] = None, recompute: bool = False,
-                 fixed_batch: Optional[tuple] = None, stat_cols: int = 0) -> tvm.tirx.PrimFunc:
+                 fixed_batch: Optional[tuple] = None, stat_cols: int = 0,
+                 bound: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
@@ -548,7 +652,17 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     pad: (Mp, Np, Kp) for the padded form (_padded: static M, N, K, no bias or mask), else None.
     recompute: with pad, the recompute form (_padded; schedules/cuda_recompute); with chunk too, its two-sweep form,
     whose chunk statistics are per group of stat_cols columns (0: the chunk).
+    bound: (Mb, Nb) for the any-length form (_any_length): M and N symbolic up to the bound, K from `shape`, the
+    batch dims as any_batch / fixed_batch say.
     """
+    if bound is not None:
+        if shape is None:
+            raise ValueError("the any-length form takes K from `shape`")
+        batch = [tvm.tirx.Var("B0", "int32"), tvm.tirx.Var("B1", "int32")] if any_batch else list(shape.sizes[:2])
+        if any_batch and fixed_batch is not None:
+            batch[fixed_batch[0]] = int(fixed_batch[1])
+        sizes = (*batch, tvm.tirx.Var("M", "int32"), tvm.tirx.Var("N", "int32"), shape.sizes[4])
+        return _template(variant, sizes, strided=True, align=align, bound=bound).with_attr("global_symbol", name)
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
     elif any_batch:
@@ -563,9 +677,10 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
 
 
 def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: int = 0,
-                pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0) -> tvm.tirx.PrimFunc:
-    """The kernel as Meta-Schedule measures it (see the module docstring); chunk, pad, recompute, stat_cols as in
-    runtime_func."""
+                pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0,
+                bound: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
+    """The kernel as Meta-Schedule measures it (see the module docstring); chunk, pad, recompute, stat_cols, bound as
+    in runtime_func (with bound, the any-length form at the shape's M and N)."""
     bcast = {"a": tuple(s == 0 for s in shape.a_strides[:2]) + (False, False),
              "b": tuple(s == 0 for s in shape.b_strides[:2]) + (False, False)}
     if shape.bias_strides is not None:
@@ -573,5 +688,5 @@ def tuning_func(variant: Variant, shape: CanonicalShape, scale: float, chunk: in
     if shape.mask_strides is not None:
         bcast["mask"] = tuple(s == 0 for s in shape.mask_strides)
     func = _template(variant, shape.sizes, strided=False, bcast=bcast, chunk=chunk, pad=pad, recompute=recompute,
-                     stat_cols=stat_cols)
+                     stat_cols=stat_cols, bound=bound)
     return func.specialize({func.params[-1]: tvm.tirx.FloatImm("float32", float(scale))})

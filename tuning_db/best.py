@@ -47,6 +47,8 @@ class TunedKernel:
     # CUDA: the registers a thread the measured (tuning) form took; the export compiles schedule and twin with that
     # cap (schedules.cuda_build.MAX_REGISTERS_ATTR: their index math may cost the few registers that lose a block)
     max_registers: Optional[int] = None
+    # an any-length kernel (tuning_db.any_length): serves every M <= bound[0], N <= bound[1] of its variant and K
+    bound: Optional[tuple] = None
 
     def shipped_func(self, sch: tvm.s_tir.Schedule, symbol: str, scale: Optional[float] = None) -> tvm.tirx.PrimFunc:
         """`sch`'s (the schedule's or the twin's) function as compiled for shipping: named `symbol`, with the

@@ -1,0 +1,122 @@
+"""Any-length kernels (tuning_db/any_length.py): the template's any-length form computes the op at every M <= Mb,
+N <= Nb (checked on the CPU against the FP64 reference, special values included), the models' symbolic sites are
+found, and the CUDA kernels compile with their bounds guarded (compile-only here; tests/test_gpu_kernels.py and
+scripts/check_bundle.py run them)."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm
+
+from compile_worker import run_compile_worker
+from ort_integration.bundle_check import _any_length_sizes, compare, inputs, poke_special_values
+from tir_kernels import Variant, fused_gemm_softmax_ref, runtime_func
+from tir_kernels.variant import canonicalize
+
+DATA = Path(__file__).parent / "data"
+VARIANTS = [Variant("float16", True), Variant("float16", True, True), Variant("float16", False, False, "add"),
+            Variant("bfloat16", True, False, "bool", True), Variant("float16", True, True, "add", True)]
+
+
+def _run_llvm(variant, bound, sizes):
+    """The any-length form, unscheduled (serial loops), compiled for the CPU and run at `sizes`."""
+    b0, b1, m, n, k = sizes
+    shape = canonicalize((1, 1, bound[0], k), (1, 1, bound[1], k) if variant.trans_b else (1, 1, k, bound[1]),
+                         variant.trans_b)
+    func = runtime_func(variant, shape, any_batch=True, bound=bound)
+    lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    fn = {"dtype": variant.dtype, "trans_b": int(variant.trans_b), "bias": int(variant.has_bias),
+          "mask": variant.mask, "causal": int(variant.causal), "scale": None}
+    a, b, bias, mask, scale = inputs(fn, sizes, seed=m * 31 + n)
+    poked = poke_special_values(a, b, bias, mask, variant.trans_b)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(x, dev) for x in (a, b)]
+    if bias is not None:
+        args.append(tvm.runtime.tensor(bias, dev))
+    if mask is not None:
+        args.append(tvm.runtime.tensor(mask.astype(np.uint8) if mask.dtype == np.bool_ else mask, dev))
+    p = tvm.runtime.empty((b0, b1, m, n), variant.dtype, dev)
+    lib["main"](*args, p, np.float32(scale))
+    ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=variant.trans_b, causal=variant.causal)
+    return p.numpy().astype(np.float64), ref, poked
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.key)
+def test_any_length_form_matches_the_reference_below_its_bound(variant):
+    bound = (48, 64)
+    fn = {"sizes": [1, 1, *bound, 16]}
+    for sizes in _any_length_sizes(fn):
+        out, ref, poked = _run_llvm(variant, bound, sizes)
+        err, nan_ok = compare(out, ref)
+        assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
+        assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
+
+
+def test_any_length_form_rejects_what_it_cannot_serve():
+    shape = canonicalize((1, 1, 64, 40), (1, 1, 64, 40), True)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        runtime_func(Variant("float16", True), shape, any_batch=True, bound=(64, 64))
+
+
+def test_model_sites_with_symbolic_lengths_are_found():
+    from ort_integration.rewrite import model_any_length, workloads_of_models
+    found = model_any_length(DATA / "bert-large-tiny-dyn.f16.onnx")
+    assert found == [(Variant("float16", True, True, "none", False), 32)]
+    assert model_any_length(DATA / "bert-large-tiny.f16.onnx") == []
+    with pytest.raises(ValueError, match="build.py --from-model builds any-length kernels"):
+        workloads_of_models([str(DATA / "bert-large-tiny-dyn.f16.onnx")], log=lambda msg: None)
+    assert workloads_of_models([str(DATA / "bert-large-tiny-dyn.f16.onnx")], log=lambda msg: None,
+                               symbolic_ok=True) == []
+
+
+def test_common_set_and_ladder():
+    from tuning_db import any_length
+    bounds = any_length.LENGTH_BOUNDS
+    assert list(bounds) == sorted(bounds) and bounds[-1] >= 2048
+    assert all(b % 32 == 0 and (b <= 64 or b % 64 == 0) for b in bounds)  # cuda_space._pad_factors: no re-padding
+    assert all(hi / lo <= 2 for lo, hi in zip(bounds, bounds[1:])) and all(
+        hi / lo <= 1.5 for lo, hi in zip(bounds, bounds[1:]) if lo >= 128)
+    pairs = any_length.common()
+    assert {k for _, k in pairs} == {32, 64, 80, 96, 128}
+    assert {(v.has_bias, v.mask, v.causal) for v, _ in pairs} >= {(False, "none", False), (False, "add", False),
+                                                                  (False, "bool", False), (True, "none", False),
+                                                                  (False, "none", True)}
+
+
+WORKER = r'''
+import json, sys
+sys.path.insert(0, ".")
+from ort_integration.compile_worker import compile_module
+from tir_kernels import Variant
+from tuning_db import any_length
+import tvm
+out = []
+for arch, dtype, trans_b, bias, mask, causal, k, bounds in json.loads(sys.argv[1]):
+    v = Variant(dtype, trans_b, bias, mask, causal)
+    for tk in any_length.default_kernels(v, k, arch, bounds, log=lambda m: None):
+        lib = compile_module(tvm.IRModule({"k": tk.shipped_func(tk.schedule, "k")}), arch)
+        src = lib.mod.imports[0].inspect_source()
+        out.append({"arch": arch, "variant": v.key, "bound": list(tk.bound), "src": src})
+print("RESULT" + json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    return run_compile_worker(WORKER, [["sm_90", "float16", True, True, "none", False, 32, [64, 192]],
+                                       ["sm_80", "bfloat16", False, False, "add", True, 64, [128]]],
+                              tmp_path_factory)
+
+
+def test_cuda_kernels_guard_their_bounds(compiled):
+    assert [(r["arch"], r["bound"]) for r in compiled] == [("sm_90", [64, 64]), ("sm_90", [192, 192]),
+                                                           ("sm_80", [128, 128])]
+    for r in compiled:
+        src = r["src"]
+        assert "mma" in src, "not a tensor-core kernel"
+        assert re.search(r"< M\b", src) and re.search(r"< N\b", src), "the real lengths are not guarded"
+        assert "_pred_" in src, "the global->shared copies are not predicated"
+        # P's row stride is the runtime N: no vector store of P may assume it aligned
+        assert not re.search(r"\*\(\(uint2\*\)\(P_ptr|\*\(\(half4\*\)\(P_ptr|\*\(\(float2\*\)\(P_ptr", src)
