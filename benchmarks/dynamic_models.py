@@ -71,7 +71,7 @@ def bench_model(name: str, bundle, work_dir, batches, lengths, warmup: int, reps
                     sess = original if key == "original" else fused
                     times[key].append(time_runs(sess, bindings[key], warmup, reps)["median_ms"])
             ms = {key: sorted(v)[len(v) // 2] for key, v in times.items()}
-            kernels = sorted({(f or {}).get("name", "none") for v, kk in sites
+            kernels = sorted({(f or {}).get("name", "none") for v, kk, _ in sites
                               for f in [served_by(functions, v.key, (batch, heads, length, length, kk))]})
             row = {"batch": batch, "length": length, "original_ms": ms["original"], "rewritten_ms": ms["rewritten"],
                    "speedup": ms["original"] / ms["rewritten"], "rounds_ms": times, "max_abs_diff": err,
@@ -79,7 +79,7 @@ def bench_model(name: str, bundle, work_dir, batches, lengths, warmup: int, reps
             rows.append(row)
             log(f"[{name}] b{batch:<3d} L{length:<4d} original {ms['original']:8.3f} ms  rewritten "
                 f"{ms['rewritten']:8.3f} ms  {row['speedup']:.3f}x  |diff| {err:.2e}  {', '.join(kernels)}")
-    return {"model": name, "fused_sites": len(report.fused), "site_kinds": [[v.key, kk] for v, kk in sites],
+    return {"model": name, "fused_sites": len(report.fused), "site_kinds": [[v.key, kk] for v, kk, _ in sites],
             "heads": heads, "k": k, "rows": rows}
 
 

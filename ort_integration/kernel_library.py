@@ -339,6 +339,9 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         entries.append(_entry(name, v))
     for tk in tuned:
         if tk.bound is not None:
+            if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes
+                log(f"[build] {tk.workload}: the any-length kernel's schedule fixes the batch; left out")
+                continue
             name = any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind)
             if name not in funcs:
                 funcs[name] = tk.shipped_func(tk.schedule, name)

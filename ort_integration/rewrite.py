@@ -853,10 +853,10 @@ def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool 
 
 
 def model_any_length(path: os.PathLike) -> list:
-    """(Variant, K) of each kind of FusedGemmSoftmax site whose batch or lengths are symbolic in the model at `path`
-    (rewritten in memory first when it is not): what the bundle's any-length kernels (tuning_db.any_length) must
-    cover for it. Sites with an unknown K, or a K the any-length form does not take, are left to the generic
-    kernel."""
+    """(Variant, K, heads) of each kind of FusedGemmSoftmax site whose batch or lengths are symbolic in the model at
+    `path` (rewritten in memory first when it is not): what the bundle's any-length kernels (tuning_db.any_length)
+    must cover for it. heads: A's dim -3 where static, else 1 (the batch to tune at). Sites with an unknown K are
+    left to the generic kernel."""
     from tir_kernels.variant import Variant  # noqa: PLC0415
     model = load_model(path)
     infer_shapes(model)
@@ -882,8 +882,9 @@ def model_any_length(path: os.PathLike) -> list:
         variant = Variant(dtype, bool(_attr(node, "transB", 0)), bias is not None,
                           "none" if mask is None else "bool" if mask.dtype == ir.DataType.BOOL else "add",
                           bool(_attr(node, "causal", 0)))
-        if (variant, k) not in out:
-            out.append((variant, k))
+        heads = shapes[0][-3] if len(shapes[0]) >= 3 and isinstance(shapes[0][-3], int) else 1
+        if (variant, k, heads) not in out:
+            out.append((variant, k, heads))
     return out
 
 

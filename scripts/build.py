@@ -42,7 +42,7 @@ def _workloads(specs: list, models: list) -> list:
     return [parse(s) for s in specs]
 
 
-def _any_length_kernels(choice: str, models: list, target: str) -> list:
+def _any_length_kernels(choice: str, models: list, target: str, tuned: list) -> list:
     from tuning_db import any_length  # noqa: PLC0415
     requests = any_length.model_requests(models, log=_log) if models else []
     if choice == "common":
@@ -51,7 +51,7 @@ def _any_length_kernels(choice: str, models: list, target: str) -> list:
         return []
     _log(f"any-length kernels for {len(requests)} (variant, head size) pairs, lengths up to "
          f"{any_length.LENGTH_BOUNDS[-1]} ...")
-    return any_length.kernels_for(requests, target, log=_log)
+    return any_length.kernels_for(requests, target, log=_log, tuned=tuned)
 
 
 def main(argv=None) -> int:
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
         if extra and targets.is_cuda(target):
             tuned = best.with_defaults(tuned, extra, target)
         if targets.is_cuda(target) and args.any_length != "none":
-            tuned = tuned + _any_length_kernels(args.any_length, args.from_model, target)
+            tuned = tuned + _any_length_kernels(args.any_length, args.from_model, target, tuned)
         elif extra:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")

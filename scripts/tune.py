@@ -7,7 +7,11 @@
   scripts/tune.py --target auto --from-model build/models/bert-large.f16.onnx --trials 256
 
 --from-model tunes the attention-score shapes of a model (each FusedGemmSoftmax node of a rewritten model, or
-each site the rewrite would fuse): a tuned kernel serves every batch size of its M, N, K.
+each site the rewrite would fuse): a tuned kernel serves every batch size of its M, N, K. Sites whose batch or
+sequence length is symbolic (a dynamic export) get any-length kernels instead (tuning_db/any_length.py), one per
+bound of the ladder that holds a length of --lengths, each tuned at its bound; build.py ships them in place of
+the default-schedule ones:
+  scripts/tune.py --target auto --from-model build/models/bert-large-dyn.f16.onnx --lengths 128,512 --trials 256
 
 Running it again continues toward --trials (the budget is a total, not an increment).
 
@@ -44,6 +48,9 @@ def main(argv=None) -> int:
                     help=f"preset ({', '.join(sorted(PRESETS))}, w1..w4) or a spec string; repeatable")
     ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
                     help="also tune every distinct attention-score shape of this ONNX model; repeatable")
+    ap.add_argument("--lengths", default="128,256,512", metavar="L1,L2,...",
+                    help="for the symbolic sites of --from-model models: the sequence lengths whose any-length "
+                         "kernels to tune (each length's bound; default 128,256,512)")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
                     help="override the workload's dtype; 'both' tunes each")
     ap.add_argument("--trials", type=count(1), default=1024, help="total candidates per workload (default 1024)")
@@ -141,7 +148,30 @@ def main(argv=None) -> int:
         specs = list(args.workload)
         if args.from_model:
             from ort_integration.rewrite import workloads_of_models  # noqa: PLC0415
-            specs += workloads_of_models(args.from_model, log=lambda msg: print(f"[tune] {msg}"))
+            from tuning_db import any_length  # noqa: PLC0415
+
+            def log(msg):
+                print(f"[tune] {msg}", flush=True)
+            try:
+                lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+            except ValueError:
+                raise ValueError(f"--lengths {args.lengths!r}: give sequence lengths, e.g. 128,256,512") from None
+            if not lengths or min(lengths) < 1:
+                raise ValueError(f"--lengths {args.lengths!r}: give positive sequence lengths, e.g. 128,256,512")
+            specs += workloads_of_models(args.from_model, log=log, symbolic_ok=True)
+            dynamic = any_length.tuning_specs(any_length.model_requests(args.from_model, log=log, heads=True),
+                                              lengths)
+            if dynamic and not targets.is_cuda(target):
+                log(f"{len(dynamic)} site kind(s) with symbolic lengths: on {target} the generic kernels serve every "
+                    f"length (any-length kernels are tuned for CUDA targets)")
+                dynamic = []
+                if not specs:
+                    raise ValueError(f"--from-model: nothing to tune for {target}: every site has a symbolic length, "
+                                     f"which the generic kernels serve on the CPU (tune for a CUDA target instead)")
+            if dynamic:
+                log(f"{len(dynamic)} any-length workload(s) for the symbolic sites"
+                    + "".join(f"\n  {s}" for s in dynamic))
+            specs += dynamic
         workloads = [parse(w, d) for w in specs for d in dtypes]
         tracker = rpc_runner.parse_tracker(args.tracker, args.key) if args.runner == "rpc" else None
     except (ValueError, targets.TargetError, rpc_runner.TrackerError) as err:

@@ -2,6 +2,7 @@
 N <= Nb (checked on the CPU against the FP64 reference, special values included), the models' symbolic sites are
 found, and the CUDA kernels compile with their bounds guarded (compile-only here; tests/test_gpu_kernels.py and
 scripts/check_bundle.py run them)."""
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_any_length_form_rejects_what_it_cannot_serve():
 def test_model_sites_with_symbolic_lengths_are_found():
     from ort_integration.rewrite import model_any_length, workloads_of_models
     found = model_any_length(DATA / "bert-large-tiny-dyn.f16.onnx")
-    assert found == [(Variant("float16", True, True, "none", False), 32)]
+    assert found == [(Variant("float16", True, True, "none", False), 32, 2)]
     assert model_any_length(DATA / "bert-large-tiny.f16.onnx") == []
     with pytest.raises(ValueError, match="build.py --from-model builds any-length kernels"):
         workloads_of_models([str(DATA / "bert-large-tiny-dyn.f16.onnx")], log=lambda msg: None)
@@ -120,3 +121,73 @@ def test_cuda_kernels_guard_their_bounds(compiled):
         assert "_pred_" in src, "the global->shared copies are not predicated"
         # P's row stride is the runtime N: no vector store of P may assume it aligned
         assert not re.search(r"\*\(\(uint2\*\)\(P_ptr|\*\(\(half4\*\)\(P_ptr|\*\(\(float2\*\)\(P_ptr", src)
+
+
+def test_tuning_specs_of_a_dynamic_model():
+    from tuning_db import any_length
+    reqs = any_length.model_requests([DATA / "bert-large-tiny-dyn.f16.onnx"], log=lambda msg: None, heads=True)
+    specs = any_length.tuning_specs(reqs, [16, 100, 128, 5000])  # 5000: past the ladder, the generic kernel's
+    assert [s.split("name=")[1] for s in specs] == [
+        f"anylen-f16-tb1-bias1-masknone-causal0-k32-h2-len{b}" for b in (32, 128)]
+    from tir_kernels.workloads import parse
+    wl = parse(specs[1])
+    assert wl.any_length and wl.bound == (128, 128) and wl.canonical.sizes == (8, 2, 128, 128, 32)
+    assert parse(wl.spec()) == dataclasses.replace(wl, name=parse(wl.spec()).name)
+
+
+def test_tune_py_on_llvm_says_the_generic_kernels_serve_symbolic_lengths(tmp_path):
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, str(repo / "scripts" / "tune.py"), "--target", "llvm", "--from-model",
+                           str(DATA / "bert-large-tiny-dyn.f16.onnx"), "--db", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "generic kernels serve on the CPU" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path, monkeypatch, capfd):
+    """The whole path on the GPU: tune.py --from-model on a dynamic export tunes the any-length kernel of its
+    symbolic sites, build.py ships it with default ones for the other bounds, and the rewritten model runs on the
+    tuned one at lengths up to its bound (any batch), on a default one past it, matching the original model."""
+    import subprocess
+    import sys
+
+    import onnxruntime as ort
+
+    from ort_integration import rewrite
+    from ort_integration.session import session_options
+    repo = Path(__file__).resolve().parent.parent
+    model = DATA / "bert-large-tiny-dyn.f16.onnx"
+    db, out = tmp_path / "db", tmp_path / "bundle"
+    from schedules import targets
+    target = targets.resolve("auto")
+    for cmd in (["tune.py", "--target", target, "--from-model", str(model), "--lengths", "16", "--trials", "8",
+                 "--db", str(db)],
+                ["build.py", "--target", target, "--db", str(db), "--out", str(out), "--any-length", "model",
+                 "--from-model", str(model)]):
+        proc = subprocess.run([sys.executable, str(repo / "scripts" / cmd[0]), *cmd[1:]], capture_output=True,
+                              text=True, timeout=900)
+        assert proc.returncode == 0, f"{cmd[0]}: {proc.stderr[-3000:]}"
+    manifest = json.loads((out / "manifest.json").read_text())
+    bounded = sorted((f["sizes"][2], f["schedule"]) for f in manifest["functions"] if f.get("any_length"))
+    assert bounded[:2] == [(32, "tuned"), (64, "default")], bounded
+    fused = tmp_path / "fused.onnx"
+    rewrite.rewrite_file(model, fused, log=lambda *a: None)
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    cuda = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    sess = ort.InferenceSession(str(fused), session_options(out), providers=cuda)
+    original = ort.InferenceSession(str(model), providers=cuda)
+    rng = np.random.default_rng(0)
+    for batch, length, served in ((3, 16, "(tuned, any length <= 32x32)"), (1, 29, "(tuned, any length <= 32x32)"),
+                                  (2, 40, "(default, any length <= 64x64)")):
+        ids = rng.integers(1, 100, (batch, length), dtype=np.int64)
+        mask = np.ones((batch, length), dtype=np.int64)
+        mask[-1, length // 2:] = 0
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        capfd.readouterr()
+        (got,) = sess.run(None, feeds)
+        err = capfd.readouterr().err
+        assert served in err, err
+        (want,) = original.run(None, feeds)
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=2e-2)

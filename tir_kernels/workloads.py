@@ -6,7 +6,8 @@ instance is written as a spec string, e.g.
     a=8x12x197x64,b=8x12x197x64,transB=1,scale=0.125,mask=8x1x1x197:bool,dtype=bfloat16
 
 Keys: a, b (shapes, 'x'-separated), transB (0/1), causal (0/1), scale (float), bias (shape),
-mask (shape, optionally ':bool' or ':add'; additive by default), dtype (float16|bfloat16).
+mask (shape, optionally ':bool' or ':add'; additive by default), dtype (float16|bfloat16), anylength (0/1: the
+any-length kernel whose bound is the spec's M x N, tuning_db/any_length.py).
 """
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ class Workload:
     mask_shape: Optional[tuple] = None
     mask_kind: str = "none"  # none | add | bool
     causal: bool = False
+    # an any-length workload (tuning_db/any_length.py): the kernel of the template's any-length form whose bound is
+    # this M x N, tuned at the bound (every call it serves is at most that long: its time there bounds theirs)
+    any_length: bool = False
+
+    @property
+    def bound(self) -> Optional[tuple]:
+        """(Mb, Nb) of an any-length workload, else None."""
+        return tuple(self.canonical.sizes[2:4]) if self.any_length else None
 
     @property
     def variant(self) -> Variant:
@@ -51,6 +60,8 @@ class Workload:
             parts.append(f"bias={_fmt(self.bias_shape)}")
         if self.mask_shape is not None:
             parts.append(f"mask={_fmt(self.mask_shape)}:{self.mask_kind}")
+        if self.any_length:
+            parts.append("anylength=1")
         return ",".join(parts)
 
     def to_json(self) -> dict:
@@ -123,9 +134,10 @@ def parse(text: str, dtype: Optional[str] = None) -> Workload:
         if not sep:
             raise ValueError(f"bad workload field {part!r}: expected key=value")
         fields[key.strip()] = value.strip()
-    unknown = set(fields) - {"a", "b", "transB", "causal", "scale", "bias", "mask", "dtype", "name"}
+    unknown = set(fields) - {"a", "b", "transB", "causal", "scale", "bias", "mask", "dtype", "name", "anylength"}
     if unknown:
-        raise ValueError(f"unknown workload keys {sorted(unknown)}; known: a, b, transB, causal, scale, bias, mask, dtype")
+        raise ValueError(f"unknown workload keys {sorted(unknown)}; known: a, b, transB, causal, scale, bias, mask, "
+                         f"dtype, anylength")
     if "a" not in fields or "b" not in fields:
         raise ValueError("a workload spec needs at least a=<shape> and b=<shape>")
     mask_shape, mask_kind = None, "none"
@@ -142,7 +154,8 @@ def parse(text: str, dtype: Optional[str] = None) -> Workload:
         a_shape=_shape(fields["a"]), b_shape=_shape(fields["b"]), dtype=wl_dtype,
         trans_b=fields.get("transB", "0") == "1", scale=float(fields.get("scale", 1.0)),
         bias_shape=_shape(fields["bias"]) if "bias" in fields else None,
-        mask_shape=mask_shape, mask_kind=mask_kind, causal=fields.get("causal", "0") == "1")
+        mask_shape=mask_shape, mask_kind=mask_kind, causal=fields.get("causal", "0") == "1",
+        any_length=fields.get("anylength", "0") == "1")
     wl.canonical  # noqa: B018  (validates the shapes; raises ShapeError, a ValueError)
     digest = hashlib.sha1(wl.spec().encode()).hexdigest()[:8]  # scale and masks differ at equal sizes
     name = fields.get("name") or f"custom-{'x'.join(str(s) for s in wl.canonical.sizes)}-{digest}"

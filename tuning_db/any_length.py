@@ -82,26 +82,57 @@ def default_kernels(variant: Variant, k: int, target: str, bounds: Iterable[int]
     return out
 
 
-def model_requests(paths, log: Callable = print) -> list:
-    """(variant, K) of the fused sites with a symbolic length in the models at `paths` (rewritten or not)."""
+def model_requests(paths, log: Callable = print, heads: bool = False) -> list:
+    """(variant, K) of the fused sites with a symbolic length in the models at `paths` (rewritten or not);
+    with heads, (variant, K, heads) (rewrite.model_any_length)."""
     from ort_integration.rewrite import model_any_length  # noqa: PLC0415
     out = []
     for path in paths:
         found = model_any_length(path)
         if found:
             log(f"{path}: {len(found)} site kind(s) with symbolic lengths: "
-                + ", ".join(f"{v.key} K={k}" for v, k in found))
-        out += [x for x in found if x not in out]
+                + ", ".join(f"{v.key} K={k}" for v, k, _ in found))
+        out += [x for x in (found if heads else [(v, k) for v, k, _ in found]) if x not in out]
+    return out
+
+
+TUNING_BATCH = 8  # the batch any-length kernels are tuned at (their schedules never split the batch loops)
+
+
+def tuning_specs(requests, lengths: Iterable[int]) -> list:
+    """Workload specs (tir_kernels.workloads) of the any-length kernels of (variant, K, heads) `requests` at the
+    bounds of LENGTH_BOUNDS that hold `lengths` (each length's smallest bound): what tune.py --from-model tunes for
+    a model's symbolic sites. Each is tuned at its bound, batch TUNING_BATCH x heads, bias/mask as a padding mask
+    [batch, 1, 1, N] broadcast over heads and rows."""
+    bounds = sorted({next(b for b in LENGTH_BOUNDS if b >= L) for L in lengths if L <= LENGTH_BOUNDS[-1]})
+    out = []
+    for variant, k, heads in requests:
+        if not serves(k):
+            continue
+        for bound in bounds:
+            b = f"{TUNING_BATCH}x{heads}x{bound}x{k}"
+            fields = [f"a={b}", f"b={b if variant.trans_b else f'{TUNING_BATCH}x{heads}x{k}x{bound}'}",
+                      f"transB={int(variant.trans_b)}", f"causal={int(variant.causal)}", f"scale={k ** -0.5:.9g}",
+                      f"dtype={variant.dtype}", "anylength=1"]
+            if variant.has_bias:
+                fields.append(f"bias={TUNING_BATCH}x1x1x{bound}")
+            if variant.mask != "none":
+                fields.append(f"mask={TUNING_BATCH}x1x1x{bound}:{variant.mask}")
+            fields.append(f"name=anylen-{variant.key}-k{k}-h{heads}-len{bound}".replace("_", "-"))
+            out.append(",".join(fields))
     return out
 
 
 def kernels_for(requests: Iterable, target: str, bounds: Optional[Iterable[int]] = None,
-                log: Callable = print) -> list:
-    """default_kernels of every (variant, K) in `requests` (duplicates and unserved K skipped)."""
+                log: Callable = print, tuned: Iterable = ()) -> list:
+    """default_kernels of every (variant, K) in `requests` (duplicates and unserved K skipped), but none at a
+    (variant, K, bound) of a tuned any-length kernel in `tuned`."""
+    have = {(tk.variant.key, tk.shape.sizes[4], tk.bound) for tk in tuned if tk.bound}
     out, seen = [], set()
     for variant, k in requests:
         if (variant.key, k) in seen or not serves(k):
             continue
         seen.add((variant.key, k))
-        out += default_kernels(variant, k, target, LENGTH_BOUNDS if bounds is None else bounds, log)
+        todo = [b for b in (LENGTH_BOUNDS if bounds is None else bounds) if (variant.key, k, (b, b)) not in have]
+        out += default_kernels(variant, k, target, todo, log)
     return out

@@ -148,7 +148,7 @@ def on_runtime_func(trace, wl, target: str, form: Form, any_batch: bool, fixed_b
     sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=align, any_batch=any_batch,
                                           chunk=form.chunk, pad=form.pad, recompute=form.recompute,
                                           stat_cols=form.stat_cols,
-                                          fixed_batch=fixed_batch))
+                                          fixed_batch=fixed_batch, bound=form.bound))
     trace.apply_to_schedule(sch, remove_postproc=False)
     return sch
 
@@ -193,9 +193,10 @@ def load_tuned(wl_dir: Path, target: str, compile_limit_s: Optional[float] = Non
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
     # the twin, unless a benchmark of this record found it slower than the plain kernel (tuning_db/twins.py)
-    twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) else {}
+    twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) and not form.bound else {}
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
-                       form=form.name, max_registers=_max_registers(top[0], target, compile_limit_s), **twin)
+                       form=form.name, max_registers=_max_registers(top[0], target, compile_limit_s),
+                       bound=form.bound, **twin)
 
 
 def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print,
@@ -239,8 +240,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
         log(f"[build] {wl_dir.name}: record #{rank + 1} of {source} fits {target} (transferred, not tuned there)")
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
                            any_batch=any_batch, form=form.name,
-                           max_registers=_max_registers(rec, target, compile_limit_s),
-                           **_twin(rec.trace, wl, target, form, any_batch))
+                           max_registers=_max_registers(rec, target, compile_limit_s), bound=form.bound,
+                           **({} if form.bound else _twin(rec.trace, wl, target, form, any_batch)))
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
         + ("the default schedule (untuned) serves it" if tk is not None else "generic kernel"))
@@ -260,6 +261,9 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
         log(f"[build] {name or wl.name}: no default schedule ({err})")
         return None
     sch, any_batch = _replay(trace, wl, target)
+    if wl.any_length:
+        return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
+                           form="any-length", bound=wl.bound)
     return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
                        **_twin(trace, wl, target, None, any_batch))
 

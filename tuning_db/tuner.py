@@ -63,6 +63,7 @@ class Form:
     pad: Optional[tuple] = None
     recompute: bool = False
     stat_cols: int = 0  # the two-sweep form's column groups of chunk statistics (0: the chunk)
+    bound: Optional[tuple] = None  # the any-length form's (Mb, Nb)
 
 
 def forms(workload: Workload, target_name: Optional[str] = None) -> list:
@@ -75,6 +76,8 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     or mask (not long rows: they have split-N), the recompute form (schedules/cuda_recompute), tuned by default
     where rows are at least RECOMPUTE_AUTO_MIN_N long (tuned_forms). On sm_90, long rows also have the wide split-N
     form (wgmma only, CW = 256: cuda_split_n.WIDE_CHUNK), tuned by default beside the primary one."""
+    if workload.any_length:  # one form: the any-length one (guards need the one-pass space's S in shared memory)
+        return [Form("any-length", bound=workload.bound)]
     chunk = split_n_chunk(workload, target_name)
     out = [Form("split-n" if chunk else "one-pass", chunk)]
     if chunk:  # on Hopper, the wide split-N form too (wgmma with CW = 256: cuda_split_n.WIDE_CHUNK)
@@ -131,7 +134,7 @@ def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: boo
 
 def form_module(workload: Workload, form: Form) -> tvm.IRModule:
     func = tuning_func(workload.variant, workload.canonical, workload.scale, chunk=form.chunk, pad=form.pad,
-                       recompute=form.recompute, stat_cols=form.stat_cols)
+                       recompute=form.recompute, stat_cols=form.stat_cols, bound=form.bound)
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
