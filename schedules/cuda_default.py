@@ -129,10 +129,11 @@ _FORMS = {
 _TILE_KEYS = {"i", "j", "k", "w", "kb"}
 
 
-def default_trace(mod: tvm.IRModule, target_name: str, log=None):
+def default_trace(mod: tvm.IRModule, target_name: str, log=None, candidates=None):
     """The trace (postprocessors included, as in a tuning record) of the first candidate of the form's chooser
     that passes the space's postprocessors for `target_name`. Raises cuda_space.UnsupportedShapeError when the
-    space cannot schedule the shape or no candidate fits."""
+    space cannot schedule the shape or no candidate fits. candidates: a function (m, n, k, trans_b, *tile counts)
+    -> decisions, in place of the form's chooser (to compare rules)."""
     target_name = targets.resolve(target_name)
     targets.register_intrinsics(target_name)
     b0, b1, m, n, k = cuda_space._sizes(mod["main"])
@@ -167,7 +168,7 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None):
     elif form == "row_vector":
         cands = choose_row_vector_decisions(n, k, tiles[0])
     else:
-        cands = choose_decisions(m, n, k, trans_b, *tiles)
+        cands = (candidates or choose_decisions)(m, n, k, trans_b, *tiles)
         if cuda_space.is_any_length(probe) and not trans_b:
             # B [K, N] of the any-length form: rows N long, N known only at the call, so a vector copy could
             # straddle a row's end or be misaligned: element by element
