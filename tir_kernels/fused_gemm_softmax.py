@@ -94,23 +94,18 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     def b_elem(Bm, b0, b1, k, j):
         return Bm[at("b", b0, b1, j, k)] if trans_b else Bm[at("b", b0, b1, k, j)]
 
-    def logit(S, Bias, Mask, scale, b0, b1, i, j, inside=None):
-        """inside: the any-length form's bounds test (i < M and j < N); bias and mask are read only there."""
-        def read(buf, t, outside):
-            v = buf[at(t, b0, b1, i, j)]
-            return v if inside is None else T.if_then_else(inside, v, T.cast(outside, buf.dtype))
-
+    def logit(S, Bias, Mask, scale, b0, b1, i, j):
         x = S[b0, b1, i, j] * scale
         if has_bias:
-            x = x + T.cast(read(Bias, "bias", 0), "float32")
+            x = x + T.cast(Bias[at("bias", b0, b1, i, j)], "float32")
         # Select, not if_then_else: both arms are safe to evaluate, and TVM's buffer-region analysis narrows a read
         # under an if_then_else by the condition (j > i + N - M ...), which with symbolic batch sizes left the
         # register sketches' accumulator region uncompacted (schedules/cuda_registers.py)
         if mask_kind == "add":
-            mv = T.cast(read(Mask, "mask", 0), "float32")
+            mv = T.cast(Mask[at("mask", b0, b1, i, j)], "float32")
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif mask_kind == "bool":
-            x = T.Select(read(Mask, "mask", 1) != T.uint8(0), x, T.float32(NEG_INF))
+            x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
         return x
@@ -164,7 +159,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
     if bound:
         return _drop_unused_params(_any_length(variant, sizes, bound, a_shape, b_shape, a_strides, b_strides,
                                                (bias_shape, bias_strides, mask_shape, mask_strides, mask_dtype),
-                                               align, at, logit), variant)
+                                               align, at), variant)
     if pad:
         return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
                                            logit, recompute, chunk, stat_cols), variant)
@@ -531,7 +526,7 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     return fused_gemm_softmax_recompute if recompute else fused_gemm_softmax_padded
 
 
-def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_strides, bias_mask, align, at, logit):
+def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_strides, bias_mask, align, at):
     """The any-length form: one kernel serves every M <= Mb and N <= Nb (M, N symbolic, the bound (Mb, Nb) static).
     Every block iterates over the bound, so a schedule of the one-pass space (static tiles, S rows in shared
     memory) applies as to a static shape, and the real lengths enter only as guards: A and B are read through
@@ -539,7 +534,7 @@ def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_s
     global->shared copies as predicates), bias and mask only inside the bounds, a column past N has logit -inf
     (probability 0, outside the row's max and sum), and "P" stores only the real rows and columns. K is static
     and a multiple of 16 (no padding of the reduction). The grid covers Mb rows: rows past M cost their GEMM
-    tile, which is why the bundle holds a ladder of bounds (ort_integration.kernel_library.LENGTH_BOUNDS) and the
+    tile, which is why the bundle holds a ladder of bounds (tuning_db.any_length.LENGTH_BOUNDS) and the
     op picks the smallest bound that holds the call."""
     dt = variant.dtype
     B0, B1, M, N, K = sizes
@@ -558,8 +553,23 @@ def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_s
         return Bm_pad[b0, b1, j, k] if trans_b else Bm_pad[b0, b1, k, j]
 
     def masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj):
+        """The template's logit with every condition an if_then_else, which is evaluated lazily, never a Select,
+        whose arms are both evaluated: TVM's simplifier takes a Select's condition as known inside its arms, so
+        under Select(j < N, ...) the bias/mask guard (i < M and j < N) lost its j < N, and columns past N were
+        read (compute-sanitizer's memcheck found it)."""
         inside = tvm.tirx.And(vi < M, vj < N)
-        return T.Select(vj < N, logit(S, Bias, Mask, scale, v0, v1, vi, vj, inside), T.float32(NEG_INF))
+        x = S[v0, v1, vi, vj] * scale
+        if variant.has_bias:
+            x = x + T.cast(T.if_then_else(inside, Bias[at("bias", v0, v1, vi, vj)], T.cast(0, dt)), "float32")
+        if variant.mask == "add":
+            mv = T.cast(T.if_then_else(inside, Mask[at("mask", v0, v1, vi, vj)], T.cast(0, dt)), "float32")
+            x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
+        elif variant.mask == "bool":
+            keep = T.if_then_else(inside, Mask[at("mask", v0, v1, vi, vj)], T.uint8(1))
+            x = T.if_then_else(keep != T.uint8(0), x, T.float32(NEG_INF))
+        if variant.causal:
+            x = T.if_then_else(vj > vi + (N - M), T.float32(NEG_INF), x)
+        return T.if_then_else(vj < N, x, T.float32(NEG_INF))
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_any_length(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
