@@ -116,10 +116,11 @@ class Report:
         if symbolic:
             # a CUDA bundle serves a length with a fast kernel only when one was built for it; every other length
             # goes to the generic kernel, far slower than the unfused graph: say so where the user decides to fuse
-            lines.append(f"  warning {len(symbolic)} fused site(s) have symbolic lengths (M or N): on the GPU, lengths "
-                         f"without a tuned or default-schedule kernel run on the generic kernel, much slower than the "
-                         f"original graph; build kernels for the lengths you serve (scripts/build.py --workload SPEC, "
-                         f"or --from-model with a model exported at that length)")
+            lines.append(f"  note    {len(symbolic)} fused site(s) have symbolic lengths (M or N): on the GPU, a CUDA "
+                         f"bundle's any-length kernels serve them up to length 2048 (default schedules for the usual "
+                         f"head sizes and mask kinds; scripts/build.py --from-model THIS_MODEL adds its own kinds, "
+                         f"scripts/tune.py --from-model THIS_MODEL --lengths ... tunes them); longer ones, or a bundle "
+                         f"built with --any-length none, run on the generic kernel, much slower than the original graph")
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
             lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "

@@ -149,7 +149,7 @@ def test_tune_py_on_llvm_says_the_generic_kernels_serve_symbolic_lengths(tmp_pat
 def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path, monkeypatch, capfd):
     """The whole path on the GPU: tune.py --from-model on a dynamic export tunes the any-length kernel of its
     symbolic sites, build.py ships it with default ones for the other bounds, and the rewritten model runs on the
-    tuned one at lengths up to its bound (any batch), on a default one past it, matching the original model."""
+    tuned one at lengths up to its bound (any batch), matching the original model."""
     import subprocess
     import sys
 
@@ -179,11 +179,12 @@ def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path
     sess = ort.InferenceSession(str(fused), session_options(out), providers=cuda)
     original = ort.InferenceSession(str(model), providers=cuda)
     rng = np.random.default_rng(0)
+    # (the tiny model takes at most 32 positions: the default kernels of the longer bounds serve no call of it)
     for batch, length, served in ((3, 16, "(tuned, any length <= 32x32)"), (1, 29, "(tuned, any length <= 32x32)"),
-                                  (2, 40, "(default, any length <= 64x64)")):
+                                  (5, 1, "(tuned, any length <= 32x32)")):
         ids = rng.integers(1, 100, (batch, length), dtype=np.int64)
         mask = np.ones((batch, length), dtype=np.int64)
-        mask[-1, length // 2:] = 0
+        mask[-1, max(1, length // 2):] = 0  # (never a fully padded sequence)
         feeds = {"input_ids": ids, "attention_mask": mask}
         capfd.readouterr()
         (got,) = sess.run(None, feeds)
