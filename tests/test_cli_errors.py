@@ -59,7 +59,7 @@ CASES = {
     "getmodel-zero-batch": ("getmodel.py", ["--batch", "0"], ["--batch: invalid value '0'", "at least 1"]),
     "getmodel-dynamic-seq-vit": ("getmodel.py", ["--model", "vit-b16", "--dynamic-seq"],
                                  ["--dynamic-seq: the sequence length of vit-b16 is fixed by its input size",
-                                  "use --dynamic-seq with --model bert-large only"]),
+                                  "use --dynamic-seq with --model bert-large or bert-small only"]),
     "bench-report-not-json": ("bench_report.py", [_not_a_bench_result],
                               ["bench.json", "give a JSON that scripts/bench.py --out wrote"]),
     "dram-bytes-cpu-target": ("dram_bytes.py", ["--target", "llvm", "--workload", "w1"],
