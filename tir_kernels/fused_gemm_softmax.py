@@ -553,23 +553,23 @@ def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_s
         return Bm_pad[b0, b1, j, k] if trans_b else Bm_pad[b0, b1, k, j]
 
     def masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj):
-        """The template's logit with every condition an if_then_else, which is evaluated lazily, never a Select,
-        whose arms are both evaluated: TVM's simplifier takes a Select's condition as known inside its arms, so
-        under Select(j < N, ...) the bias/mask guard (i < M and j < N) lost its j < N, and columns past N were
-        read (compute-sanitizer's memcheck found it)."""
-        inside = tvm.tirx.And(vi < M, vj < N)
+        """The logit inside the bounds, -inf outside: one if_then_else on (i < M and j < N) around everything that
+        reads bias or mask, which are read unguarded inside it. Not a Select (both arms are evaluated, and TVM's
+        simplifier takes the condition as known inside them), and no guard nested in another condition: the
+        simplifier merges nested if_then_else conditions and then evaluates the inner one's load before the outer
+        test (compute-sanitizer's memcheck found columns past N read both ways). Merged into the outer test, a load
+        stays behind it in the generated `&&`."""
         x = S[v0, v1, vi, vj] * scale
         if variant.has_bias:
-            x = x + T.cast(T.if_then_else(inside, Bias[at("bias", v0, v1, vi, vj)], T.cast(0, dt)), "float32")
+            x = x + T.cast(Bias[at("bias", v0, v1, vi, vj)], "float32")
         if variant.mask == "add":
-            mv = T.cast(T.if_then_else(inside, Mask[at("mask", v0, v1, vi, vj)], T.cast(0, dt)), "float32")
+            mv = T.cast(Mask[at("mask", v0, v1, vi, vj)], "float32")
             x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif variant.mask == "bool":
-            keep = T.if_then_else(inside, Mask[at("mask", v0, v1, vi, vj)], T.uint8(1))
-            x = T.if_then_else(keep != T.uint8(0), x, T.float32(NEG_INF))
+            x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x, T.float32(NEG_INF))
         if variant.causal:
             x = T.if_then_else(vj > vi + (N - M), T.float32(NEG_INF), x)
-        return T.if_then_else(vj < N, x, T.float32(NEG_INF))
+        return T.if_then_else(tvm.tirx.And(vi < M, vj < N), x, T.float32(NEG_INF))
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_any_length(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
