@@ -64,8 +64,7 @@ from onnxscript.rewriter._basics import MatchFailureError
 
 from tir_kernels.variant import canonicalize
 
-DOMAIN = "flashgemm"
-OP_TYPE = "FusedGemmSoftmax"
+from .op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference with onnx)
 SUPPORTED = {ir.DataType.FLOAT16: "float16", ir.DataType.BFLOAT16: "bfloat16"}
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # protobuf's 2 GB limit, with margin
 
