@@ -803,26 +803,30 @@ def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False)
     return specs
 
 
-def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool = False) -> list:
-    """The distinct workload specs (tir_kernels.workloads.parse strings) of a model's FusedGemmSoftmax nodes: what
-    to tune so that a rewritten model runs tuned kernels (`tune.py --from-model`). Nodes with an unknown dim are
-    skipped (a tuned kernel needs static M, N, K; its batch may differ at run time). A model without fused nodes
-    (not rewritten yet) is rewritten in memory first. Names: <name>-m<M>n<N>k<K>[-<n>]. counts: (spec, number of
-    nodes with it) pairs instead."""
+def _fused_sites(path: os.PathLike):
+    """(node, A, B, bias, mask) of every FusedGemmSoftmax node of the model at `path`, shapes inferred; a model without
+    fused nodes (not rewritten yet) is rewritten in memory first."""
     model = load_model(path)
     infer_shapes(model)
     infer_symbolic_shapes(model)
     if not any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph):
         rewrite_model(model, name=Path(path).name, shapes=False)
         ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)  # the rewrite's new values
+    for node in model.graph:
+        if node.op_type == OP_TYPE and node.domain == DOMAIN:
+            ins = list(node.inputs) + [None] * (4 - len(node.inputs))
+            yield node, ins[0], ins[1], ins[2], ins[3]
+
+
+def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool = False) -> list:
+    """The distinct workload specs (tir_kernels.workloads.parse strings) of a model's FusedGemmSoftmax nodes: what
+    to tune so that a rewritten model runs tuned kernels (`tune.py --from-model`). Nodes with an unknown dim are
+    skipped (a tuned kernel needs static M, N, K; its batch may differ at run time). A model without fused nodes
+    (not rewritten yet) is rewritten in memory first. Names: <name>-m<M>n<N>k<K>[-<n>]. counts: (spec, number of
+    nodes with it) pairs instead."""
     base = re.sub(r"[^A-Za-z0-9_.-]", "-", name or Path(path).name.split(".")[0])
     specs, nodes = {}, {}
-    for node in model.graph:
-        if node.op_type != OP_TYPE or node.domain != DOMAIN:
-            continue
-        a, b = node.inputs[0], node.inputs[1]
-        bias = node.inputs[2] if len(node.inputs) > 2 else None
-        mask = node.inputs[3] if len(node.inputs) > 3 else None
+    for node, a, b, bias, mask in _fused_sites(path):
         shapes = [_shape(v) for v in (a, b, bias, mask)]
         if shapes[0] is None or shapes[1] is None or any(
                 s is not None and not all(isinstance(d, int) for d in s) for s in shapes):
@@ -858,19 +862,8 @@ def model_any_length(path: os.PathLike) -> list:
     must cover for it. heads: A's dim -3 where static, else 1 (the batch to tune at). Sites with an unknown K are
     left to the generic kernel."""
     from tir_kernels.variant import Variant  # noqa: PLC0415
-    model = load_model(path)
-    infer_shapes(model)
-    infer_symbolic_shapes(model)
-    if not any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph):
-        rewrite_model(model, name=Path(path).name, shapes=False)
-        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
     out = []
-    for node in model.graph:
-        if node.op_type != OP_TYPE or node.domain != DOMAIN:
-            continue
-        a, b = node.inputs[0], node.inputs[1]
-        bias = node.inputs[2] if len(node.inputs) > 2 else None
-        mask = node.inputs[3] if len(node.inputs) > 3 else None
+    for node, a, b, bias, mask in _fused_sites(path):
         shapes = [_shape(v) for v in (a, b)]
         dtype = SUPPORTED.get(a.dtype)
         if dtype is None or shapes[0] is None or shapes[1] is None or all(
