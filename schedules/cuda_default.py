@@ -65,11 +65,10 @@ def choose_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, nt: int, kt
 
 def choose_any_length_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, nt: int, kt: int) -> list:
     """The any-length form's candidates (tuning_db/any_length.py), best guess first: 16 rows a block and 8 warps
-    over the columns, one 16-column fragment each; then fewer warps. Drawn from a sweep on an H200 (K = 32 and 64,
-    bias, bounds 128-1024, at the bound and at 0.8 of it: results/h200/any-length-2026-12-01/sweep.json), where
-    this choice was the fastest of ten at every point, 1.4-3.3x faster than the one-pass rule's (choose_decisions)
-    64-row blocks: a row block of S is 4x smaller in shared memory, so 4x more blocks fit an SM, and rows past M
-    cost a 16-row tile, not a 64-row one. B as [K, N] is copied element by element: its rows are N long, N known
+    over the columns, one 16-column fragment each; then fewer warps. 16 rows, not choose_decisions' 64: a row block
+    of S is 4x smaller in shared memory, so 4x more blocks fit an SM, and rows past M cost a 16-row tile, not a
+    64-row one; of ten choices swept over bounds and head sizes this one was the fastest at every point
+    (results/h200/any-length-2026-12-01/). B as [K, N] is copied element by element: its rows are N long, N known
     only at the call."""
     vec_a = _widest(k)
     vec_b = _widest(k) if trans_b else 1
