@@ -131,7 +131,7 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
         shutil.copytree(REPO / "tuning_db" / "sm_90" / name, db / "sm_90" / name)
     bundle = tmp_path / "bundle"
     out = subprocess.run(BUILD + ["--target", arch, "--out", str(bundle), "--no-native", "--db", str(db),
-                                  "--workload", "vit-b16", "--workload", untuned],
+                                  "--workload", "vit-b16", "--workload", untuned, "--any-length", "none"],
                          capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout + out.stderr
     manifest = json.loads((bundle / "manifest.json").read_text())
