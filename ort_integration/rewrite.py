@@ -676,7 +676,7 @@ def _merge_dims(old, new):
 
 
 def infer_symbolic_shapes(model: ir.Model) -> tuple:
-    """Refine value shapes with symbolic shape inference (_symbolic_inference); the nodes are not changed.
+    """Refine value shapes and dtypes with symbolic shape inference (_symbolic_inference); the nodes are not changed.
     Returns (values refined, None) or (0, the reason it could not run) - then sites that need it are left alone."""
     found = _symbolic_inference(model)
     if isinstance(found, str):
@@ -689,10 +689,14 @@ def infer_symbolic_shapes(model: ir.Model) -> tuple:
             dims, elem = found[v.name]
             if v.dtype is not None and elem and int(v.dtype) != elem:
                 continue
+            typed = v.dtype is None and bool(elem)  # past a contrib op (Gelu, SkipLayerNormalization) onnx has none
+            if typed:
+                v.dtype = ir.DataType(elem)
             merged = _merge_dims(_shape(v), dims)
-            if merged is None or merged == _shape(v):
+            if merged is not None and merged != _shape(v):
+                v.shape = ir.Shape([d if d is None or isinstance(d, int) else ir.SymbolicDim(d) for d in merged])
+            elif not typed:
                 continue
-            v.shape = ir.Shape([d if d is None or isinstance(d, int) else ir.SymbolicDim(d) for d in merged])
             refined += 1
     return refined, None
 
