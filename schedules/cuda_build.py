@@ -42,7 +42,7 @@ from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
 from . import (async_copies, exp_in_accumulator, max_scale, one_exchange, quad_statistics, row_registers,  # noqa: E402
-               sector_stores, softmax_arithmetic, static_statistics, targets, warp_statistics)
+               sector_stores, skip_rows, softmax_arithmetic, static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -77,9 +77,10 @@ def _flashgemm_pipeline(**kwargs):
                                             quad_statistics.quad_statistics, max_scale.max_scale,
                                             async_copies.async_copies, tirx.transform.StmtSimplify(),
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
-    # before TVM plans the barriers: a warp allreduce's statistics go to registers (warp_statistics), the other
-    # statistics' buffers leave dynamic shared memory (static_statistics)
-    pipeline = tvm.ir.transform.Sequential([warp_statistics.warp_statistics_in_registers,
+    # before TVM's lowering: an any-length kernel's blocks past M return at once (skip_rows); a warp allreduce's
+    # statistics go to registers (warp_statistics), the other statistics' buffers leave dynamic shared memory
+    # (static_statistics)
+    pipeline = tvm.ir.transform.Sequential([skip_rows.skip_rows, warp_statistics.warp_statistics_in_registers,
                                             static_statistics.statistics_in_static_shared, pipeline])
     return pipeline, finalize_host, finalize_device
 

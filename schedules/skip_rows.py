@@ -1,0 +1,105 @@
+"""Any-length kernels: a thread block whose rows all lie past the call's M returns at once.
+
+The any-length form (tir_kernels.fused_gemm_softmax._any_length) iterates over its bound Mb x Nb, so its grid
+covers Mb rows whatever M is: a call of M = 513 rows on the 768 bound ran 768 rows of GEMM and softmax, and
+stored only the first 513. Those blocks store nothing (P's store is guarded by i < M) and write no other global
+memory, so skipping them changes no output; with the ladder's bounds up to 1.5x apart it removes up to a third of
+the work at lengths between two bounds.
+
+The pass runs on the scheduled module (sblocks still there), before TVM's lowering. It reads the first row of a
+block from the binding of the "P" block's row iterator: every loop variable but the block's blockIdx.x set to its
+loop's start. It applies only where the analyzer proves that every row of the block is at or past that first row
+(so first row >= M means the block has nothing to store); otherwise the function is left as it is. The guard is
+uniform over the block, so the block's barriers stay uniform too.
+
+FLASHGEMM_NO_SKIP_ROWS=1 turns it off (A/B runs).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from tir_kernels.fused_gemm_softmax import ANY_LENGTH_ATTR
+
+from .device_pass import each_function
+from .exp_in_accumulator import _substitute
+
+SWITCH = "FLASHGEMM_NO_SKIP_ROWS"
+
+
+def _block_x_loop(func) -> Optional[tirx.For]:
+    found = []
+
+    def on_for(loop):
+        if loop.thread_binding is not None and loop.thread_binding.thread_tag == "blockIdx.x":
+            found.append(loop)
+    tvm_ffi.structural_walk(func.body, ((tirx.For, on_for),))
+    return found[0] if len(found) == 1 else None
+
+
+def row_groups(func) -> Optional[tuple]:
+    """(blockIdx.x loop, G, BM, M) for an any-length function whose blockIdx.x enumerates (batch, row group) with the
+    row group innermost: block bx computes rows from (bx % G) * BM, G = Mb / BM groups of BM rows (proven from the
+    "P" block's row binding, module doc); None for any other function."""
+    if func.attrs is None or ANY_LENGTH_ATTR not in func.attrs:
+        return None
+    p = func.params[-2] if len(func.params) >= 4 else None  # (A, Bm, [Bias], [Mask], P, scale): buffers in TVM 0.27
+    if not isinstance(p, tirx.Buffer) or p.name != "P" or len(p.shape) != 4 or not isinstance(p.shape[2], tirx.Var):
+        return None
+    m = p.shape[2]
+    bx = _block_x_loop(func)
+    if bx is None:
+        return None
+    loops, rows = {}, []
+
+    def on_for(loop):
+        loops[loop.loop_var] = loop
+
+    def on_realize(r):
+        if r.block.name_hint == "P":
+            rows.append((r.iter_values[2], r.block.iter_vars[2].dom.extent))
+    tvm_ffi.structural_walk(bx.body, ((tirx.For, on_for), (tvm.s_tir.SBlockRealize, on_realize)))
+    if len(rows) != 1 or not isinstance(rows[0][1], tirx.IntImm):
+        return None
+    row, mb = rows[0][0], int(rows[0][1])
+    ana = tvm.sym.analyzer.Analyzer()
+    for v, loop in [(bx.loop_var, bx), *loops.items()]:
+        ana.bind(v, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+    first = ana.simplify(_substitute(row, {v: loop.min for v, loop in loops.items()}))
+    x = bx.loop_var
+    bm = ana.simplify(_substitute(first, {x: tirx.const(1, str(x.ty))})
+                      - _substitute(first, {x: tirx.const(0, str(x.ty))}))
+    if not isinstance(bm, tirx.IntImm) or int(bm) <= 0 or mb % int(bm):
+        return None
+    bm = int(bm)
+    g = mb // bm
+    if not (ana.can_prove(first == tirx.floormod(x, g) * bm) and ana.can_prove(row >= first)
+            and ana.can_prove(tirx.floormod(bx.extent, g) == 0)):
+        return None
+    return bx, g, bm, m
+
+
+def skip(func):
+    """func with its grid over the row groups that hold rows below M only (module doc), or func unchanged."""
+    found = row_groups(func)
+    if found is None:
+        return func
+    bx, g, bm, m = found
+    x = bx.loop_var
+    new_x = tirx.Var(x.name, str(x.ty))
+    live = tirx.floordiv(m + (bm - 1), bm)  # row groups with a row below M (M >= 1: the op never launches M = 0)
+    old_index = tirx.truncdiv(new_x, live) * g + tirx.truncmod(new_x, live)  # both >= 0: C's / and %
+    extent = tirx.floordiv(bx.extent, g) * live
+
+    def on_for(loop, mutator):
+        if loop.same_as(bx):
+            body = _substitute(loop.body, {x: old_index})
+            return tirx.For(new_x, loop.min, extent, loop.kind, body, loop.thread_binding, loop.annotations)
+        return mutator.default_mutate(loop)
+    return func.with_body(tvm_ffi.structural_mutate(func.body, ((tirx.For, on_for),)))
+
+
+skip_rows = each_function("flashgemm.SkipRows", SWITCH, skip)
