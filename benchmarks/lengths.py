@@ -8,7 +8,8 @@ scale 1/sqrt(K), no mask: the form ORT's MatMul + Softmax peer also computes), t
     `served_by`: exact or any-batch tuned / default kernel, else the smallest any-length bound, else generic);
   * any-length: the any-length kernel alone, where the bundle has one (the same as ours where no kernel of the
     length's own exists);
-  * generic: the bundle's generic kernel (what served these lengths before any-length kernels);
+  * generic: the bundle's generic kernel (what served these lengths before any-length kernels), up to
+    --generic-max-length (its time grows with L^2 x K on CUDA cores: hundreds of ms a call past that);
   * torch eager (matmul, then softmax) and ORT's MatMul + Softmax on the CUDA EP (skipped where onnxruntime has no
     CUDA EP).
 Every system runs in alternating rounds (benchmarks.peers.time_in_rounds); each length's P is checked against the
@@ -21,7 +22,8 @@ import json
 import time
 from pathlib import Path
 
-LENGTHS = (17, 64, 100, 128, 200, 256, 384, 512, 768, 1024, 1500, 2048)
+LENGTHS = (17, 64, 100, 128, 200, 256, 300, 384, 512, 600, 768, 900, 1024, 1500, 2048)  # at and between bounds
+GENERIC_MAX_LENGTH = 512
 
 
 def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256):
@@ -46,7 +48,8 @@ def _key(f: dict) -> str:
     return Variant(f["dtype"], bool(f["trans_b"]), bool(f["bias"]), f["mask"], bool(f["causal"])).key
 
 
-def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: int, reps: int, log=print) -> dict:
+def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: int, reps: int, log=print,
+          generic_max_length: int = GENERIC_MAX_LENGTH) -> dict:
     import torch  # noqa: PLC0415
     import tvm  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
@@ -75,7 +78,8 @@ def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: i
             raise LookupError(f"{bundle} has no kernel of variant {key}")
         anylen = served_by([f for f in functions if f.get("any_length") or f["schedule"] == "generic"], key,
                            c.sizes)
-        generic = served_by([f for f in functions if f["schedule"] == "generic"], key, c.sizes)
+        generic = served_by([f for f in functions if f["schedule"] == "generic"], key, c.sizes) \
+            if L <= generic_max_length else None
         calls, which = {}, {}
         for name, f in (("ours", ours), ("any-length", anylen), ("generic", generic)):
             if f is None or (name != "ours" and f is ours) or (name == "any-length" and not f.get("any_length")):
@@ -145,11 +149,13 @@ def main(argv=None) -> int:
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--generic-max-length", type=int, default=GENERIC_MAX_LENGTH,
+                    help="time the generic kernel up to this length (default: %(default)s)")
     ap.add_argument("--out", required=True, help="the JSON results file")
     ap.add_argument("--plot", default=None, help="also draw the figure (PNG)")
     args = ap.parse_args(argv)
     res = bench(args.bundle, args.batch, args.heads, args.k, args.dtype, [int(x) for x in args.lengths.split(",")],
-                args.rounds, args.reps)
+                args.rounds, args.reps, generic_max_length=args.generic_max_length)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     if args.plot:
         plot(res, args.plot)

@@ -22,7 +22,8 @@ Then quad_statistics: the register sketches' partial statistics reduced over a q
 each reader instead of one warp between two barriers (its module doc).
 Then max_scale: a constant positive scale taken out of the row max, one multiply a row (its module doc).
 Then async_copies: the remaining vector copies from global to shared memory (the register sketches' resident B)
-become cp.async (its module doc).
+become cp.async (its module doc). Before TVM's lowering, skip_rows gives an any-length kernel a grid of the row
+groups below the call's M only (its module doc).
 """
 from __future__ import annotations
 

@@ -192,3 +192,51 @@ def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path
         assert served in err, err
         (want,) = original.run(None, feeds)
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=2e-2)
+
+
+def test_skip_rows_grid_covers_the_row_groups_below_m():
+    """schedules/skip_rows on a default any-length kernel: its blocks enumerate every (batch, row group) whose first
+    row is below M exactly once, and nothing else (each block's first row read from the "P" block's binding)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    from schedules import skip_rows
+    from tuning_db import any_length
+    (tk,) = any_length.default_kernels(Variant("float16", True, True), 32, "sm_90", [192], log=lambda m: None)
+    func = tk.shipped_func(tk.schedule, "k")
+    bx, g, bm, _ = skip_rows.row_groups(func)
+    assert g * bm == 192
+    assert skip_rows.row_groups(runtime_func(Variant("float16", True), canonicalize((1, 1, 64, 32), (1, 1, 64, 32),
+                                                                                    True))) is None
+    skipped = skip_rows.skip(func)
+    new_bx = skip_rows._block_x_loop(skipped)
+    loops, binding = [], []
+    tvm_ffi.structural_walk(new_bx.body, ((tirx.For, loops.append),
+                                          (tvm.s_tir.SBlockRealize, lambda r: binding.extend(
+                                              r.iter_values[:3]) if r.block.name_hint == "P" else None)))
+    ana = tvm.sym.analyzer.Analyzer()
+    for b0, b1, m in [(2, 3, 192), (2, 3, 17), (1, 2, 100), (3, 1, 1), (2, 2, 160), (2, 2, 161)]:
+        sizes = {"B0": b0, "B1": b1, "M": m}
+        env = {v: tirx.const(sizes[v.name], "int32") for v in _free_vars(new_bx.extent) if v.name in sizes}
+        extent = int(ana.simplify(_subst(new_bx.extent, env)))
+        live = -(-m // bm)
+        assert extent == b0 * b1 * live, (b0, b1, m)
+        seen = []
+        for x in range(extent):
+            at = {**env, new_bx.loop_var: tirx.const(x, "int32"), **{lp.loop_var: lp.min for lp in loops}}
+            seen.append(tuple(int(ana.simplify(_subst(e, at))) for e in binding))
+        want = [(i, j, grp * bm) for i in range(b0) for j in range(b1) for grp in range(live)]
+        assert sorted(seen) == want, (b0, b1, m)
+
+
+def _free_vars(e):
+    import tvm_ffi
+    from tvm import tirx
+    found = []
+    tvm_ffi.structural_walk(e, ((tirx.Var, found.append),))
+    return found
+
+
+def _subst(e, values):
+    from schedules.exp_in_accumulator import _substitute
+    return _substitute(e, values)
