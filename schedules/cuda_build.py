@@ -78,11 +78,12 @@ def _flashgemm_pipeline(**kwargs):
                                             quad_statistics.quad_statistics, max_scale.max_scale,
                                             async_copies.async_copies, tirx.transform.StmtSimplify(),
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
-    # before TVM's lowering: an any-length kernel's blocks past M return at once (skip_rows); a warp allreduce's
-    # statistics go to registers (warp_statistics), the other statistics' buffers leave dynamic shared memory
-    # (static_statistics)
-    pipeline = tvm.ir.transform.Sequential([skip_rows.skip_rows, warp_statistics.warp_statistics_in_registers,
-                                            static_statistics.statistics_in_static_shared, pipeline])
+    # before TVM's lowering: a warp allreduce's statistics go to registers (warp_statistics), the other statistics'
+    # buffers leave dynamic shared memory (static_statistics), an any-length kernel's grid covers the row groups
+    # below M only (skip_rows)
+    pipeline = tvm.ir.transform.Sequential([warp_statistics.warp_statistics_in_registers,
+                                            static_statistics.statistics_in_static_shared, skip_rows.skip_rows,
+                                            pipeline])
     return pipeline, finalize_host, finalize_device
 
 

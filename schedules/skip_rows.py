@@ -20,7 +20,7 @@ from typing import Optional
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from tir_kernels.fused_gemm_softmax import ANY_LENGTH_ATTR
 
@@ -87,6 +87,12 @@ def skip(func):
     found = row_groups(func)
     if found is None:
         return func
+    # TVM lowers a cross-thread reduction only in blocks whose bindings are affine, which the remapped ones are not
+    # (bx / live, bx % live): lower them first
+    func = s_tir.transform.LowerCrossThreadReduction()(tvm.IRModule({"main": func}))["main"]
+    found = row_groups(func)
+    if found is None:
+        raise RuntimeError("skip_rows: lowering the cross-thread reductions hid the row groups")
     bx, g, bm, m = found
     x = bx.loop_var
     new_x = tirx.Var(x.name, str(x.ty))
