@@ -87,7 +87,7 @@ def test_common_set_and_ladder():
 
 
 WORKER = r'''
-import json, sys
+import json, os, sys
 sys.path.insert(0, ".")
 from ort_integration.compile_worker import compile_module
 from tir_kernels import Variant
@@ -97,9 +97,12 @@ out = []
 for arch, dtype, trans_b, bias, mask, causal, k, bounds in json.loads(sys.argv[1]):
     v = Variant(dtype, trans_b, bias, mask, causal)
     for tk in any_length.default_kernels(v, k, arch, bounds, log=lambda m: None):
-        lib = compile_module(tvm.IRModule({"k": tk.shipped_func(tk.schedule, "k")}), arch)
-        src = lib.mod.imports[0].inspect_source()
-        out.append({"arch": arch, "variant": v.key, "bound": list(tk.bound), "src": src})
+        mod = tvm.IRModule({"k": tk.shipped_func(tk.schedule, "k")})
+        src = compile_module(mod, arch).mod.imports[0].inspect_source()
+        os.environ["FLASHGEMM_NO_SKIP_ROWS"] = "1"
+        src_unskipped = compile_module(mod, arch).mod.imports[0].inspect_source()
+        del os.environ["FLASHGEMM_NO_SKIP_ROWS"]
+        out.append({"arch": arch, "variant": v.key, "bound": list(tk.bound), "src": src, "src_unskipped": src_unskipped})
 print("RESULT" + json.dumps(out))
 '''
 
@@ -121,6 +124,19 @@ def test_cuda_kernels_guard_their_bounds(compiled):
         assert "_pred_" in src, "the global->shared copies are not predicated"
         # P's row stride is the runtime N: no vector store of P may assume it aligned
         assert not re.search(r"\*\(\(uint2\*\)\(P_ptr|\*\(\(half4\*\)\(P_ptr|\*\(\(float2\*\)\(P_ptr", src)
+
+
+def test_skip_rows_changes_only_the_block_index(compiled):
+    """schedules/skip_rows remaps blockIdx.x over the row groups below M and nothing else: the same statements,
+    barriers and warp shuffles as without it (once, its remapped bindings kept TVM from lowering the row statistics'
+    cross-thread reduction, which then raced in shared memory: wrong on every call, invisible without a GPU)."""
+    for r in compiled:
+        on, off = r["src"], r["src_unskipped"]
+        assert re.search(r"blockIdx\.x\) / \(\(M \+ 15\) >> 4\)", on), "the grid does not follow M's row groups"
+        assert "M + 15" not in off
+        for what in ("__syncthreads", "__shfl", "red_buf", "mma.sync", "cp.async"):
+            assert on.count(what) == off.count(what), what
+        assert on.count("\n") == off.count("\n")
 
 
 def test_tuning_specs_of_a_dynamic_model():
