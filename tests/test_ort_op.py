@@ -1089,9 +1089,10 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
             # one call the twin cannot take: B0 = 2 that does not merge into B1 (B broadcast over A's first dim), or
             # B1 = one head more than the twin's
             calls.append(([2, b1], [b1], None) if dim == 0 else ([b0, value + 1], [b0, value + 1], None))
-            if twin_scaled is not None:  # the twin's batch with another scale: the plain twin, not the specialized one
-                calls.append(([1, b1], [1, b1], twin_scaled["scale"] * 0.5) if dim == 0 else
-                             ([b0, value], [b0, value], twin_scaled["scale"] * 0.5))
+            if twin_scaled is not None:  # the twin's batch at its scale (the specialized twin; a workload's scale
+                # need not be 1/sqrt(K), e.g. 0.0884 at K = 128), and at another scale (the plain twin)
+                for s in (twin_scaled["scale"], twin_scaled["scale"] * 0.5):
+                    calls.append(([1, b1], [1, b1], s) if dim == 0 else ([b0, value], [b0, value], s))
         served = set()
         for a_batch, b_batch, scale in calls:
             a_shape = [*a_batch, m, k]
