@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 EXTRA  ?= cpu
 TARGET ?= auto
 TRIALS ?= 8
+# pytest-xdist, one worker a core (PYTEST_ARGS= runs the tests in one process)
+PYTEST_ARGS ?= -n auto
 
 .PHONY: demo test env clean
 

@@ -4,15 +4,16 @@
     build_custom_op_library("build/llvm")      # -> build/llvm/libflashgemm_ort.so
 
 The library loads manifest.json and flashgemm_kernels.so from its own directory (or $FLASHGEMM_BUNDLE_DIR),
-so it lives inside the bundle. Needs cmake, make and g++ (C++17); the ORT headers are fetched on first use
-(fetch_ort_headers.sh, Debian trixie's libonnxruntime-dev, into build/ort-headers). Incremental: a rebuild
-with nothing changed takes a second or two.
+so it lives inside the bundle. Needs cmake, make and g++ (C++17); it compiles against the ONNX Runtime C/C++ API
+headers vendored in third_party/onnxruntime (API 21: any ORT from 1.21 on loads it). Incremental: a rebuild with
+nothing changed takes a second or two.
 
 A failure is a NativeBuildError: one line with the fix (the tool to install, or the log to read). The full output
-of every step (header fetch, CMake configure, compile) goes to build/native-<cpu|cuda>/build.log.
+of every step (CMake configure, compile) goes to build/native-<cpu|cuda>/build.log.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import re
@@ -24,7 +25,7 @@ from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-DEFAULT_ORT_HEADERS = REPO / "build" / "ort-headers"
+ORT_INCLUDE_DIR = REPO / "third_party" / "onnxruntime" / "include"  # vendored (third_party/onnxruntime/README.md)
 LIBRARY = "libflashgemm_ort.so"
 CANONICAL_CLI = "flashgemm_canonical_cli"  # test driver of src/canonical.cc, built alongside
 BUILD_LOG = "build.log"
@@ -38,18 +39,6 @@ class NativeBuildError(RuntimeError):
 def build_dir(with_cuda: bool = False) -> Path:
     """The CMake build tree of one configuration."""
     return REPO / "build" / f"native-{'cuda' if with_cuda else 'cpu'}"
-
-
-def fetch_ort_include_dir(log=print, log_file: Optional[Path] = None) -> Path:
-    """build/ort-headers/include/onnxruntime, fetched if missing (its output appended to log_file, default
-    build/native-cpu/build.log)."""
-    inc = DEFAULT_ORT_HEADERS / "include" / "onnxruntime"
-    if not (inc / "onnxruntime_c_api.h").is_file():
-        log(f"fetching ONNX Runtime headers into {DEFAULT_ORT_HEADERS} ...")
-        _run([str(HERE / "fetch_ort_headers.sh"), str(DEFAULT_ORT_HEADERS)], log_file or build_dir() / BUILD_LOG,
-             "fetching the ONNX Runtime headers",
-             f"or put ONNX Runtime's C/C++ API headers (onnxruntime_c_api.h and its siblings) in {inc} by hand")
-    return inc
 
 
 def tvm_locations() -> dict:
@@ -77,27 +66,34 @@ def build_custom_op_library(bundle_dir: os.PathLike, ort_include_dir: Optional[o
                                f"{', '.join(missing)}; install them: {INSTALL_HINT}")
     out = build_dir(with_cuda)
     out.mkdir(parents=True, exist_ok=True)
-    log_file = out / BUILD_LOG
-    log_file.write_text("")
-    inc = Path(ort_include_dir) if ort_include_dir else fetch_ort_include_dir(log, log_file)
-    defs = {
-        "Python_EXECUTABLE": sys.executable,
-        "ORT_INCLUDE_DIR": str(inc.resolve()),
-        "FLASHGEMM_WITH_CUDA": "ON" if with_cuda else "OFF",
-        "CMAKE_BUILD_TYPE": "Release",
-        **tvm_locations(),
-    }
-    log(f"building {LIBRARY} in {out} ...")
-    _run(["cmake", "-S", str(HERE), "-B", str(out), *[f"-D{k}={v}" for k, v in defs.items()]], log_file,
-         f"configuring {LIBRARY} (cmake)")
-    _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], log_file, f"compiling {LIBRARY}")
-    bundle_dir = Path(bundle_dir)
-    bundle_dir.mkdir(parents=True, exist_ok=True)
-    dst = bundle_dir / LIBRARY
-    tmp = dst.with_name(dst.name + ".tmp")
-    shutil.copy2(out / LIBRARY, tmp)
-    os.replace(tmp, dst)  # rename: a process that has the old library mapped keeps running
-    log(f"{dst}")
+    # one build at a time in a build tree (parallel test workers, two shells): cmake and make are not safe to run
+    # twice at once in one tree; the second waits, then finds the library up to date
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        log_file = out / BUILD_LOG
+        log_file.write_text("")
+        inc = Path(ort_include_dir) if ort_include_dir else ORT_INCLUDE_DIR
+        if not (inc / "onnxruntime_c_api.h").is_file():
+            raise NativeBuildError(f"{inc} has no onnxruntime_c_api.h: give the directory of ONNX Runtime's C/C++ "
+                                   "API headers (the repository vendors them in third_party/onnxruntime/include)")
+        defs = {
+            "Python_EXECUTABLE": sys.executable,
+            "ORT_INCLUDE_DIR": str(inc.resolve()),
+            "FLASHGEMM_WITH_CUDA": "ON" if with_cuda else "OFF",
+            "CMAKE_BUILD_TYPE": "Release",
+            **tvm_locations(),
+        }
+        log(f"building {LIBRARY} in {out} ...")
+        _run(["cmake", "-S", str(HERE), "-B", str(out), *[f"-D{k}={v}" for k, v in defs.items()]], log_file,
+             f"configuring {LIBRARY} (cmake)")
+        _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], log_file, f"compiling {LIBRARY}")
+        bundle_dir = Path(bundle_dir)
+        bundle_dir.mkdir(parents=True, exist_ok=True)
+        dst = bundle_dir / LIBRARY
+        tmp = dst.with_name(dst.name + ".tmp")
+        shutil.copy2(out / LIBRARY, tmp)
+        os.replace(tmp, dst)  # rename: a process that has the old library mapped keeps running
+        log(f"{dst}")
     return dst
 
 

@@ -102,7 +102,8 @@ for arch, dtype, trans_b, bias, mask, causal, k, bounds in json.loads(sys.argv[1
         os.environ["FLASHGEMM_NO_SKIP_ROWS"] = "1"
         src_unskipped = compile_module(mod, arch).mod.imports[0].inspect_source()
         del os.environ["FLASHGEMM_NO_SKIP_ROWS"]
-        out.append({"arch": arch, "variant": v.key, "bound": list(tk.bound), "src": src, "src_unskipped": src_unskipped})
+        out.append({"arch": arch, "variant": v.key, "bound": list(tk.bound), "src": src,
+                    "src_unskipped": src_unskipped})
 print("RESULT" + json.dumps(out))
 '''
 

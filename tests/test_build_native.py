@@ -25,9 +25,9 @@ def native_sandbox(tmp_path, monkeypatch):
     a bin/ directory first on PATH for stand-in tools; returns bin/."""
     monkeypatch.setattr(native, "build_dir", lambda with_cuda=False: tmp_path / "native")
     headers = tmp_path / "ort-headers"
-    (headers / "include" / "onnxruntime").mkdir(parents=True)
-    (headers / "include" / "onnxruntime" / "onnxruntime_c_api.h").write_text("")
-    monkeypatch.setattr(native, "DEFAULT_ORT_HEADERS", headers)
+    headers.mkdir()
+    (headers / "onnxruntime_c_api.h").write_text("")
+    monkeypatch.setattr(native, "ORT_INCLUDE_DIR", headers)
     monkeypatch.setattr(kernel_library, "export_bundle", lambda *a, **k: None)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -97,16 +97,24 @@ def test_missing_build_tools_name_the_install_command(native_sandbox, tmp_path, 
                     "install cmake)")
 
 
-def test_a_failing_header_fetch_is_one_line(native_sandbox, tmp_path, capsys, monkeypatch):
-    """No headers yet, and the package download fails (a stand-in apt-get: nothing leaves the machine)."""
-    monkeypatch.setattr(native, "DEFAULT_ORT_HEADERS", tmp_path / "no-headers")
-    _tool(native_sandbox, "apt-get", 'echo "E: Failed to fetch trixie InRelease (a stand-in apt-get)"\nexit 100\n')
-    _tool(native_sandbox, "cmake", "exit 0\n")
+def test_missing_ort_headers_is_one_line(native_sandbox, tmp_path, capsys, monkeypatch):
+    """The ORT headers' directory lacks onnxruntime_c_api.h (a checkout without third_party/, or a wrong
+    ORT_INCLUDE_DIR): one line naming the directory and where the headers come from; cmake never runs."""
+    monkeypatch.setattr(native, "ORT_INCLUDE_DIR", tmp_path / "no-headers")
+    _tool(native_sandbox, "cmake", "echo cmake ran >&2; exit 1\n")
     line = _one_line_error(capsys, _status(_script("build").main, ["--target", "llvm", "--db", str(tmp_path / "db"),
                                                           "--out", str(tmp_path / "out")]), "build.py")
-    assert line.startswith("build.py: error: fetching the ONNX Runtime headers failed (exit ")
-    assert f"full output in {tmp_path / 'native' / native.BUILD_LOG}" in line
-    assert f"or put ONNX Runtime's C/C++ API headers (onnxruntime_c_api.h and its siblings) in " in line
+    want = (f"build.py: error: {tmp_path / 'no-headers'} has no onnxruntime_c_api.h: give the directory of ONNX "
+            "Runtime's C/C++ API headers (the repository vendors them in third_party/onnxruntime/include)")
+    assert line == want, line
+
+
+def test_vendored_ort_headers_are_api_21():
+    """The library asks the host ORT for its headers' API version: 21 keeps every ORT from 1.21 on able to load it."""
+    text = (native.ORT_INCLUDE_DIR / "onnxruntime_c_api.h").read_text()
+    assert "#define ORT_API_VERSION 21" in text
+    for name in ("onnxruntime_cxx_api.h", "onnxruntime_cxx_inline.h", "onnxruntime_float16.h"):
+        assert (native.ORT_INCLUDE_DIR / name).is_file(), name
 
 
 def test_demo_reports_a_failing_native_build_in_one_line(native_sandbox, tmp_path, capsys, monkeypatch):
