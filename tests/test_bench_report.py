@@ -128,3 +128,19 @@ def test_the_protocol_line_says_how_many_rounds():
     assert "rounds alternating" not in report.markdown(res)
     res["protocol"]["rounds"] = 3
     assert "3 rounds alternating the systems, each system's median round" in report.markdown(res)
+
+
+def test_lengths_plot_draws_the_any_length_line_where_the_op_served_one(tmp_path):
+    """benchmarks/lengths: where the op served a length with an any-length kernel only "ours" was timed, and the
+    any-length line takes that point; where a kernel of the length's own served it, the any-length time is its own."""
+    from benchmarks import lengths
+    rows = [{"length": 100, "served_by": {"ours": "fgs_f16_tb1_bias0_masknone_causal0_default_len128x128_k64"},
+             "us": {"ours": 15.0, "ORT MatMul+Softmax": 44.0}},
+            {"length": 512, "served_by": {"ours": "fgs_f16_tb1_bias0_masknone_causal0_m512_n512_k64",
+                                          "any-length": "fgs_f16_tb1_bias0_masknone_causal0_default_len512x512_k64"},
+             "us": {"ours": 71.0, "any-length": 203.0, "ORT MatMul+Softmax": 179.0}}]
+    assert [lengths._time(r, "any-length") for r in rows] == [15.0, 203.0]
+    assert [lengths._time(r, "generic") for r in rows] == [None, None]
+    out = tmp_path / "lengths.png"
+    lengths.plot({"rows": rows, "batch": 16, "heads": 16, "k": 64, "dtype": "float16", "env": {"gpu": "G"}}, out)
+    assert out.stat().st_size > 1000
