@@ -60,7 +60,6 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchFailureError
 
 from tir_kernels.variant import canonicalize
 
@@ -139,8 +138,17 @@ def _node_name(node: ir.Node) -> str:
 
 # ------------------------------------------------------------------------------------------------ helpers
 
+class SiteRejected(Exception):
+    """Why a candidate site is not fused (the reason goes to the report and to the rewriter's match result)."""
+
+    def __init__(self, reason: str, *sources):
+        super().__init__(reason)
+        self.reason = reason
+        self.sources = [s for s in sources if s is not None]
+
+
 def _fail(msg: str, *sources):
-    raise MatchFailureError(msg, *[s for s in sources if s is not None])
+    raise SiteRejected(msg, *sources)
 
 
 def _shape(v: Optional[ir.Value]):
@@ -161,7 +169,7 @@ def _fmt(shape) -> str:
 
 
 def _constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
-    """The value of a one-element constant (initializer or Constant, not a graph input); raises MatchFailureError."""
+    """The value of a one-element constant (initializer or Constant, not a graph input); raises SiteRejected."""
     if v is None:
         _fail(f"{what} is missing")
     if v.is_graph_input():
@@ -249,10 +257,10 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
         site = self.report.site(_node_name(softmax)) if self.report is not None else None
         try:
             self._attrs = self._check(context, a, b, c, m, scores, probs, scaling, has_add)
-        except MatchFailureError as e:
+        except SiteRejected as e:
             if site is not None:
                 site.reasons.append(e.reason)
-            raise
+            return pattern.MatchResult().fail(e.reason, e.sources or None)
         return pattern.MatchResult()
 
     def _check(self, context, a, b, c, m, scores, probs, scaling, has_add):
@@ -401,7 +409,7 @@ class FoldQueryScale(pattern.RewriteRuleClassBase):
             return pattern.MatchResult().fail("rank of the scaled query unknown")
         try:
             value = _constant_scalar(c, "query scale", len(x_shape))
-        except MatchFailureError as e:
+        except SiteRejected as e:
             return pattern.MatchResult().fail(e.reason)
         if qop == "Div":
             if value == 0.0:
