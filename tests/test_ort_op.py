@@ -525,7 +525,8 @@ def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
 
 def test_generic_kernel_warning(so, device, capfd):
     """On the GPU a call that only the generic kernel serves logs a WARNING through ORT's logger, once per node and
-    sizes, naming the fix; on the CPU (where the generic kernel is the normal, vectorized path) it logs none."""
+    sizes, naming the fix; on the CPU (where the generic kernel is the normal, vectorized path) a small call logs
+    none (test_cpu_generic_kernel_warning_at_size: a large one does)."""
     sess = session(so, make_model("float16", [3, 7, 5], [5, 9]))
     rng = np.random.default_rng(13)
     feeds = {"A": rand(rng, [3, 7, 5], "float16"), "B": rand(rng, [5, 9], "float16")}
@@ -539,6 +540,28 @@ def test_generic_kernel_warning(so, device, capfd):
     for needle in ("FusedGemmSoftmax (node 'fgs')", "[1,3,7,9,5]", "much slower", "scripts/build.py --target sm_",
                    "--from-model", "scripts/tune.py --from-model"):
         assert needle in err, (needle, err)
+
+
+def test_cpu_generic_kernel_warning_at_size(so, device, capfd):
+    """On the CPU, from BERT-base's site size (one head's M x N x K = 128 x 128 x 64) up, where the generic llvm
+    kernel trails ORT's own MatMul + Softmax by several times, one WARNING per node and sizes says so and names the
+    fix (run the original model on the CPU); just below that size, none."""
+    if device != "cpu":
+        pytest.skip("the CPU EP's warning")
+    rng = np.random.default_rng(14)
+    for m, warns in ((128, True), (127, False)):
+        sess = session(so, make_model("float16", [1, 2, m, 64], [1, 2, 128, 64], trans_b=1))
+        feeds = {"A": rand(rng, [1, 2, m, 64], "float16"), "B": rand(rng, [1, 2, 128, 64], "float16")}
+        for _ in range(3):
+            run(sess, feeds)
+        err = capfd.readouterr().err
+        if not warns:
+            assert "generic llvm kernel" not in err, err
+            continue
+        assert err.count("generic llvm kernel") == 1, err
+        for needle in ("FusedGemmSoftmax (node 'fgs')", "[1,2,128,128,64]", "several times slower",
+                       "run the original model"):
+            assert needle in err, (needle, err)
 
 
 # ------------------------------------------------------------------------------------------------ errors

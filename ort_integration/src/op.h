@@ -28,7 +28,7 @@ class FusedGemmSoftmaxKernel {
   Ort::Status Compute(OrtKernelContext* ctx) const;
   // On the GPU the generic kernel is 6-14x slower than a shape-specific one: a WARNING through ORT's logger, once per
   // sizes (the kernel object is per node), naming the fix. Not on the CPU, where the generic kernel is the normal path.
-  void WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes) const;
+  void WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on_cpu) const;
 
   const Bundle& bundle_;
   float scale_ = 1.0f;
