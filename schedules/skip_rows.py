@@ -1,16 +1,19 @@
-"""Any-length kernels: a thread block whose rows all lie past the call's M returns at once.
+"""Any-length kernels: the grid covers only the row groups that hold a row below the call's M.
 
 The any-length form (tir_kernels.fused_gemm_softmax._any_length) iterates over its bound Mb x Nb, so its grid
-covers Mb rows whatever M is: a call of M = 513 rows on the 768 bound ran 768 rows of GEMM and softmax, and
-stored only the first 513. Those blocks store nothing (P's store is guarded by i < M) and write no other global
-memory, so skipping them changes no output; with the ladder's bounds up to 1.5x apart it removes up to a third of
-the work at lengths between two bounds.
+covered Mb rows whatever M was: a call of M = 513 rows on the 768 bound ran 768 rows of GEMM and softmax, and
+stored only the first 513. A block whose rows all lie past M stores nothing (P's store is guarded by i < M) and
+writes no other global memory, so leaving it out changes no output; with the ladder's bounds up to 1.5x apart it
+removes up to a third of the work at lengths between two bounds.
 
-The pass runs on the scheduled module (sblocks still there), before TVM's lowering. It reads the first row of a
-block from the binding of the "P" block's row iterator: every loop variable but the block's blockIdx.x set to its
-loop's start. It applies only where the analyzer proves that every row of the block is at or past that first row
-(so first row >= M means the block has nothing to store); otherwise the function is left as it is. The guard is
-uniform over the block, so the block's barriers stay uniform too.
+The pass runs on the scheduled module (sblocks still there), before TVM's lowering. The blockIdx.x loop
+enumerates (batch, row group) with the row group innermost: block bx starts at row (bx % G) * BM, G = Mb / BM,
+which the pass proves from the "P" block's row binding (every other loop variable at its start), and that every row
+of the block is at or past its first; otherwise the function is left as it is. The loop then runs over
+B0 * B1 * live blocks, live = ceil(M / BM), and block x stands for the old block (x / live) * G + x % live. Not an
+early return: TVM's barrier planning refuses a barrier under a condition. The remapped bindings are not affine,
+and TVM lowers a cross-thread reduction only under affine bindings, so the pass lowers the function's cross-thread
+reductions first (left unlowered, the row statistics' reduction raced in shared memory).
 
 FLASHGEMM_NO_SKIP_ROWS=1 turns it off (A/B runs).
 """
