@@ -21,12 +21,13 @@ VARIANTS = [Variant("float16", True), Variant("float16", True, True), Variant("f
             Variant("bfloat16", True, False, "bool", True), Variant("float16", True, True, "add", True)]
 
 
-def _run_llvm(variant, bound, sizes):
-    """The any-length form, unscheduled (serial loops), compiled for the CPU and run at `sizes`."""
+def _run_llvm(variant, bound, sizes, recompute=False):
+    """The any-length form (or its recompute form), unscheduled (serial loops), compiled for the CPU and run at
+    `sizes`."""
     b0, b1, m, n, k = sizes
     shape = canonicalize((1, 1, bound[0], k), (1, 1, bound[1], k) if variant.trans_b else (1, 1, k, bound[1]),
                          variant.trans_b)
-    func = runtime_func(variant, shape, any_batch=True, bound=bound)
+    func = runtime_func(variant, shape, any_batch=True, bound=bound, recompute=recompute)
     lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
     fn = {"dtype": variant.dtype, "trans_b": int(variant.trans_b), "bias": int(variant.has_bias),
           "mask": variant.mask, "causal": int(variant.causal), "scale": None}
@@ -50,6 +51,20 @@ def test_any_length_form_matches_the_reference_below_its_bound(variant):
     fn = {"sizes": [1, 1, *bound, 16]}
     for sizes in _any_length_sizes(fn):
         out, ref, poked = _run_llvm(variant, bound, sizes)
+        err, nan_ok = compare(out, ref)
+        assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
+        assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
+
+
+@pytest.mark.parametrize("variant", [Variant("float16", True), Variant("bfloat16", True, causal=True),
+                                     Variant("float16", False)], ids=lambda v: v.key)
+def test_any_length_recompute_form_matches_the_reference_below_its_bound(variant):
+    """The recompute form over a bound (the template's padded recompute form with M and N symbolic): every length
+    up to the bound, special values included."""
+    bound = (48, 64)
+    fn = {"sizes": [1, 1, *bound, 16]}
+    for sizes in _any_length_sizes(fn):
+        out, ref, poked = _run_llvm(variant, bound, sizes, recompute=True)
         err, nan_ok = compare(out, ref)
         assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
         assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
@@ -257,3 +272,41 @@ def _free_vars(e):
 def _subst(e, values):
     from schedules.exp_in_accumulator import _substitute
     return _substitute(e, values)
+
+
+RECOMPUTE_WORKER = r'''
+import json, sys
+sys.path.insert(0, ".")
+import tvm
+from schedules import cuda_space
+from tests.compile_worker import best_record_module
+from tir_kernels import runtime_func
+from tir_kernels.workloads import parse
+from tuning_db import best
+from tuning_db.database import open_json_db
+from pathlib import Path
+out = []
+for db, spec, bound in json.loads(sys.argv[1]):
+    best_record_module(db)  # registers the target's tensor intrinsics
+    rec = min(open_json_db(Path("tuning_db/sm_90") / db).get_all_tuning_records(),
+              key=lambda r: sum(float(s) for s in r.run_secs))
+    wl = parse(spec)
+    sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=best.TENSOR_CORE_ALIGN, any_batch=True,
+                                          bound=(bound, bound), recompute=True))
+    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    src = cuda_space.build(sch.mod, "sm_90").mod.imports[0].inspect_source("cuda")
+    out.append({"db": db, "src": src})
+print("RESULT" + json.dumps(out))
+'''
+
+
+def test_tuned_recompute_record_replays_on_the_any_length_recompute_form(tmp_path_factory):
+    """W3's best tuned record (the recompute form at 1500 x 1500, padded to 1536) replays unchanged on the
+    any-length recompute form of the 1536 bound and compiles for sm_90: a tuned kernel for every length up to 1536,
+    M and N guarded and the grid over M's row groups (schedules/skip_rows)."""
+    (r,) = run_compile_worker(RECOMPUTE_WORKER, [["whisper-enc.f16", "a=8x20x1500x64,b=8x20x1500x64,transB=1,"
+                                                                     "scale=0.125,dtype=float16", 1536]],
+                              tmp_path_factory)
+    src = r["src"]
+    assert "mma" in src and re.search(r"< M\b", src) and re.search(r"< N\b", src)
+    assert re.search(r"blockIdx\.x\) / \(\(M \+ \d+\) >> \d+\)", src), "the grid does not follow M's row groups"

@@ -156,13 +156,16 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
                 P[v0, v1, vi, vj] = T.cast(T.if_then_else(
                     row_sum[v0, v1, vi] == T.float32(0), T.float32(0), E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
 
-    if bound:
+    if bound and not recompute:
         return _drop_unused_params(_any_length(variant, sizes, bound, a_shape, b_shape, a_strides, b_strides,
                                                (bias_shape, bias_strides, mask_shape, mask_strides, mask_dtype),
                                                align, at), variant)
+    if bound:  # the recompute form over the bound: its padded form with M and N symbolic (or the bound's, to tune)
+        pad = (int(bound[0]), int(bound[1]), K)
     if pad:
-        return _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
+        func = _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
                                            logit, recompute, chunk, stat_cols), variant)
+        return func.with_attr(ANY_LENGTH_ATTR, 1) if bound else func
     if recompute:
         raise ValueError("the recompute form is a padded form: give pad=(Mp, Np, Kp)")
     if not chunk:
@@ -271,7 +274,8 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     dt = variant.dtype
     B0, B1, M, N, K = sizes
     Mp, Np, Kp = (int(x) for x in pad)
-    if not (Mp >= M and Np >= N and Kp >= K):
+    # symbolic M, N: the any-length recompute form (pad = its bound, runtime_func(bound=..., recompute=True))
+    if isinstance(M, int) and isinstance(N, int) and not (Mp >= M and Np >= N and Kp >= K):
         raise ValueError(f"padded sizes {pad} smaller than (M, N, K) = {(M, N, K)}")
     trans_b = variant.trans_b
     p_offset = p_offset_factor(align, a_strides is not None)
@@ -663,7 +667,8 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     recompute: with pad, the recompute form (_padded; schedules/cuda_recompute); with chunk too, its two-sweep form,
     whose chunk statistics are per group of stat_cols columns (0: the chunk).
     bound: (Mb, Nb) for the any-length form (_any_length): M and N symbolic up to the bound, K from `shape`, the
-    batch dims as any_batch / fixed_batch say.
+    batch dims as any_batch / fixed_batch say; with recompute, the recompute form over the bound (_padded with
+    pad = (Mb, Nb, K): no bias or mask), whose traces are those of the static recompute form at M = Mb, N = Nb.
     """
     if bound is not None:
         if shape is None:
@@ -672,7 +677,8 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
         if any_batch and fixed_batch is not None:
             batch[fixed_batch[0]] = int(fixed_batch[1])
         sizes = (*batch, tvm.tirx.Var("M", "int32"), tvm.tirx.Var("N", "int32"), shape.sizes[4])
-        return _template(variant, sizes, strided=True, align=align, bound=bound).with_attr("global_symbol", name)
+        return _template(variant, sizes, strided=True, align=align, bound=bound, recompute=recompute, chunk=chunk,
+                         stat_cols=stat_cols).with_attr("global_symbol", name)
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
     elif any_batch:
