@@ -45,26 +45,19 @@ def _run_llvm(variant, bound, sizes, recompute=False):
     return p.numpy().astype(np.float64), ref, poked
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.key)
-def test_any_length_form_matches_the_reference_below_its_bound(variant):
+RECOMPUTE_VARIANTS = [Variant("float16", True), Variant("bfloat16", True, causal=True), Variant("float16", False)]
+FORMS = [(v, False) for v in VARIANTS] + [(v, True) for v in RECOMPUTE_VARIANTS]  # the recompute form: no bias/mask
+
+
+@pytest.mark.parametrize("variant,recompute", FORMS, ids=lambda x: x.key if isinstance(x, Variant) else
+                         ("recompute" if x else "one-pass"))
+def test_any_length_form_matches_the_reference_below_its_bound(variant, recompute):
+    """The any-length form, and the recompute form over a bound (the template's padded recompute form with M and N
+    symbolic): every length up to the bound, special values included."""
     bound = (48, 64)
     fn = {"sizes": [1, 1, *bound, 16]}
     for sizes in _any_length_sizes(fn):
-        out, ref, poked = _run_llvm(variant, bound, sizes)
-        err, nan_ok = compare(out, ref)
-        assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
-        assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
-
-
-@pytest.mark.parametrize("variant", [Variant("float16", True), Variant("bfloat16", True, causal=True),
-                                     Variant("float16", False)], ids=lambda v: v.key)
-def test_any_length_recompute_form_matches_the_reference_below_its_bound(variant):
-    """The recompute form over a bound (the template's padded recompute form with M and N symbolic): every length
-    up to the bound, special values included."""
-    bound = (48, 64)
-    fn = {"sizes": [1, 1, *bound, 16]}
-    for sizes in _any_length_sizes(fn):
-        out, ref, poked = _run_llvm(variant, bound, sizes, recompute=True)
+        out, ref, poked = _run_llvm(variant, bound, sizes, recompute=recompute)
         err, nan_ok = compare(out, ref)
         assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
         assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
@@ -233,6 +226,7 @@ def test_skip_rows_grid_covers_the_row_groups_below_m():
     from tvm import tirx
 
     from schedules import skip_rows
+    from schedules.exp_in_accumulator import _substitute as _subst
     from tuning_db import any_length
     (tk,) = any_length.default_kernels(Variant("float16", True, True), 32, "sm_90", [192], log=lambda m: None)
     func = tk.shipped_func(tk.schedule, "k")
@@ -267,11 +261,6 @@ def _free_vars(e):
     found = []
     tvm_ffi.structural_walk(e, ((tirx.Var, found.append),))
     return found
-
-
-def _subst(e, values):
-    from schedules.exp_in_accumulator import _substitute
-    return _substitute(e, values)
 
 
 RECOMPUTE_WORKER = r'''
