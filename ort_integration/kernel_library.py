@@ -71,7 +71,7 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None):
+           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -90,6 +90,10 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch (tuning_db.any_length);
         # the op takes the smallest bound that holds a call
         "any_length": bool(bound),
+        # form: the template form the kernel is scheduled on (tuning_db.tuner.forms: "one-pass", "recompute",
+        # "any-length", "any-length-recompute", ...); "generic" for the generic kernels. Reporting only: dispatch
+        # reads sizes, any_length and the twins' fields
+        "form": form or ("generic" if shape is None else "one-pass"),
         # fixed_batch: [dim, value] for an any-batch kernel's twin that serves only the calls whose canonical batch
         # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
         # math); null for the others
@@ -348,7 +352,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                 entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
                                       None if tk.kind == "default" else (tk.source_target or target_name),
                                       tk.source_target is not None, align=TENSOR_CORE_ALIGN, any_batch=True,
-                                      schedule=tk.kind, bound=tk.bound))
+                                      schedule=tk.kind, bound=tk.bound, form=tk.form))
             continue
         name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
         if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
@@ -366,7 +370,8 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                                   None if tk.kind == "default" else (tk.source_target or target_name),
                                   tk.source_target is not None,
                                   align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2,
-                                  any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed, scale=scale))
+                                  any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed, scale=scale,
+                                  form=tk.form))
     so_path = out_dir / KERNELS_SO
     tmp = so_path.with_suffix(".so.tmp")
     try:

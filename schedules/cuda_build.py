@@ -43,7 +43,7 @@ from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
 from . import (async_copies, exp_in_accumulator, max_scale, one_exchange, quad_statistics, row_registers,  # noqa: E402
-               sector_stores, skip_rows, softmax_arithmetic, static_statistics, targets, warp_statistics)
+               sector_stores, skip_chunks, skip_rows, softmax_arithmetic, static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -80,10 +80,10 @@ def _flashgemm_pipeline(**kwargs):
                                             tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
     # before TVM's lowering: a warp allreduce's statistics go to registers (warp_statistics), the other statistics'
     # buffers leave dynamic shared memory (static_statistics), an any-length kernel's grid covers the row groups
-    # below M only (skip_rows)
+    # below M only (skip_rows), its chunk loops the column chunks below N (skip_chunks)
     pipeline = tvm.ir.transform.Sequential([warp_statistics.warp_statistics_in_registers,
                                             static_statistics.statistics_in_static_shared, skip_rows.skip_rows,
-                                            pipeline])
+                                            skip_chunks.skip_chunks, pipeline])
     return pipeline, finalize_host, finalize_device
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from . import cuda_row_vector, cuda_space, cuda_split_n, targets
+from . import cuda_recompute, cuda_row_vector, cuda_space, cuda_split_n, targets
 
 VEC_CHOICES = (1, 2, 4, 8)  # cuda_space.fetch's cooperative-fetch widths (categorical index = position)
 PV_CHOICES = (1, 2, 4)  # cuda_space's P store widths
@@ -140,13 +140,35 @@ def choose_row_vector_decisions(n: int, k: int, npad: int) -> list:
     return out
 
 
+# the recompute sketch the default schedule of that form is taken from (cuda_recompute: pipeline depth, P through a
+# shared tile, A's fragments once a block): that of W3's best records in both dtypes
+RECOMPUTE_SKETCH = {"stages": 2, "staged_p": True, "resident_a": True}
+
+
+def choose_recompute_decisions(mt: int, nt: int, kt: int) -> list:
+    """Candidates of the recompute form (schedules/cuda_recompute, RECOMPUTE_SKETCH), best guess first. mt, nt, kt:
+    16-element tile counts of the padded M, N, K. The rule is W3's best records (tuning_db/sm_90/whisper-enc.f16 and
+    .bf16, 648.6 and 649.3 us on the H200, the same decisions in both dtypes): blocks of 64 rows sweeping chunks of
+    64 columns, 2 x 2 warps of 32 x 32, k tiles of 16, A copied a scalar at a time (its only width), B's chunks 4,
+    then 8 and 8 elements a thread. Fallbacks: 32 and 16 rows a block, 32-column chunks."""
+    out = []
+    for bmt, (wm, fm) in ((4, (2, 2)), (2, (1, 2)), (1, (1, 1))):
+        for cwt, (wn, fn) in ((4, (2, 2)), (2, (1, 2))):
+            if mt % bmt or nt % cwt:
+                continue
+            out.append({"i": [mt // bmt, bmt], "j": [nt // cwt, cwt], "wi": [wm, fm], "wj": [wn, fn], "k": [kt, 1],
+                        "vec_a": 0, "vec_b0": 1, "vec_b1": 2, "vec_b2": 2})
+    return out
+
+
 # the sampling instructions of each form's trace, in order (tile keys: SamplePerfectTile, others: SampleCategorical)
 _FORMS = {
     "one_pass": ("i", "j", "k", "vec_a", "vec_b", "pv", "unroll"),
     "split_n": ("i", "j", "k", "vec_a", "vec_b", "pv"),
     "row_vector": ("j", "w", "kv", "kb", "unroll", "pv"),
+    "recompute": ("i", "j", "wi", "wj", "k", "vec_a", "vec_b0", "vec_b1", "vec_b2"),
 }
-_TILE_KEYS = {"i", "j", "k", "w", "kb"}
+_TILE_KEYS = {"i", "j", "k", "w", "kb", "wi", "wj"}
 
 
 def default_trace(mod: tvm.IRModule, target_name: str, log=None, candidates=None):
@@ -159,7 +181,12 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None, candidates=None
     b0, b1, m, n, k = cuda_space._sizes(mod["main"])
     probe = tvm.s_tir.Schedule(mod, seed=1)
     trans_b = cuda_space._is_trans_b(probe)
-    if cuda_split_n.is_split_n(probe):
+    if cuda_recompute.is_recompute_form(probe):  # (first: over a bound it is an any-length form too)
+        form = "recompute"
+        probe = cuda_recompute.schedule(probe, target_name, stage_options=(RECOMPUTE_SKETCH["stages"],),
+                                        staged_p=(RECOMPUTE_SKETCH["staged_p"],),
+                                        resident_a=(RECOMPUTE_SKETCH["resident_a"],))[0]
+    elif cuda_split_n.is_split_n(probe):
         form = "split_n"
         cuda_split_n.schedule(probe, target_name, stage_options=(2,))  # raises UnsupportedShapeError
     elif cuda_row_vector.applies(m):
@@ -183,7 +210,9 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None, candidates=None
             for d in trace.decisions[inst]:
                 ext *= int(d)
             tiles.append(ext)
-    if form == "split_n":
+    if form == "recompute":  # (tiles: M, N, the probe's own row and column blocks, K)
+        cands = choose_recompute_decisions(tiles[0], tiles[1], tiles[4])
+    elif form == "split_n":
         cands = choose_split_n_decisions(m, n, k, trans_b, *tiles)
     elif form == "row_vector":
         cands = choose_row_vector_decisions(n, k, tiles[0])
@@ -196,9 +225,7 @@ def default_trace(mod: tvm.IRModule, target_name: str, log=None, candidates=None
         tried += 1
         if cand.get("stages", 2) != 2:  # one-pass / split-N: the probe is their 2-stage sketch
             raise AssertionError("cuda_default: only the 2-stage sketch is probed")
-        t = trace
-        for inst, key in zip(insts, order):
-            t = t.with_decision(inst, cand[key], remove_postproc=True)
+        t = cuda_space.with_decisions(trace, [cand[key] for key in order])
         sch = tvm.s_tir.Schedule(mod, seed=1)
         try:
             t.apply_to_schedule(sch, remove_postproc=True)

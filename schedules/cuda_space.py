@@ -407,10 +407,12 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
             if hopper and cuda_split_n.chunk_width(sch) not in cuda_split_n.CHUNK_WIDTHS:
                 return hopper  # the wide form: wgmma only (cuda_split_n.schedule refuses its chunk width)
             return cuda_split_n.schedule(sch, target_name) + hopper
-        if is_any_length(sch):  # the one-pass space over the bound (guards in the template; before the padded test)
-            return _schedule(sch, target_name)
-        if cuda_recompute.is_recompute_form(sch):  # (before the padded form's test: it is a padded form too)
+        # (the recompute form first: over a bound it is an any-length form too; then the one-pass space over the
+        # bound, guards in the template; both before the padded test, which they would pass)
+        if cuda_recompute.is_recompute_form(sch):
             return cuda_recompute.schedule(sch, target_name)
+        if is_any_length(sch):
+            return _schedule(sch, target_name)
         if cuda_registers.is_padded_form(sch):  # made for the register sketches (cuda_registers.padded_sizes)
             return cuda_registers.schedule(sch, target_name)
         _, _, m, n, k = _sizes(sch.mod["main"])

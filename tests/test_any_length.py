@@ -299,3 +299,110 @@ def test_tuned_recompute_record_replays_on_the_any_length_recompute_form(tmp_pat
     src = r["src"]
     assert "mma" in src and re.search(r"< M\b", src) and re.search(r"< N\b", src)
     assert re.search(r"blockIdx\.x\) / \(\(M \+ \d+\) >> \d+\)", src), "the grid does not follow M's row groups"
+
+
+def test_long_bounds_of_maskless_variants_are_the_recompute_form():
+    """tuning_db.tuner.any_length_form: the recompute form over the bound from ANY_LENGTH_RECOMPUTE_MIN_BOUND on CUDA,
+    for variants without bias or mask and B transposed; the one-pass any-length form everywhere else."""
+    from tuning_db.tuner import ANY_LENGTH_RECOMPUTE_MIN_BOUND as long_bound
+    from tuning_db.tuner import any_length_form
+    short = max(b for b in (32, 64, 128, 192, 256, 384, 512, 768) if b < long_bound)
+    cases = [(Variant("float16", True), long_bound, "sm_90", "any-length-recompute"),
+             (Variant("bfloat16", True, causal=True), 2048, "sm_80", "any-length-recompute"),
+             (Variant("float16", True), short, "sm_90", "any-length"),
+             (Variant("float16", True, True), 2048, "sm_90", "any-length"),
+             (Variant("float16", True, False, "add"), 2048, "sm_90", "any-length"),
+             (Variant("float16", False), 2048, "sm_90", "any-length"),
+             (Variant("float16", True), 2048, "llvm", "any-length")]
+    for variant, bound, target, want in cases:
+        form = any_length_form(variant, (bound, bound), 64, target)
+        assert form.name == want, (variant.key, bound, target)
+        assert form.bound == (bound, bound)
+        assert form.recompute == (want == "any-length-recompute")
+
+
+def test_the_recompute_default_rule_is_w3s_best_record():
+    """schedules/cuda_default.choose_recompute_decisions' first candidate is the decisions of W3's best tuned record
+    in each dtype (the rule says it is), at W3's padded sizes."""
+    from compile_worker import best_record_module
+    from schedules import cuda_default, cuda_recompute
+    from tuning_db.database import open_json_db
+    repo = Path(__file__).resolve().parent.parent
+    for db in ("whisper-enc.f16", "whisper-enc.bf16"):
+        best_record_module(db)  # registers the target's tensor intrinsics
+        rec = min(open_json_db(repo / "tuning_db" / "sm_90" / db).get_all_tuning_records(),
+                  key=lambda r: sum(float(s) for s in r.run_secs))
+        mod = rec.workload.mod
+        assert cuda_recompute.pipeline_stages(rec.trace) == cuda_default.RECOMPUTE_SKETCH["stages"]
+        assert cuda_recompute.is_staged(rec.trace, mod) == cuda_default.RECOMPUTE_SKETCH["staged_p"]
+        assert cuda_recompute.is_resident(rec.trace, mod) == cuda_default.RECOMPUTE_SKETCH["resident_a"]
+        got = [[int(x) for x in d] if hasattr(d, "__len__") else int(d)
+               for d in cuda_recompute.current_decisions(rec.trace, mod)]
+        first = cuda_default.choose_recompute_decisions(1536 // 16, 1536 // 16, 64 // 16)[0]
+        assert got == [first[key] for key in cuda_default._FORMS["recompute"]], db
+
+
+RECOMPUTE_PASSES_WORKER = r'''
+import json, os, sys
+sys.path.insert(0, ".")
+import tvm
+from ort_integration.compile_worker import compile_module
+from tir_kernels import Variant
+from tuning_db import any_length
+out = []
+for dtype, causal, k, bound in json.loads(sys.argv[1]):
+    (tk,) = any_length.default_kernels(Variant(dtype, True, causal=causal), k, "sm_90", [bound], log=lambda m: None)
+    mod = tvm.IRModule({"k": tk.shipped_func(tk.schedule, "k")})
+    srcs = {}
+    for off in ("", "FLASHGEMM_NO_SKIP_CHUNKS", "FLASHGEMM_NO_SKIP_ROWS"):
+        if off:
+            os.environ[off] = "1"
+        srcs[off or "both"] = compile_module(mod, "sm_90").mod.imports[0].inspect_source()
+        os.environ.pop(off, None)
+    out.append({"form": tk.form, "bound": bound, "srcs": srcs})
+print("RESULT" + json.dumps(out))
+'''
+
+
+def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(tmp_path_factory):
+    """The recompute form over the 1536 bound as a bundle ships it (sm_90): its grid covers the 64-row groups below M
+    (schedules/skip_rows) and each of its three sweeps the 64-column chunks below N (schedules/skip_chunks), and
+    nothing else changes: with either pass off, the same barriers, mma and copies."""
+    (r,) = run_compile_worker(RECOMPUTE_PASSES_WORKER, [["float16", True, 64, 1536]], tmp_path_factory)
+    assert r["form"] == "any-length-recompute"
+    both, no_chunks, no_rows = (r["srcs"][key] for key in ("both", "FLASHGEMM_NO_SKIP_CHUNKS",
+                                                           "FLASHGEMM_NO_SKIP_ROWS"))
+    sweeps = r"for \(int \w+ = 0; \w+ < \(min\(24, \(\(N \+ 63\) >> 6\)\) - 1\); \+\+\w+\)"
+    assert len(re.findall(sweeps, both)) == 3, "the three sweeps do not stop at N's last chunk"
+    assert not re.search(sweeps, no_chunks) and len(re.findall(sweeps, no_rows)) == 3
+    grid = r"blockIdx\.x\) / \(\(M \+ 63\) >> 6\)"
+    assert re.search(grid, both) and re.search(grid, no_chunks) and not re.search(grid, no_rows)
+    for what in ("__syncthreads", "mma.sync", "cp.async", "ldmatrix"):
+        assert both.count(what) == no_chunks.count(what) == no_rows.count(what), what
+
+
+def test_skip_chunks_finds_each_sweep_and_its_chunk_width():
+    """schedules/skip_chunks.chunk_width on the scheduled recompute form over a bound: the three sweeps' loops, 64
+    columns a chunk (the default rule's); no chunk loop in a one-pass any-length kernel or a static one."""
+    import tvm_ffi
+    from tvm import tirx
+
+    from schedules import skip_chunks
+    from tuning_db import any_length
+    (tk,) = any_length.default_kernels(Variant("float16", True), 64, "sm_90", [1024], log=lambda m: None)
+    func = tk.shipped_func(tk.schedule, "k")
+    b_buf, n = skip_chunks._b_rows(func)
+    assert b_buf.name == "Bm" and n.name == "N"
+    loops = []
+    tvm_ffi.structural_walk(func.body, ((tirx.For, lambda lp: loops.append(lp)
+                                         if "software_pipeline_stage" in lp.annotations else None),))
+    assert [skip_chunks.chunk_width(lp, b_buf) for lp in loops] == [64, 64, 64]
+    assert [int(lp.extent) for lp in loops] == [16, 16, 16]
+    skipped = skip_chunks.skip(func)
+    new = []
+    tvm_ffi.structural_walk(skipped.body, ((tirx.For, lambda lp: new.append(lp)
+                                            if "software_pipeline_stage" in lp.annotations else None),))
+    assert all(str(lp.extent) == "T.min(16, (N + 63) // 64)" for lp in new), [str(lp.extent) for lp in new]
+    (one_pass,) = any_length.default_kernels(Variant("float16", True, True), 64, "sm_90", [1024], log=lambda m: None)
+    f1 = one_pass.shipped_func(one_pass.schedule, "k")
+    assert tvm_ffi.structural_equal(skip_chunks.skip(f1), f1)

@@ -7,6 +7,9 @@ the real lengths cost their GEMM tile and nothing else (no P store, -inf logits)
 square bounds (LENGTH_BOUNDS, each at most 1.5x the one below past 128) and the op serves a call by the smallest
 bound that holds it (ort_integration/src/bundle.cc), so at most ~1.5x of the rows and columns are padding.
 
+Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND) of the variants without bias or mask are the recompute form over
+the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row.
+
 Schedules are the space's default (schedules/cuda_default, chosen by rule, never measured): they are what a
 bundle ships before anyone tunes. Lengths past the ladder's top go to the generic kernel, as do head sizes that
 are not a multiple of 16.
@@ -21,6 +24,7 @@ from schedules import targets
 from tir_kernels import Variant, canonicalize, runtime_func, tuning_func
 
 from .best import TENSOR_CORE_ALIGN, TunedKernel
+from .tuner import any_length_form
 
 # square bounds (Mb = Nb); a call takes the smallest that holds max(M, N). Multiples of the one-pass space's pad
 # factors (schedules/cuda_space._pad_factors: 32 rows, 64 columns past 64); 2048: rows longer than that need the
@@ -68,17 +72,18 @@ def default_kernels(variant: Variant, k: int, target: str, bounds: Iterable[int]
     out = []
     for bound in bounds:
         shape = _probe_shape(variant, bound, k)
-        mod = tvm.IRModule({"main": tuning_func(variant, shape, 1.0, bound=(bound, bound))})
+        form = any_length_form(variant, (bound, bound), k, target)
+        mod = tvm.IRModule({"main": tuning_func(variant, shape, 1.0, bound=form.bound, recompute=form.recompute)})
         try:
             trace, _ = cuda_default.default_trace(mod, target)
         except cuda_space.UnsupportedShapeError as err:
             log(f"[build] any-length {variant.key} K={k}: no kernel for lengths up to {bound} ({err})")
             continue
         sch = tvm.s_tir.Schedule(runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, any_batch=True,
-                                              bound=(bound, bound)))
+                                              bound=form.bound, recompute=form.recompute))
         trace.apply_to_schedule(sch, remove_postproc=False)
         out.append(TunedKernel(f"any-length-{variant.key}-k{k}-{bound}", variant, shape, sch, None, any_batch=True,
-                               kind="default", form="any-length", bound=(bound, bound)))
+                               kind="default", form=form.name, bound=form.bound))
     return out
 
 

@@ -263,7 +263,7 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
     sch, any_batch = _replay(trace, wl, target)
     if wl.any_length:
         return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
-                           form="any-length", bound=wl.bound)
+                           form=forms(wl, target)[0].name, bound=wl.bound)
     return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
                        **_twin(trace, wl, target, None, any_batch))
 

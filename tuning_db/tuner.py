@@ -76,8 +76,8 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     or mask (not long rows: they have split-N), the recompute form (schedules/cuda_recompute), tuned by default
     where rows are at least RECOMPUTE_AUTO_MIN_N long (tuned_forms). On sm_90, long rows also have the wide split-N
     form (wgmma only, CW = 256: cuda_split_n.WIDE_CHUNK), tuned by default beside the primary one."""
-    if workload.any_length:  # one form: the any-length one (guards need the one-pass space's S in shared memory)
-        return [Form("any-length", bound=workload.bound)]
+    if workload.any_length:  # one form: the one-pass space over the bound, or on long rows its recompute form
+        return [any_length_form(workload.variant, workload.bound, workload.canonical.sizes[4], target_name)]
     chunk = split_n_chunk(workload, target_name)
     out = [Form("split-n" if chunk else "one-pass", chunk)]
     if chunk:  # on Hopper, the wide split-N form too (wgmma with CW = 256: cuda_split_n.WIDE_CHUNK)
@@ -98,6 +98,28 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
             out.append(Form("recompute2", cuda_recompute.TWO_SWEEP_CHUNK, pad, recompute=True,
                             stat_cols=cuda_recompute.TWO_SWEEP_STAT_COLS))
     return out
+
+
+# Any-length kernels of bounds at least this long are the recompute form over the bound, where it applies
+# (any_length_form). Why: the one-pass form keeps a 16-row block's whole S row (Nb fp32) in shared memory, one or two
+# blocks an SM on long rows; the recompute form keeps a chunk of S on chip. Both default schedules measured at the
+# lengths each bound serves (H200, results/h200/any-length-recompute-2026-12-01/): the recompute form 1.08-1.19x
+# faster on the 1024 bound (K 64) and 1.6-2.1x on 1536 and 2048, but 0.56-0.94x on 512 and 768.
+ANY_LENGTH_RECOMPUTE_MIN_BOUND = 1024
+
+
+def any_length_form(variant, bound: tuple, k: int, target_name: Optional[str]) -> Form:
+    """The form of the any-length kernel of (variant, bound, K) on a target: on CUDA, for bounds from
+    ANY_LENGTH_RECOMPUTE_MIN_BOUND, variants without bias or mask and B transposed (with B as [K, N] a chunk's rows
+    start at multiples of N, which a vector copy cannot assume), the recompute form over the bound (pad = the bound
+    and K: its traces are those of the static recompute form at M = Mb, N = Nb); else the one-pass any-length form."""
+    from schedules import cuda_recompute  # noqa: PLC0415
+    long_rows = min(int(x) for x in bound) >= ANY_LENGTH_RECOMPUTE_MIN_BOUND
+    if (target_name is not None and targets.is_cuda(target_name) and long_rows and variant.trans_b
+            and cuda_recompute.padded_sizes(variant, *(int(x) for x in bound), k) is not None):
+        return Form("any-length-recompute", pad=(int(bound[0]), int(bound[1]), k), recompute=True,
+                    bound=tuple(bound))
+    return Form("any-length", bound=tuple(bound))
 
 
 # The recompute form is tuned by default (recompute_form=None) on rows at least this long. Measured on the H100
