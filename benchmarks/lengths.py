@@ -38,9 +38,12 @@ def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256)
                                             (f["any_batch"] and f["sizes"][2:] == [m, n, k])):
             return f
     bounded = [f for f in mine if f.get("any_length") and f["sizes"][4] == k and f["sizes"][2] >= m
-               and f["sizes"][3] >= n and not f.get("fixed_batch")]
+               and f["sizes"][3] >= n and (not f.get("fixed_batch") or (b0, b1)[f["fixed_batch"][0]] ==
+                                           f["fixed_batch"][1]) and n % (f.get("n_multiple") or 1) == 0]
     if bounded:
-        return min(bounded, key=lambda f: (f["sizes"][2] * f["sizes"][3], f["schedule"] != "tuned"))
+        return min(bounded, key=lambda f: (f["sizes"][2] * f["sizes"][3],
+                                           -bool(f.get("fixed_batch")) - ((f.get("n_multiple") or 1) > 1),
+                                           f["schedule"] != "tuned"))
     return next((f for f in mine if f["schedule"] == "generic"), None)
 
 
@@ -119,7 +122,7 @@ def _time(row: dict, system: str):
     (then only "ours" was timed: the same call)."""
     if system in row["us"]:
         return row["us"][system]
-    if system == "any-length" and re.search(r"_len\d+x\d+_k\d+$", row["served_by"]["ours"]):
+    if system == "any-length" and re.search(r"_len\d+x\d+_k\d+(_b\deq\d+)?(_n\d+)?$", row["served_by"]["ours"]):
         return row["us"]["ours"]
     return None
 
@@ -129,6 +132,7 @@ def plot(result: dict, path) -> None:
     import matplotlib  # noqa: PLC0415
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.ticker  # noqa: PLC0415, F401  (matplotlib.ticker below)
     rows = result["rows"]
     systems = [s for s in ("ours", "any-length", "generic", "torch eager", "ORT MatMul+Softmax")
                if any(s in r["us"] for r in rows)]
@@ -138,8 +142,13 @@ def plot(result: dict, path) -> None:
         ax.plot(*zip(*pts), marker="o", label=s, **({"linestyle": "--", "markersize": 4} if s == "any-length" else {}))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xticks([r["length"] for r in rows])
-    ax.set_xticklabels([str(r["length"]) for r in rows], rotation=45)
+    ticks = []  # labelled lengths: none within 8 % of the one before (1024 and 1025 would overlap)
+    for length in sorted({r["length"] for r in rows}):
+        if not ticks or length > ticks[-1] * 1.08:
+            ticks.append(length)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks], rotation=45)
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("sequence length (M = N)")
     ax.set_ylabel("time per call (us)")
     ax.set_title(f"P = softmax(QK^T/sqrt(d)), {result['batch']} x {result['heads']} heads, d={result['k']}, "

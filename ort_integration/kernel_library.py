@@ -65,13 +65,16 @@ def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: s
     return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{batch}m{m}_n{n}_k{k}{bits}"
 
 
-def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default") -> str:
-    """An any-length kernel: named by variant, bound and K."""
-    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}len{bound[0]}x{bound[1]}_k{k}"
+def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default", fixed_batch=None,
+                    n_multiple: int = 1) -> str:
+    """An any-length kernel: named by variant, bound and K (its twin: and the batch dim it fixes, N's multiple)."""
+    twin = (f"_b{fixed_batch[0]}eq{fixed_batch[1]}" if fixed_batch else "") + (f"_n{n_multiple}" if n_multiple > 1
+                                                                                 else "")
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}len{bound[0]}x{bound[1]}_k{k}{twin}"
 
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None):
+           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1):
     return {
         "name": name,
         "dtype": variant.dtype,
@@ -90,6 +93,9 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch (tuning_db.any_length);
         # the op takes the smallest bound that holds a call
         "any_length": bool(bound),
+        # n_multiple: an any-length kernel that serves only the calls whose N is a multiple of it (its P stores are
+        # vectors: tir_kernels.runtime_func's n_multiple), preferred there to the one without at the same bound
+        "n_multiple": int(n_multiple),
         # form: the template form the kernel is scheduled on (tuning_db.tuner.forms: "one-pass", "recompute",
         # "any-length", "any-length-recompute", ...); "generic" for the generic kernels. Reporting only: dispatch
         # reads sizes, any_length and the twins' fields
@@ -347,12 +353,19 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                 log(f"[build] {tk.workload}: the any-length kernel's schedule fixes the batch; left out")
                 continue
             name = any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind)
-            if name not in funcs:
-                funcs[name] = tk.shipped_func(tk.schedule, name)
-                entries.append(_entry(name, tk.variant, tk.shape, tk.workload, tk.run_secs,
+            if name in funcs:
+                continue
+            shipped = [(name, tk.schedule, None, 1)]
+            if tk.twin is not None:
+                shipped.append((any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind, tk.fixed_batch,
+                                                tk.n_multiple), tk.twin, tk.fixed_batch, tk.n_multiple))
+            for fname, sch, fixed, n_multiple in shipped:
+                funcs[fname] = tk.shipped_func(sch, fname)
+                entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
                                       None if tk.kind == "default" else (tk.source_target or target_name),
                                       tk.source_target is not None, align=TENSOR_CORE_ALIGN, any_batch=True,
-                                      schedule=tk.kind, bound=tk.bound, form=tk.form))
+                                      schedule=tk.kind, bound=tk.bound, form=tk.form, fixed_batch=fixed,
+                                      n_multiple=n_multiple))
             continue
         name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
         if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves

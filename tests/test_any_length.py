@@ -21,13 +21,13 @@ VARIANTS = [Variant("float16", True), Variant("float16", True, True), Variant("f
             Variant("bfloat16", True, False, "bool", True), Variant("float16", True, True, "add", True)]
 
 
-def _run_llvm(variant, bound, sizes, recompute=False):
-    """The any-length form (or its recompute form), unscheduled (serial loops), compiled for the CPU and run at
-    `sizes`."""
+def _run_llvm(variant, bound, sizes, recompute=False, twin=None):
+    """The any-length form (or its recompute form; twin: runtime_func's fixed_batch and n_multiple), unscheduled
+    (serial loops), compiled for the CPU and run at `sizes`."""
     b0, b1, m, n, k = sizes
     shape = canonicalize((1, 1, bound[0], k), (1, 1, bound[1], k) if variant.trans_b else (1, 1, k, bound[1]),
                          variant.trans_b)
-    func = runtime_func(variant, shape, any_batch=True, bound=bound, recompute=recompute)
+    func = runtime_func(variant, shape, any_batch=True, bound=bound, recompute=recompute, **(twin or {}))
     lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
     fn = {"dtype": variant.dtype, "trans_b": int(variant.trans_b), "bias": int(variant.has_bias),
           "mask": variant.mask, "causal": int(variant.causal), "scale": None}
@@ -61,6 +61,27 @@ def test_any_length_form_matches_the_reference_below_its_bound(variant, recomput
         err, nan_ok = compare(out, ref)
         assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
         assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
+
+
+def test_any_length_recompute_twin_matches_the_reference_at_the_calls_it_serves():
+    """The twin of an any-length recompute kernel (tuning_db.best.ANY_LENGTH_TWIN: B0 = 1, P's column test for N a
+    multiple of 4): every length up to the bound with N a multiple of 4, special values included (bundle_check's
+    runs of a twin)."""
+    from tuning_db.best import ANY_LENGTH_TWIN
+    bound = (48, 64)
+    fn = {"sizes": [1, 1, *bound, 16], "fixed_batch": list(ANY_LENGTH_TWIN["fixed_batch"]),
+          "n_multiple": ANY_LENGTH_TWIN["n_multiple"]}
+    runs = _any_length_sizes(fn)
+    assert all(s[0] == 1 and s[3] % 4 == 0 for s in runs) and len(runs) >= 4
+    for variant in (Variant("float16", True), Variant("bfloat16", True, causal=True)):
+        for sizes in runs:
+            out, ref, poked = _run_llvm(variant, bound, sizes, recompute=True, twin=ANY_LENGTH_TWIN)
+            err, nan_ok = compare(out, ref)
+            assert nan_ok, f"{sizes}: NaN rows differ from the reference (poked {poked})"
+            assert err <= (2e-3 if variant.dtype == "float16" else 1.6e-2), f"{sizes}: max abs err {err:.3g}"
+    with pytest.raises(ValueError, match="n_multiple"):
+        runtime_func(Variant("float16", True), canonicalize((1, 1, 64, 16), (1, 1, 64, 16), True), any_batch=True,
+                     bound=(64, 64), n_multiple=4)
 
 
 def test_any_length_form_rejects_what_it_cannot_serve():
@@ -158,6 +179,11 @@ def test_tuning_specs_of_a_dynamic_model():
     wl = parse(specs[1])
     assert wl.any_length and wl.bound == (128, 128) and wl.canonical.sizes == (8, 2, 128, 128, 32)
     assert parse(wl.spec()) == dataclasses.replace(wl, name=parse(wl.spec()).name)
+    # a long bound of a variant without bias or mask is tuned in the recompute form over the bound (its one form)
+    from tuning_db import tuner
+    (spec,) = any_length.tuning_specs([(Variant("float16", True), 64, 12)], [1500])
+    (form,) = tuner.forms(parse(spec), "sm_90")
+    assert form.name == "any-length-recompute" and form.bound == (1536, 1536) and form.pad == (1536, 1536, 64)
 
 
 def test_tune_py_on_llvm_says_the_generic_kernels_serve_symbolic_lengths(tmp_path):
@@ -359,7 +385,10 @@ for dtype, causal, k, bound in json.loads(sys.argv[1]):
             os.environ[off] = "1"
         srcs[off or "both"] = compile_module(mod, "sm_90").mod.imports[0].inspect_source()
         os.environ.pop(off, None)
-    out.append({"form": tk.form, "bound": bound, "srcs": srcs})
+    twin = tvm.IRModule({"k": tk.shipped_func(tk.twin, "k")})
+    srcs["twin"] = compile_module(twin, "sm_90").mod.imports[0].inspect_source()
+    out.append({"form": tk.form, "bound": bound, "srcs": srcs, "fixed_batch": list(tk.fixed_batch),
+                "n_multiple": tk.n_multiple})
 print("RESULT" + json.dumps(out))
 '''
 
@@ -379,6 +408,14 @@ def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(t
     assert re.search(grid, both) and re.search(grid, no_chunks) and not re.search(grid, no_rows)
     for what in ("__syncthreads", "mma.sync", "cp.async", "ldmatrix"):
         assert both.count(what) == no_chunks.count(what) == no_rows.count(what), what
+    # its twin (B0 = 1, N a multiple of 4) stores P 4 halves (8 bytes) at a time; the kernel itself one by one
+    assert r["fixed_batch"] == [0, 1] and r["n_multiple"] == 4
+    twin = r["srcs"]["twin"]
+    vector_p = r"\*\((uint2|half4|uint1|half2)\*\)\(P_ptr \+"
+    assert re.search(vector_p, twin) and not re.search(vector_p, both)
+    assert re.search(r"\bP_ptr\[[^\n]*\] = \(\(half\)", both) and not re.search(r"\bP_ptr\[[^\n]*\] = \(\(half\)", twin)
+    signs = r"B1 \* \d+\) >= 0"  # the sign corrections of a division by a symbolic B1 (runtime_func's fixed_batch)
+    assert re.search(signs, both) and not re.search(signs, twin), "the twin's batch index math is not constant"
 
 
 def test_skip_chunks_finds_each_sweep_and_its_chunk_width():

@@ -466,8 +466,9 @@ def test_scale_specialized_twin_dispatch(bundle, device, tmp_path, monkeypatch, 
 def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     """An any-length manifest entry (sizes [1, 1, Mb, Nb, K], any_batch and any_length) serves every call of its
     variant with M <= Mb, N <= Nb and this K, for any batch, after the exact and any-batch entries and before the
-    generic kernel: the smallest bound that holds the call; at one bound a fixed-batch twin whose batch dim matches
-    first, then tuned before default. Stand-ins: the generic functions (they serve any shape)."""
+    generic kernel: the smallest bound that holds the call; at one bound a twin that serves the call first (a
+    fixed-batch twin whose batch dim matches, one for N a multiple of n_multiple where it is), then tuned before
+    default. Stand-ins: the generic functions (they serve any shape)."""
     d = tmp_path / "any-length"
     d.mkdir()
     shutil.copy(bundle / "flashgemm_kernels.so", d)
@@ -483,7 +484,7 @@ def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
 
     manifest["functions"] += [
         # listed largest first: the choice must not follow the manifest's order
-        any_length(plain, 256, 256), any_length(plain, 128, 128),
+        any_length(plain, 256, 256), any_length(plain, 128, 128), any_length(plain, 128, 128, n_multiple=4),
         # an any-batch entry of the call's own M, N, K comes before every any-length one
         dict(plain, tuned=False, schedule="default", sizes=[1, 1, 60, 60, k], any_batch=True, workload="w"),
         # more alignment than any call has (the op sees at most 256): never chosen, although the smallest bound
@@ -497,8 +498,9 @@ def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     so2 = opts(bundle, device)
     rng = np.random.default_rng(12)
     for a_shape, b_shape, with_bias, tag in (
-            ([2, 100, k], [k, 100], False, "default, any length <= 128x128"),
-            ([2, 128, k], [k, 128], False, "default, any length <= 128x128"),
+            ([2, 100, k], [k, 100], False, "default, N%4=0, any length <= 128x128"),  # N a multiple of 4: that one
+            ([2, 128, k], [k, 128], False, "default, N%4=0, any length <= 128x128"),
+            ([2, 128, k], [k, 99], False, "default, any length <= 128x128"),
             ([2, 100, k], [k, 200], False, "default, any length <= 256x256"),
             ([2, 200, k], [k, 200], False, "default, any length <= 256x256"),
             ([2, 3, 200, k], [k, 100], False, "default, any length <= 256x256"),  # any batch
@@ -729,6 +731,12 @@ def _bad_bundle(bundle, tmp_path, what):
     elif what == "any_length_bad_bound":  # the bound holds at least one row and column
         manifest["functions"][2].update(tuned=False, schedule="default", sizes=[1, 1, 0, 128, 64], any_batch=True,
                                         any_length=True)
+    elif what == "any_length_bad_n_multiple":  # an any-length twin's N multiple is a positive integer
+        manifest["functions"][2].update(tuned=False, schedule="default", sizes=[1, 1, 128, 128, 64], any_batch=True,
+                                        any_length=True, n_multiple=0)
+    elif what == "n_multiple_not_any_length":  # only an any-length kernel serves a multiple of N alone
+        manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
+                                        n_multiple=4)
     elif what == "scale_without_twin":  # only a fixed-batch twin is specialized on a scale
         manifest["functions"][2].update(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], any_batch=True,
                                         scale=0.125)
@@ -755,6 +763,8 @@ FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.p
     ("any_length_without_any_batch", ['functions[2]."any_length" is set on a kernel that is not any_batch']),
     ("any_length_with_scale", ['functions[2]."any_length" is set on a kernel specialized on a scale']),
     ("any_length_bad_bound", ['functions[2]."sizes" of an any_length kernel does not bound M and N']),
+    ("any_length_bad_n_multiple", ['functions[2]."n_multiple" is not a positive integer']),
+    ("n_multiple_not_any_length", ['functions[2]."n_multiple" is set on a kernel that is not any_length']),
 ])
 def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, what, needles):
     if what == "cuda" and device == "cuda":

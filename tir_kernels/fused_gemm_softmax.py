@@ -58,11 +58,14 @@ def _strides(name: str, n: int):
 
 def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = None, align: int = 2,
               chunk: int = 0, pad: Optional[tuple] = None, recompute: bool = False, stat_cols: int = 0,
-              bound: Optional[tuple] = None):
+              bound: Optional[tuple] = None, n_multiple: int = 1):
     """sizes: (B0, B1, M, N, K) as ints or int32 Vars. strided: symbolic strides (runtime form).
     bcast: for the tuning form, per tensor the 4 booleans 'this canonical dim is broadcast'.
     pad: (Mp, Np, Kp) for the padded form (_padded), else None.
-    bound: (Mb, Nb) for the any-length form (_any_length), else None."""
+    bound: (Mb, Nb) for the any-length form (_any_length), else None.
+    n_multiple: the recompute form over a bound, for calls whose N is a multiple of it only (_padded)."""
+    if n_multiple != 1 and not (bound and recompute and not chunk):
+        raise ValueError("n_multiple applies to the recompute form over a bound only")
     dt = variant.dtype
     B0, B1, M, N, K = sizes
     bc = bcast or {}
@@ -164,7 +167,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         pad = (int(bound[0]), int(bound[1]), K)
     if pad:
         func = _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
-                                           logit, recompute, chunk, stat_cols), variant)
+                                           logit, recompute, chunk, stat_cols, n_multiple), variant)
         return func.with_attr(ANY_LENGTH_ATTR, 1) if bound else func
     if recompute:
         raise ValueError("the recompute form is a padded form: give pad=(Mp, Np, Kp)")
@@ -258,7 +261,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
 
 def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit,
-            recompute: bool = False, chunk: int = 0, stat_cols: int = 0):
+            recompute: bool = False, chunk: int = 0, stat_cols: int = 0, n_multiple: int = 1):
     """The padded form: every block iterates over (Mp, Np, Kp), multiples of the register sketches' tiles, so their
     splits are perfect and no predicate reaches a reduction (schedules/cuda_registers: why that matters).
     A/B are read through zero-filled "A_pad"/"Bm_pad" blocks (the names and meaning pad_einsum gives them, so a
@@ -268,7 +271,12 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
 
     recompute: the recompute form (schedules/cuda_recompute). The GEMM is written three times, "S" (read by
     "row_max"), "S_sum" (by "exp"/"row_sum") and "S_p" (by "P", which takes exp itself), so a schedule can compute
-    each where its consumer sweeps a chunk of columns and keep only a chunk of S on chip at a time."""
+    each where its consumer sweeps a chunk of columns and keep only a chunk of S on chip at a time.
+
+    n_multiple (recompute over a bound, N symbolic): the form for calls whose N is a multiple of n_multiple only. P's
+    store tests column vj as vj // n_multiple < N // n_multiple (the same test there), which TVM sees uniform across
+    an aligned vector of n_multiple columns, so P leaves in vector stores (a row starts at a multiple of N, aligned
+    too); with `vj < N` a lane-dependent test makes TVM store element by element."""
     if variant.has_bias or variant.mask != "none":
         raise ValueError("the padded form takes no bias or mask")
     dt = variant.dtype
@@ -286,6 +294,9 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
 
     def bp_elem(Bm_pad, b0, b1, k, j):  # the padded copy keeps every batch index (an on-chip tile once scheduled)
         return Bm_pad[b0, b1, j, k] if trans_b else Bm_pad[b0, b1, k, j]
+
+    def p_column_inside(j):  # P's column test (n_multiple above)
+        return j < N if n_multiple == 1 else tvm.tirx.floordiv(j, n_multiple) < tvm.tirx.floordiv(N, n_multiple)
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_padded(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -410,7 +421,7 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
                 T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
                 T.writes(P[v0, v1, vi, vj])
-                if vi < M and vj < N:
+                if vi < M and p_column_inside(vj):
                     P[v0, v1, vi, vj] = T.cast(T.if_then_else(
                         row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
                         T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
@@ -646,7 +657,7 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
                  align: int = 2, any_batch: bool = False, chunk: int = 0,
                  pad: Optional[tuple] = None, recompute: bool = False,
                  fixed_batch: Optional[tuple] = None, stat_cols: int = 0,
-                 bound: Optional[tuple] = None) -> tvm.tirx.PrimFunc:
+                 bound: Optional[tuple] = None, n_multiple: int = 1) -> tvm.tirx.PrimFunc:
     """The kernel as exported: static sizes from `shape`, or symbolic sizes when shape is None.
 
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
@@ -669,6 +680,8 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     bound: (Mb, Nb) for the any-length form (_any_length): M and N symbolic up to the bound, K from `shape`, the
     batch dims as any_batch / fixed_batch say; with recompute, the recompute form over the bound (_padded with
     pad = (Mb, Nb, K): no bias or mask), whose traces are those of the static recompute form at M = Mb, N = Nb.
+    n_multiple: with bound and recompute, the form for calls whose N is a multiple of it only (_padded: P in vector
+    stores); the op serves other calls by the kernel without it.
     """
     if bound is not None:
         if shape is None:
@@ -678,7 +691,7 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
             batch[fixed_batch[0]] = int(fixed_batch[1])
         sizes = (*batch, tvm.tirx.Var("M", "int32"), tvm.tirx.Var("N", "int32"), shape.sizes[4])
         return _template(variant, sizes, strided=True, align=align, bound=bound, recompute=recompute, chunk=chunk,
-                         stat_cols=stat_cols).with_attr("global_symbol", name)
+                         stat_cols=stat_cols, n_multiple=n_multiple).with_attr("global_symbol", name)
     if shape is None:
         sizes = tuple(tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K"))
     elif any_batch:

@@ -8,7 +8,10 @@ square bounds (LENGTH_BOUNDS, each at most 1.5x the one below past 128) and the 
 bound that holds it (ort_integration/src/bundle.cc), so at most ~1.5x of the rows and columns are padding.
 
 Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND) of the variants without bias or mask are the recompute form over
-the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row.
+the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row; its sweeps stop at N's last chunk
+(schedules/skip_chunks). Each such kernel has a twin (best.ANY_LENGTH_TWIN) for the calls with B0 = 1 and N a
+multiple of 4: constant batch index math and P in vector stores, where the kernel itself stores P element by
+element (a row of P starts at a multiple of the runtime N).
 
 Schedules are the space's default (schedules/cuda_default, chosen by rule, never measured): they are what a
 bundle ships before anyone tunes. Lengths past the ladder's top go to the generic kernel, as do head sizes that
@@ -23,7 +26,7 @@ import tvm
 from schedules import targets
 from tir_kernels import Variant, canonicalize, runtime_func, tuning_func
 
-from .best import TENSOR_CORE_ALIGN, TunedKernel
+from .best import TENSOR_CORE_ALIGN, TunedKernel, any_length_twin
 from .tuner import any_length_form
 
 # square bounds (Mb = Nb); a call takes the smallest that holds max(M, N). Multiples of the one-pass space's pad
@@ -83,7 +86,8 @@ def default_kernels(variant: Variant, k: int, target: str, bounds: Iterable[int]
                                               bound=form.bound, recompute=form.recompute))
         trace.apply_to_schedule(sch, remove_postproc=False)
         out.append(TunedKernel(f"any-length-{variant.key}-k{k}-{bound}", variant, shape, sch, None, any_batch=True,
-                               kind="default", form=form.name, bound=form.bound))
+                               kind="default", form=form.name, bound=form.bound,
+                               **any_length_twin(trace, variant, shape, form)))
     return out
 
 

@@ -49,6 +49,8 @@ class TunedKernel:
     max_registers: Optional[int] = None
     # an any-length kernel (tuning_db.any_length): serves every M <= bound[0], N <= bound[1] of its variant and K
     bound: Optional[tuple] = None
+    # an any-length kernel's twin serves only the calls whose N is a multiple of this (any_length_twin)
+    n_multiple: int = 1
 
     def shipped_func(self, sch: tvm.s_tir.Schedule, symbol: str, scale: Optional[float] = None) -> tvm.tirx.PrimFunc:
         """`sch`'s (the schedule's or the twin's) function as compiled for shipping: named `symbol`, with the
@@ -60,6 +62,24 @@ class TunedKernel:
             from schedules.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415  (CUDA only)
             func = func.with_attr(MAX_REGISTERS_ATTR, self.max_registers)
         return func
+
+
+# the twin of an any-length recompute kernel: B0 = 1 (the calls of contiguous batches, which canonicalize() merges
+# into B1) and N a multiple of 4 (P in vector stores: tir_kernels._padded's n_multiple); 4, the staged P's vector
+# width on every bound (cuda_recompute.p_vector_width), and two fragment columns' pair with room to spare
+ANY_LENGTH_TWIN = {"fixed_batch": (0, 1), "n_multiple": 4}
+
+
+def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form) -> dict:
+    """TunedKernel's twin, fixed_batch and n_multiple of an any-length kernel on `form` (tuner.Form): the trace
+    replayed on the runtime form with ANY_LENGTH_TWIN, for the recompute form over a bound; {} for other forms (the
+    one-pass any-length form's P stores are scalar by its schedule, whatever N)."""
+    if not (form.bound and form.recompute):
+        return {}
+    sch = tvm.s_tir.Schedule(runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, any_batch=True, bound=form.bound,
+                                          recompute=True, **ANY_LENGTH_TWIN))
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    return {"twin": sch, **ANY_LENGTH_TWIN}
 
 
 def with_scale(func: tvm.tirx.PrimFunc, scale: float) -> tvm.tirx.PrimFunc:
@@ -193,7 +213,10 @@ def load_tuned(wl_dir: Path, target: str, compile_limit_s: Optional[float] = Non
         raise dbm.DatabaseError(f"the best record of {wl_dir} does not replay on the kernel: "
                                 f"{str(err).strip().splitlines()[0]}") from err
     # the twin, unless a benchmark of this record found it slower than the plain kernel (tuning_db/twins.py)
-    twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) and not form.bound else {}
+    if form.bound:  # (an any-length kernel's twin: any_length_twin)
+        twin = any_length_twin(top[0].trace, wl.variant, wl.canonical, form)
+    else:
+        twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) else {}
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
                        form=form.name, max_registers=_max_registers(top[0], target, compile_limit_s),
                        bound=form.bound, **twin)
@@ -241,7 +264,8 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
                            any_batch=any_batch, form=form.name,
                            max_registers=_max_registers(rec, target, compile_limit_s), bound=form.bound,
-                           **({} if form.bound else _twin(rec.trace, wl, target, form, any_batch)))
+                           **(any_length_twin(rec.trace, wl.variant, wl.canonical, form) if form.bound
+                              else _twin(rec.trace, wl, target, form, any_batch)))
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
         + ("the default schedule (untuned) serves it" if tk is not None else "generic kernel"))
@@ -262,8 +286,9 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
         return None
     sch, any_batch = _replay(trace, wl, target)
     if wl.any_length:
+        form = forms(wl, target)[0]
         return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
-                           form=forms(wl, target)[0].name, bound=wl.bound)
+                           form=form.name, bound=wl.bound, **any_length_twin(trace, wl.variant, wl.canonical, form))
     return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
                        **_twin(trace, wl, target, None, any_batch))
 

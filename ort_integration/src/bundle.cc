@@ -232,7 +232,17 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         k.max_m = s[2];
         k.max_n = s[3];
         k.k = s[4];
+        // n_multiple (absent or null in older manifests: 1): the kernel serves only the calls whose N it divides
+        std::optional<tvm::ffi::Any> n_multiple = entry_obj->Get(tvm::ffi::String("n_multiple"));
+        if (n_multiple.has_value() && !(*n_multiple == nullptr)) {
+          std::optional<int64_t> q = n_multiple->as<int64_t>();
+          if (!q || *q < 1) e.Fail("n_multiple", "is not a positive integer");
+          k.n_multiple = *q;
+        }
         b->any_length_[v.Key()].push_back(std::move(k));
+      } else if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("n_multiple"));
+                 q.has_value() && !(*q == nullptr) && !(q->as<int64_t>() && *q->as<int64_t>() == 1)) {
+        e.Fail("n_multiple", "is set on a kernel that is not any_length (it must be 1 or null)");
       } else if (k.has_scale)
         b->tuned_fixed_batch_scale_.emplace(
             std::make_pair(v.Key(), std::array<int64_t, 6>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4],
@@ -250,11 +260,13 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       b->generic_.emplace(v.Key(), std::move(k));
     }
   }
-  // Find takes the first any-length kernel that serves the call: order them by preference once, here.
+  // Find takes the first any-length kernel that serves the call: order them by preference once, here (the smallest
+  // bound, then the most specialized twin: a static batch dim and N's multiple, then tuned before default).
   for (auto& [key, kernels] : b->any_length_)
     std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& x, const Kernel& y) {
       auto rank = [](const Kernel& q) {
-        return std::make_tuple(q.max_m * q.max_n, q.fixed_dim < 0, q.schedule != "tuned");
+        return std::make_tuple(q.max_m * q.max_n, -int(q.fixed_dim >= 0) - int(q.n_multiple > 1),
+                               q.schedule != "tuned");
       };
       return rank(x) < rank(y);
     });
@@ -278,7 +290,7 @@ const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, i
   if (auto l = any_length_.find(variant_key); l != any_length_.end()) {
     for (const Kernel& k : l->second) {
       if (k.k == sizes[4] && k.max_m >= sizes[2] && k.max_n >= sizes[3] && k.align <= ptr_align &&
-          (k.fixed_dim < 0 || sizes[k.fixed_dim] == k.fixed_value))
+          (k.fixed_dim < 0 || sizes[k.fixed_dim] == k.fixed_value) && sizes[3] % k.n_multiple == 0)
         return &k;
     }
   }

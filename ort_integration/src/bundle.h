@@ -42,6 +42,7 @@ struct Kernel {
   // manifest "any_length": serves every call of its variant with M <= max_m, N <= max_n and K == k (any batch)
   bool any_length = false;
   int64_t max_m = 0, max_n = 0, k = 0;
+  int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.

@@ -239,6 +239,7 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
                                           : ", B" + std::to_string(kernel->fixed_dim) + "=" +
                                                 std::to_string(kernel->fixed_value)) +
                    (kernel->has_scale ? ", scale=" + ScaleText(kernel->scale) : std::string()) +
+                   (kernel->n_multiple > 1 ? ", N%" + std::to_string(kernel->n_multiple) + "=0" : std::string()) +
                    (kernel->any_length ? ", any length <= " + std::to_string(kernel->max_m) + "x" +
                                              std::to_string(kernel->max_n)
                                        : std::string()))
