@@ -667,6 +667,26 @@ def test_run_time_errors(so, case):
     _expect_run_error(so, model, feeds, *needles)
 
 
+@pytest.mark.parametrize("a_shape,b_shape,trans_b,want", [
+    (["batch", 12, "seq", 32], ["batch", 12, "seq", 32], 1, ["batch", 12, "seq", "seq"]),  # a dynamic export's site
+    ([2, 3, 5, 8], [8, 7], 0, [2, 3, 5, 7]),
+    (["b", 1, "m", 8], [1, 4, 8, "n"], 0, ["b", 4, "m", "n"]),  # each side broadcasts one batch dim
+    (["x", 5, 8], [3, 8, 7], 0, [3, 5, 7]),  # x is 3 or 1 at every valid call
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_output_shape_is_inferred(so, dtype, a_shape, b_shape, trans_b, want):
+    """ORT knows P's type and shape when it builds the graph (the op's shape inference), symbolic dims included, so
+    the nodes after the op see them too; sizes no call can take leave it unset (the call then fails in Compute)."""
+    model = make_model(dtype, a_shape, b_shape, trans_b=trans_b)
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    out = session(so, model).get_outputs()[0]
+    assert out.shape == want and out.type == f"tensor({dtype})"
+    two_symbols = make_model(dtype, ["x", 5, 8], ["y", 8, 7])  # x or y may be 1: that batch dim is not known
+    two_symbols.graph.output[0].type.tensor_type.ClearField("shape")
+    shape = session(so, two_symbols).get_outputs()[0].shape
+    assert len(shape) == 3 and shape[1:] == [5, 7] and shape[0] not in ("x", "y", 5, 7)
+
+
 def test_unsupported_a_dtype_rejected_at_load(so):
     """A float32 A never reaches Compute: ORT's schema check (A is float16 | bfloat16) rejects the model."""
     with pytest.raises(Exception, match=r"Type 'tensor\(float\)' of input parameter \(A\)"):

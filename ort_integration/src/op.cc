@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -358,6 +360,103 @@ void FusedGemmSoftmaxKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& siz
     Ort::Logger logger(raw);
     ORT_CXX_LOG_NOEXCEPT(logger, ORT_LOGGING_LEVEL_WARNING, msg.c_str());
   } catch (const std::exception&) {  // a warning that cannot be logged must not fail the run
+  }
+}
+
+namespace {
+
+// A dim for shape inference: a size, a symbol (dim_param), or unknown (size -1, no symbol).
+struct Dim {
+  int64_t size = -1;
+  std::string sym;
+  bool Known() const { return size >= 0; }
+};
+
+std::vector<Dim> InputDims(const OrtApi& api, OrtShapeInferContext* ctx, size_t i,
+                           ONNXTensorElementDataType* type = nullptr) {
+  OrtTensorTypeAndShapeInfo* info = nullptr;  // (owned by the context: not released here)
+  Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(ctx, i, &info));
+  if (type) Ort::ThrowOnError(api.GetTensorElementType(info, type));
+  size_t rank = 0;
+  Ort::ThrowOnError(api.GetDimensionsCount(info, &rank));
+  std::vector<int64_t> sizes(rank);
+  std::vector<const char*> syms(rank, nullptr);
+  if (rank) {
+    Ort::ThrowOnError(api.GetDimensions(info, sizes.data(), rank));
+    Ort::ThrowOnError(api.GetSymbolicDimensions(info, syms.data(), rank));
+  }
+  std::vector<Dim> out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    out[d].size = sizes[d] >= 0 ? sizes[d] : -1;
+    if (out[d].size < 0 && syms[d] && *syms[d]) out[d].sym = syms[d];
+  }
+  return out;
+}
+
+// Two dims that must broadcast: a known 1 gives the other; two known sizes must be equal (nullopt: they do not
+// broadcast); a known size against a symbol or unknown dim gives the size (at a valid call the other is that size
+// or 1); the same symbol twice itself; anything else unknown.
+std::optional<Dim> BroadcastDim(const Dim& x, const Dim& y) {
+  if (x.Known() && x.size == 1) return y;
+  if (y.Known() && y.size == 1) return x;
+  if (x.Known() && y.Known()) return x.size == y.size ? std::optional<Dim>(x) : std::nullopt;
+  if (x.Known()) return x;
+  if (y.Known()) return y;
+  if (!x.sym.empty() && x.sym == y.sym) return x;
+  return Dim{};
+}
+
+}  // namespace
+
+OrtStatusPtr ORT_API_CALL FusedGemmSoftmaxOp::InferShape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+  const OrtApi& api = Ort::GetApi();
+  try {
+    bool trans_b = false;
+    const OrtOpAttr* attr = nullptr;
+    if (OrtStatus* st = api.ShapeInferContext_GetAttribute(ctx, "transB", &attr)) {
+      api.ReleaseStatus(st);  // absent: the default (0)
+    } else if (attr != nullptr) {
+      int64_t v = 0;
+      size_t bytes = 0;
+      Ort::ThrowOnError(api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &v, sizeof(v), &bytes));
+      trans_b = v == 1;
+    }
+    ONNXTensorElementDataType type{};
+    const std::vector<Dim> a = InputDims(api, ctx, 0, &type), b = InputDims(api, ctx, 1);
+    if (a.size() < 2 || b.size() < 2) return nullptr;  // (unknown rank, or Compute's rank error at the call)
+    const Dim &m = a[a.size() - 2], &k = a.back();
+    const Dim &n = trans_b ? b[b.size() - 2] : b.back(), &kb = trans_b ? b.back() : b[b.size() - 2];
+    if (k.Known() && kb.Known() && k.size != kb.size) return nullptr;  // (Compute's K error at the call)
+    const size_t rank = std::max(a.size(), b.size());
+    std::vector<Dim> out(rank);
+    for (size_t i = 2; i < rank; ++i) {  // batch dims, aligned from the right
+      const size_t ia = a.size() > i ? a.size() - 1 - i : SIZE_MAX, ib = b.size() > i ? b.size() - 1 - i : SIZE_MAX;
+      const Dim one{1, {}};
+      std::optional<Dim> d = BroadcastDim(ia == SIZE_MAX ? one : a[ia], ib == SIZE_MAX ? one : b[ib]);
+      if (!d) return nullptr;  // (Compute's broadcast error at the call)
+      out[rank - 1 - i] = *d;
+    }
+    out[rank - 2] = m;
+    out[rank - 1] = n;
+    std::vector<int64_t> sizes;
+    std::vector<const char*> syms;
+    for (const Dim& d : out) {
+      sizes.push_back(d.size);
+      syms.push_back(d.sym.c_str());
+    }
+    OrtTensorTypeAndShapeInfo* info = nullptr;
+    Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&info));
+    std::unique_ptr<OrtTensorTypeAndShapeInfo, void (*)(OrtTensorTypeAndShapeInfo*)> own(
+        info, [](OrtTensorTypeAndShapeInfo* p) { Ort::GetApi().ReleaseTensorTypeAndShapeInfo(p); });
+    Ort::ThrowOnError(api.SetTensorElementType(info, type));
+    Ort::ThrowOnError(api.SetDimensions(info, sizes.data(), sizes.size()));
+    Ort::ThrowOnError(api.SetSymbolicDimensions(info, syms.data(), syms.size()));
+    Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(ctx, 0, info));
+    return nullptr;
+  } catch (const Ort::Exception& e) {
+    return api.CreateStatus(e.GetOrtErrorCode(), e.what());
+  } catch (const std::exception& e) {
+    return api.CreateStatus(ORT_FAIL, e.what());
   }
 }
 

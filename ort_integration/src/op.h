@@ -48,7 +48,16 @@ class FusedGemmSoftmaxOp
  public:
   // type: T of this overload; ep: e.g. "CPUExecutionProvider". bundle must outlive every session.
   FusedGemmSoftmaxOp(ONNXTensorElementDataType type, const char* ep, const Bundle* bundle)
-      : type_(type), ep_(ep), bundle_(bundle) {}
+      : type_(type), ep_(ep), bundle_(bundle) {
+    OrtCustomOp::InferOutputShapeFn = InferShape;
+  }
+
+  // P's type and shape for ORT's graph, from A's and B's: broadcast(A's batch dims, B's) + [M, N], a symbolic dim
+  // kept where the inputs give one, unknown where two different symbols meet. Sizes that no call can take (K
+  // mismatch, batch dims that do not broadcast) leave P's shape unset: Compute rejects such a call with its message.
+  // (The C API, not Ort::ShapeInferContext: that one drops the input's element type, which P shares; and not named
+  // InferOutputShape, the name Ort::CustomOpBase installs with that context.)
+  static OrtStatusPtr ORT_API_CALL InferShape(const OrtCustomOp* op, OrtShapeInferContext* ctx);
 
   OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
 
