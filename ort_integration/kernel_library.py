@@ -355,16 +355,17 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             name = any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind)
             if name in funcs:
                 continue
-            shipped = [(name, tk.schedule, None, 1)]
+            shipped = [(name, tk.schedule, None, 1, tk.form)]
             if tk.twin is not None:
                 shipped.append((any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind, tk.fixed_batch,
-                                                tk.n_multiple), tk.twin, tk.fixed_batch, tk.n_multiple))
-            for fname, sch, fixed, n_multiple in shipped:
+                                                tk.n_multiple), tk.twin, tk.fixed_batch, tk.n_multiple,
+                                tk.twin_form or tk.form))
+            for fname, sch, fixed, n_multiple, form in shipped:
                 funcs[fname] = tk.shipped_func(sch, fname)
                 entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
                                       None if tk.kind == "default" else (tk.source_target or target_name),
                                       tk.source_target is not None, align=TENSOR_CORE_ALIGN, any_batch=True,
-                                      schedule=tk.kind, bound=tk.bound, form=tk.form, fixed_batch=fixed,
+                                      schedule=tk.kind, bound=tk.bound, form=form, fixed_batch=fixed,
                                       n_multiple=n_multiple))
             continue
         name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)

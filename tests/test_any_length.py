@@ -347,6 +347,28 @@ def test_long_bounds_of_maskless_variants_are_the_recompute_form():
         assert form.recompute == (want == "any-length-recompute")
 
 
+def test_any_length_twins_are_the_recompute_form_from_their_bound():
+    """tuning_db.best.any_length_twin (through any_length.default_kernels): from ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND a
+    kernel without bias or mask has a twin in the recompute form over its bound (B0 = 1, N a multiple of 4), also
+    where the kernel itself is the one-pass form (then with that form's default schedule); shorter bounds and
+    variants with a bias none."""
+    from tuning_db import any_length, tuner
+    twin_bound, long_bound = tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND, tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND
+    assert twin_bound < long_bound
+    below = max(b for b in any_length.LENGTH_BOUNDS if b < twin_bound)
+    plain = Variant("float16", True)
+    got = {tk.bound[0]: tk for tk in any_length.default_kernels(plain, 64, "sm_90", [below, twin_bound, long_bound],
+                                                                log=lambda m: None)}
+    assert got[below].twin is None and got[below].form == "any-length"
+    for bound, form in ((twin_bound, "any-length"), (long_bound, "any-length-recompute")):
+        tk = got[bound]
+        assert (tk.form, tk.twin_form, tk.fixed_batch, tk.n_multiple) == (form, "any-length-recompute", (0, 1), 4)
+        assert "S_p" in tk.twin.mod["main"].script()  # the recompute form's third GEMM
+    (biased,) = any_length.default_kernels(Variant("float16", True, True), 64, "sm_90", [long_bound],
+                                           log=lambda m: None)
+    assert biased.twin is None and biased.form == "any-length"
+
+
 def test_the_recompute_default_rule_is_w3s_best_record():
     """schedules/cuda_default.choose_recompute_decisions' first candidate is the decisions of W3's best tuned record
     in each dtype (the rule says it is), at W3's padded sizes."""

@@ -9,9 +9,10 @@ bound that holds it (ort_integration/src/bundle.cc), so at most ~1.5x of the row
 
 Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND) of the variants without bias or mask are the recompute form over
 the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row; its sweeps stop at N's last chunk
-(schedules/skip_chunks). Each such kernel has a twin (best.ANY_LENGTH_TWIN) for the calls with B0 = 1 and N a
-multiple of 4: constant batch index math and P in vector stores, where the kernel itself stores P element by
-element (a row of P starts at a multiple of the runtime N).
+(schedules/skip_chunks). From tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND those variants' kernels have a twin in the
+recompute form (best.any_length_twin) for the calls with B0 = 1 and N a multiple of 4: constant batch index math and
+P in vector stores, where a plain any-length kernel stores P element by element (a row of P starts at a multiple of
+the runtime N).
 
 Schedules are the space's default (schedules/cuda_default, chosen by rule, never measured): they are what a
 bundle ships before anyone tunes. Lengths past the ladder's top go to the generic kernel, as do head sizes that
@@ -87,7 +88,7 @@ def default_kernels(variant: Variant, k: int, target: str, bounds: Iterable[int]
         trace.apply_to_schedule(sch, remove_postproc=False)
         out.append(TunedKernel(f"any-length-{variant.key}-k{k}-{bound}", variant, shape, sch, None, any_batch=True,
                                kind="default", form=form.name, bound=form.bound,
-                               **any_length_twin(trace, variant, shape, form)))
+                               **any_length_twin(trace, variant, shape, form, target)))
     return out
 
 

@@ -14,7 +14,7 @@ import tvm
 import tvm_ffi
 
 from schedules import targets
-from tir_kernels import CanonicalShape, Variant, runtime_func
+from tir_kernels import CanonicalShape, Variant, runtime_func, tuning_func
 from tir_kernels.workloads import parse
 
 from . import database as dbm
@@ -49,8 +49,10 @@ class TunedKernel:
     max_registers: Optional[int] = None
     # an any-length kernel (tuning_db.any_length): serves every M <= bound[0], N <= bound[1] of its variant and K
     bound: Optional[tuple] = None
-    # an any-length kernel's twin serves only the calls whose N is a multiple of this (any_length_twin)
+    # an any-length kernel's twin serves only the calls whose N is a multiple of this (any_length_twin), and may be
+    # of another form than the kernel (twin_form; None: the kernel's)
     n_multiple: int = 1
+    twin_form: Optional[str] = None
 
     def shipped_func(self, sch: tvm.s_tir.Schedule, symbol: str, scale: Optional[float] = None) -> tvm.tirx.PrimFunc:
         """`sch`'s (the schedule's or the twin's) function as compiled for shipping: named `symbol`, with the
@@ -64,22 +66,32 @@ class TunedKernel:
         return func
 
 
-# the twin of an any-length recompute kernel: B0 = 1 (the calls of contiguous batches, which canonicalize() merges
-# into B1) and N a multiple of 4 (P in vector stores: tir_kernels._padded's n_multiple); 4, the staged P's vector
-# width on every bound (cuda_recompute.p_vector_width), and two fragment columns' pair with room to spare
+# the twin of an any-length kernel: the recompute form over its bound (tuner.any_length_twin_form) for the calls with
+# B0 = 1 (contiguous batches, which canonicalize() merges into B1) and N a multiple of 4 (P in vector stores:
+# tir_kernels._padded's n_multiple); 4, the staged P's vector width on every bound (cuda_recompute.p_vector_width),
+# and two fragment columns' pair with room to spare
 ANY_LENGTH_TWIN = {"fixed_batch": (0, 1), "n_multiple": 4}
 
 
-def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form) -> dict:
-    """TunedKernel's twin, fixed_batch and n_multiple of an any-length kernel on `form` (tuner.Form): the trace
-    replayed on the runtime form with ANY_LENGTH_TWIN, for the recompute form over a bound; {} for other forms (the
-    one-pass any-length form's P stores are scalar by its schedule, whatever N)."""
-    if not (form.bound and form.recompute):
+def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form, target: str) -> dict:
+    """TunedKernel's twin, twin_form, fixed_batch and n_multiple of an any-length kernel on `form` (tuner.Form)
+    whose bound has a twin form (tuner.any_length_twin_form), else {}. The trace itself where the kernel is that
+    form already; else (a one-pass kernel) the twin form's default schedule (schedules/cuda_default)."""
+    from .tuner import any_length_twin_form  # noqa: PLC0415
+    twin_form = any_length_twin_form(variant, form.bound, shape.sizes[4], target) if form.bound else None
+    if twin_form is None:
         return {}
-    sch = tvm.s_tir.Schedule(runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, any_batch=True, bound=form.bound,
-                                          recompute=True, **ANY_LENGTH_TWIN))
+    if form != twin_form:
+        from schedules import cuda_default, cuda_space  # noqa: PLC0415  (CUDA only)
+        mod = tvm.IRModule({"main": tuning_func(variant, shape, 1.0, bound=twin_form.bound, recompute=True)})
+        try:
+            trace, _ = cuda_default.default_trace(mod, target)
+        except cuda_space.UnsupportedShapeError:
+            return {}
+    sch = tvm.s_tir.Schedule(runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, any_batch=True,
+                                          bound=twin_form.bound, recompute=True, **ANY_LENGTH_TWIN))
     trace.apply_to_schedule(sch, remove_postproc=False)
-    return {"twin": sch, **ANY_LENGTH_TWIN}
+    return {"twin": sch, "twin_form": twin_form.name, **ANY_LENGTH_TWIN}
 
 
 def with_scale(func: tvm.tirx.PrimFunc, scale: float) -> tvm.tirx.PrimFunc:
@@ -214,7 +226,7 @@ def load_tuned(wl_dir: Path, target: str, compile_limit_s: Optional[float] = Non
                                 f"{str(err).strip().splitlines()[0]}") from err
     # the twin, unless a benchmark of this record found it slower than the plain kernel (tuning_db/twins.py)
     if form.bound:  # (an any-length kernel's twin: any_length_twin)
-        twin = any_length_twin(top[0].trace, wl.variant, wl.canonical, form)
+        twin = any_length_twin(top[0].trace, wl.variant, wl.canonical, form, target)
     else:
         twin = _twin(top[0].trace, wl, target, form, any_batch) if twins.ships_twin(prov) else {}
     return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(top[0]), any_batch=any_batch,
@@ -264,7 +276,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
         return TunedKernel(wl_dir.name, wl.variant, wl.canonical, sch, dbm.mean_secs(rec), source_target=source,
                            any_batch=any_batch, form=form.name,
                            max_registers=_max_registers(rec, target, compile_limit_s), bound=form.bound,
-                           **(any_length_twin(rec.trace, wl.variant, wl.canonical, form) if form.bound
+                           **(any_length_twin(rec.trace, wl.variant, wl.canonical, form, target) if form.bound
                               else _twin(rec.trace, wl, target, form, any_batch)))
     tk = default_kernel(wl, target, log=log, name=wl_dir.name)
     log(f"[build] {wl_dir.name}: none of the {len(records)} records of {source} fits {target}: "
@@ -288,7 +300,8 @@ def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] =
     if wl.any_length:
         form = forms(wl, target)[0]
         return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
-                           form=form.name, bound=wl.bound, **any_length_twin(trace, wl.variant, wl.canonical, form))
+                           form=form.name, bound=wl.bound,
+                           **any_length_twin(trace, wl.variant, wl.canonical, form, target))
     return TunedKernel(name or wl.name, wl.variant, wl.canonical, sch, None, any_batch=any_batch, kind="default",
                        **_twin(trace, wl, target, None, any_batch))
 

@@ -108,18 +108,35 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
 ANY_LENGTH_RECOMPUTE_MIN_BOUND = 1024
 
 
-def any_length_form(variant, bound: tuple, k: int, target_name: Optional[str]) -> Form:
-    """The form of the any-length kernel of (variant, bound, K) on a target: on CUDA, for bounds from
-    ANY_LENGTH_RECOMPUTE_MIN_BOUND, variants without bias or mask and B transposed (with B as [K, N] a chunk's rows
-    start at multiples of N, which a vector copy cannot assume), the recompute form over the bound (pad = the bound
-    and K: its traces are those of the static recompute form at M = Mb, N = Nb); else the one-pass any-length form."""
+# From this bound up (and below ANY_LENGTH_RECOMPUTE_MIN_BOUND), the one-pass any-length kernel's twin
+# (best.any_length_twin) is the recompute form: with P in vector stores it measured 1.34-1.39x faster than the
+# one-pass kernel on the 768 bound, and 0.99-1.09x on 512 (H200, results/h200/any-length-recompute-2026-12-01/).
+ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND = 768
+
+
+def _recompute_over(variant, bound: tuple, k: int, target_name: Optional[str], min_bound: int) -> Optional[Form]:
+    """The recompute form over `bound` where it applies from `min_bound` on: CUDA, variants without bias or mask, B
+    transposed (with B as [K, N] a chunk's rows start at multiples of N, which a vector copy cannot assume); pad =
+    the bound and K, so its traces are those of the static recompute form at M = Mb, N = Nb."""
     from schedules import cuda_recompute  # noqa: PLC0415
-    long_rows = min(int(x) for x in bound) >= ANY_LENGTH_RECOMPUTE_MIN_BOUND
-    if (target_name is not None and targets.is_cuda(target_name) and long_rows and variant.trans_b
-            and cuda_recompute.padded_sizes(variant, *(int(x) for x in bound), k) is not None):
+    if (target_name is not None and targets.is_cuda(target_name) and min(int(x) for x in bound) >= min_bound
+            and variant.trans_b and cuda_recompute.padded_sizes(variant, *(int(x) for x in bound), k) is not None):
         return Form("any-length-recompute", pad=(int(bound[0]), int(bound[1]), k), recompute=True,
                     bound=tuple(bound))
-    return Form("any-length", bound=tuple(bound))
+    return None
+
+
+def any_length_form(variant, bound: tuple, k: int, target_name: Optional[str]) -> Form:
+    """The form of the any-length kernel of (variant, bound, K) on a target: the recompute form over the bound from
+    ANY_LENGTH_RECOMPUTE_MIN_BOUND where it applies (_recompute_over), else the one-pass any-length form."""
+    return (_recompute_over(variant, bound, k, target_name, ANY_LENGTH_RECOMPUTE_MIN_BOUND)
+            or Form("any-length", bound=tuple(bound)))
+
+
+def any_length_twin_form(variant, bound: tuple, k: int, target_name: Optional[str]) -> Optional[Form]:
+    """The form of the twin of the any-length kernel of (variant, bound, K) (best.any_length_twin): the recompute
+    form over the bound from ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND where it applies, else None (no twin)."""
+    return _recompute_over(variant, bound, k, target_name, ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND)
 
 
 # The recompute form is tuned by default (recompute_form=None) on rows at least this long. Measured on the H100
