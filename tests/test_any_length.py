@@ -46,7 +46,7 @@ def _run_llvm(variant, bound, sizes, recompute=False, twin=None):
 
 
 RECOMPUTE_VARIANTS = [Variant("float16", True), Variant("bfloat16", True, causal=True), Variant("float16", False)]
-FORMS = [(v, False) for v in VARIANTS] + [(v, True) for v in RECOMPUTE_VARIANTS]  # the recompute form: no bias/mask
+FORMS = [(v, False) for v in VARIANTS] + [(v, True) for v in RECOMPUTE_VARIANTS + VARIANTS[1:]]
 
 
 @pytest.mark.parametrize("variant,recompute", FORMS, ids=lambda x: x.key if isinstance(x, Variant) else

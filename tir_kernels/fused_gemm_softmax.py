@@ -167,7 +167,9 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         pad = (int(bound[0]), int(bound[1]), K)
     if pad:
         func = _drop_unused_params(_padded(variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at,
-                                           logit, recompute, chunk, stat_cols, n_multiple), variant)
+                                           logit, recompute, chunk, stat_cols, n_multiple,
+                                           (bias_shape, bias_strides, mask_shape, mask_strides, mask_dtype)
+                                           if bound else None), variant)
         return func.with_attr(ANY_LENGTH_ATTR, 1) if bound else func
     if recompute:
         raise ValueError("the recompute form is a padded form: give pad=(Mp, Np, Kp)")
@@ -261,7 +263,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
 
 
 def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides, align, at, logit,
-            recompute: bool = False, chunk: int = 0, stat_cols: int = 0, n_multiple: int = 1):
+            recompute: bool = False, chunk: int = 0, stat_cols: int = 0, n_multiple: int = 1, bias_mask=None):
     """The padded form: every block iterates over (Mp, Np, Kp), multiples of the register sketches' tiles, so their
     splits are perfect and no predicate reaches a reduction (schedules/cuda_registers: why that matters).
     A/B are read through zero-filled "A_pad"/"Bm_pad" blocks (the names and meaning pad_einsum gives them, so a
@@ -277,8 +279,10 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     store tests column vj as vj // n_multiple < N // n_multiple (the same test there), which TVM sees uniform across
     an aligned vector of n_multiple columns, so P leaves in vector stores (a row starts at a multiple of N, aligned
     too); with `vj < N` a lane-dependent test makes TVM store element by element."""
-    if variant.has_bias or variant.mask != "none":
-        raise ValueError("the padded form takes no bias or mask")
+    masked = variant.has_bias or variant.mask != "none"
+    if masked and not (bias_mask is not None and recompute and not chunk):
+        raise ValueError("the padded form takes no bias or mask (the three-sweep recompute form over a bound does)")
+    bias_shape, bias_strides, mask_shape, mask_strides, mask_dtype = bias_mask or (None,) * 5
     dt = variant.dtype
     B0, B1, M, N, K = sizes
     Mp, Np, Kp = (int(x) for x in pad)
@@ -298,61 +302,66 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     def p_column_inside(j):  # P's column test (n_multiple above)
         return j < N if n_multiple == 1 else tvm.tirx.floordiv(j, n_multiple) < tvm.tirx.floordiv(N, n_multiple)
 
-    @T.prim_func(s_tir=True)
-    def fused_gemm_softmax_padded(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                                  p_h: T.handle, scale: T.float32):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
-        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
-        A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
-        Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
-        S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
-        row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        E = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
-        row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
-            with T.sblock("A_pad"):
-                v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
-                A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
-        for b0, b1, r, c in T.grid(*bp_shape):
-            with T.sblock("Bm_pad"):
-                v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
-                Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
-        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
-            with T.sblock("S"):
-                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
-                with T.init():
-                    S[v0, v1, vi, vj] = T.float32(0)
-                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
-                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
-        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
-            with T.sblock("row_max"):
-                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
-                with T.init():
-                    row_max[v0, v1, vi] = T.min_value("float32")
-                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], T.Select(
-                    vj < N, logit(S, None, None, scale, v0, v1, vi, vj), T.float32(NEG_INF)))
-        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
-            with T.sblock("exp"):
-                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                E[v0, v1, vi, vj] = T.exp(T.Select(vj < N, logit(S, None, None, scale, v0, v1, vi, vj),
-                                                   T.float32(NEG_INF)) - row_max[v0, v1, vi])
-        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
-            with T.sblock("row_sum"):
-                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
-                with T.init():
-                    row_sum[v0, v1, vi] = T.float32(0)
-                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
-        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
-            with T.sblock("P"):
-                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                T.reads(row_sum[v0, v1, vi], E[v0, v1, vi, vj])
-                T.writes(P[v0, v1, vi, vj])
-                if vi < M and vj < N:
-                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
-                        E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
+    # the recompute form's logits with a bias or mask (over a bound only): the any-length form's guarded logit, whose
+    # bias/mask reads stay behind (i < M and j < N); without, -inf past N (a padded row's values are never stored)
+    guarded = _guarded_logit(variant, at, M, N) if masked else None
+
+    if not masked:  # (the variants with a bias or mask have the recompute form only: parse it alone)
+        @T.prim_func(s_tir=True)
+        def fused_gemm_softmax_padded(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                      p_h: T.handle, scale: T.float32):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+            Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+            P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
+            A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
+            Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
+            S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+            row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+            E = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+            row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+            for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
+                with T.sblock("A_pad"):
+                    v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
+                    A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
+            for b0, b1, r, c in T.grid(*bp_shape):
+                with T.sblock("Bm_pad"):
+                    v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
+                    Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
+            for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+                with T.sblock("S"):
+                    v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                    with T.init():
+                        S[v0, v1, vi, vj] = T.float32(0)
+                    S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                        bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+            for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+                with T.sblock("row_max"):
+                    v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                    with T.init():
+                        row_max[v0, v1, vi] = T.min_value("float32")
+                    row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], T.Select(
+                        vj < N, logit(S, None, None, scale, v0, v1, vi, vj), T.float32(NEG_INF)))
+            for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+                with T.sblock("exp"):
+                    v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                    E[v0, v1, vi, vj] = T.exp(T.Select(vj < N, logit(S, None, None, scale, v0, v1, vi, vj),
+                                                       T.float32(NEG_INF)) - row_max[v0, v1, vi])
+            for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+                with T.sblock("row_sum"):
+                    v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                    with T.init():
+                        row_sum[v0, v1, vi] = T.float32(0)
+                    row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
+            for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+                with T.sblock("P"):
+                    v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                    T.reads(row_sum[v0, v1, vi], E[v0, v1, vi, vj])
+                    T.writes(P[v0, v1, vi, vj])
+                    if vi < M and vj < N:
+                        P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                            row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
+                            E[v0, v1, vi, vj] / row_sum[v0, v1, vi]), dt)
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_recompute(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -360,6 +369,9 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
         Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+        if masked:  # (a static if: the variants without bias or mask declare neither)
+            Bias = T.match_buffer(bias_h, bias_shape, dt, strides=bias_strides, align=align, offset_factor=1)
+            Mask = T.match_buffer(mask_h, mask_shape, mask_dtype, strides=mask_strides, align=1, offset_factor=1)
         P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
         A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
         Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
@@ -389,8 +401,11 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
                 with T.init():
                     row_max[v0, v1, vi] = T.min_value("float32")
-                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], T.Select(
-                    vj < N, logit(S, None, None, scale, v0, v1, vi, vj), T.float32(NEG_INF)))
+                if masked:
+                    row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], guarded(S, Bias, Mask, scale, v0, v1, vi, vj))
+                else:
+                    row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], T.Select(
+                        vj < N, logit(S, None, None, scale, v0, v1, vi, vj), T.float32(NEG_INF)))
         for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
             with T.sblock("S_sum"):
                 v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
@@ -401,8 +416,11 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
             with T.sblock("exp"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                E[v0, v1, vi, vj] = T.exp(T.Select(vj < N, logit(S_sum, None, None, scale, v0, v1, vi, vj),
-                                                   T.float32(NEG_INF)) - row_max[v0, v1, vi])
+                if masked:
+                    E[v0, v1, vi, vj] = T.exp(guarded(S_sum, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                else:
+                    E[v0, v1, vi, vj] = T.exp(T.Select(vj < N, logit(S_sum, None, None, scale, v0, v1, vi, vj),
+                                                       T.float32(NEG_INF)) - row_max[v0, v1, vi])
         for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
             with T.sblock("row_sum"):
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
@@ -419,13 +437,30 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
             with T.sblock("P"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
+                if variant.has_bias and variant.mask != "none":
+                    T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj],
+                            Bias[at("bias", v0, v1, vi, vj)], Mask[at("mask", v0, v1, vi, vj)])
+                elif variant.has_bias:
+                    T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj],
+                            Bias[at("bias", v0, v1, vi, vj)])
+                elif masked:
+                    T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj],
+                            Mask[at("mask", v0, v1, vi, vj)])
+                else:
+                    T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
                 T.writes(P[v0, v1, vi, vj])
-                if vi < M and p_column_inside(vj):
-                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
-                        T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
-                        / row_sum[v0, v1, vi]), dt)
+                if masked:
+                    if vi < M and p_column_inside(vj):
+                        P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                            row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
+                            T.exp(guarded(S_p, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                            / row_sum[v0, v1, vi]), dt)
+                else:
+                    if vi < M and p_column_inside(vj):
+                        P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                            row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
+                            T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                            / row_sum[v0, v1, vi]), dt)
 
     # The two-sweep recompute form (recompute with chunk=CW): FlashAttention's statistics. Sweep 1 computes, per row,
     # chunk c of CW columns, column group g of G = stat_cols columns (G = CW unless asked) and quad lane q (the columns
@@ -459,86 +494,112 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
             keep = T.Select(col > vi + (N - M), T.float32(NEG_INF), keep)
         return T.min(S[v0, v1, vi, col] * scale, keep)
 
-    @T.prim_func(s_tir=True)
-    def fused_gemm_softmax_recompute2(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                                      p_h: T.handle, scale: T.float32):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
-        Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
-        P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
-        A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
-        Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
-        S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
-        S_p = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
-        part_max = T.sblock_alloc_buffer((B0, B1, Mp, C, QG), "float32")
-        part_sum = T.sblock_alloc_buffer((B0, B1, Mp, C, QG), "float32")
-        row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
-            with T.sblock("A_pad"):
-                v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
-                A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
-        for b0, b1, r, c in T.grid(*bp_shape):
-            with T.sblock("Bm_pad"):
-                v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
-                Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
-        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
-            with T.sblock("S"):
-                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
-                with T.init():
-                    S[v0, v1, vi, vj] = T.float32(0)
-                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
-                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
-        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, QG, R, 2):
-            with T.sblock("part_max"):
-                v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
-                with T.init():
-                    part_max[v0, v1, vi, vc, vq] = T.min_value("float32")
-                part_max[v0, v1, vi, vc, vq] = T.max(part_max[v0, v1, vi, vc, vq],
-                                                     chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl))
-        for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, QG, R, 2):
-            with T.sblock("part_sum"):
-                v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
-                with T.init():
-                    part_sum[v0, v1, vi, vc, vq] = T.float32(0)
-                part_sum[v0, v1, vi, vc, vq] = part_sum[v0, v1, vi, vc, vq] + T.exp(
-                    chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl) - part_max[v0, v1, vi, vc, vq])
-        for b0, b1, i, c, q in T.grid(B0, B1, Mp, C, QG):
-            with T.sblock("row_stats"):
-                v0, v1, vi, vc, vq = T.axis.remap("SSSRR", [b0, b1, i, c, q])
-                with T.init():
-                    row_max[v0, v1, vi] = T.min_value("float32")
-                    row_sum[v0, v1, vi] = T.float32(0)
-                # the online-softmax combine (schedules/online_softmax.py): exactly the reducer's pattern
-                v_max = T.Bind(T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq]))
-                v_sum = T.Bind(
-                    row_sum[v0, v1, vi] * T.exp(row_max[v0, v1, vi]
-                                                - T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq]))
-                    + part_sum[v0, v1, vi, vc, vq] * T.exp(part_max[v0, v1, vi, vc, vq]
-                                                            - T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq])))
-                row_max[v0, v1, vi] = v_max
-                row_sum[v0, v1, vi] = v_sum
-        for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
-            with T.sblock("S_p"):
-                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
-                with T.init():
-                    S_p[v0, v1, vi, vj] = T.float32(0)
-                S_p[v0, v1, vi, vj] = S_p[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
-                    bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
-        for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
-            with T.sblock("P"):
-                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
-                T.writes(P[v0, v1, vi, vj])
-                if vi < M and vj < N:
-                    P[v0, v1, vi, vj] = T.cast(T.if_then_else(
-                        row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
-                        T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
-                        / row_sum[v0, v1, vi]), dt)
+    if not masked:
+        @T.prim_func(s_tir=True)
+        def fused_gemm_softmax_recompute2(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                                          p_h: T.handle, scale: T.float32):
+            T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+            A = T.match_buffer(a_h, a_shape, dt, strides=a_strides, align=align)
+            Bm = T.match_buffer(b_h, b_shape, dt, strides=b_strides, align=align)
+            P = T.match_buffer(p_h, (B0, B1, M, N), dt, align=align, offset_factor=p_offset)
+            A_pad = T.sblock_alloc_buffer((B0, B1, Mp, Kp), dt)
+            Bm_pad = T.sblock_alloc_buffer(bp_shape, dt)
+            S = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+            S_p = T.sblock_alloc_buffer((B0, B1, Mp, Np), "float32")
+            part_max = T.sblock_alloc_buffer((B0, B1, Mp, C, QG), "float32")
+            part_sum = T.sblock_alloc_buffer((B0, B1, Mp, C, QG), "float32")
+            row_max = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+            row_sum = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
+            for b0, b1, i, k in T.grid(B0, B1, Mp, Kp):
+                with T.sblock("A_pad"):
+                    v0, v1, vi, vk = T.axis.remap("SSSS", [b0, b1, i, k])
+                    A_pad[v0, v1, vi, vk] = T.if_then_else(vi < M and vk < K, A[at("a", v0, v1, vi, vk)], T.cast(0, dt))
+            for b0, b1, r, c in T.grid(*bp_shape):
+                with T.sblock("Bm_pad"):
+                    v0, v1, vr, vc = T.axis.remap("SSSS", [b0, b1, r, c])
+                    Bm_pad[v0, v1, vr, vc] = T.if_then_else(b_inside(vr, vc), Bm[at("b", v0, v1, vr, vc)], T.cast(0, dt))
+            for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+                with T.sblock("S"):
+                    v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                    with T.init():
+                        S[v0, v1, vi, vj] = T.float32(0)
+                    S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                        bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+            for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, QG, R, 2):
+                with T.sblock("part_max"):
+                    v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
+                    with T.init():
+                        part_max[v0, v1, vi, vc, vq] = T.min_value("float32")
+                    part_max[v0, v1, vi, vc, vq] = T.max(part_max[v0, v1, vi, vc, vq],
+                                                         chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl))
+            for b0, b1, i, c, q, r, jl in T.grid(B0, B1, Mp, C, QG, R, 2):
+                with T.sblock("part_sum"):
+                    v0, v1, vi, vc, vq, vr, vjl = T.axis.remap("SSSSSRR", [b0, b1, i, c, q, r, jl])
+                    with T.init():
+                        part_sum[v0, v1, vi, vc, vq] = T.float32(0)
+                    part_sum[v0, v1, vi, vc, vq] = part_sum[v0, v1, vi, vc, vq] + T.exp(
+                        chunk_logit(S, scale, v0, v1, vi, vc, vq, vr, vjl) - part_max[v0, v1, vi, vc, vq])
+            for b0, b1, i, c, q in T.grid(B0, B1, Mp, C, QG):
+                with T.sblock("row_stats"):
+                    v0, v1, vi, vc, vq = T.axis.remap("SSSRR", [b0, b1, i, c, q])
+                    with T.init():
+                        row_max[v0, v1, vi] = T.min_value("float32")
+                        row_sum[v0, v1, vi] = T.float32(0)
+                    # the online-softmax combine (schedules/online_softmax.py): exactly the reducer's pattern
+                    v_max = T.Bind(T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq]))
+                    v_sum = T.Bind(
+                        row_sum[v0, v1, vi] * T.exp(row_max[v0, v1, vi]
+                                                    - T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq]))
+                        + part_sum[v0, v1, vi, vc, vq] * T.exp(part_max[v0, v1, vi, vc, vq]
+                                                                - T.max(row_max[v0, v1, vi], part_max[v0, v1, vi, vc, vq])))
+                    row_max[v0, v1, vi] = v_max
+                    row_sum[v0, v1, vi] = v_sum
+            for b0, b1, i, j, k in T.grid(B0, B1, Mp, Np, Kp):
+                with T.sblock("S_p"):
+                    v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, k])
+                    with T.init():
+                        S_p[v0, v1, vi, vj] = T.float32(0)
+                    S_p[v0, v1, vi, vj] = S_p[v0, v1, vi, vj] + T.cast(A_pad[v0, v1, vi, vk], "float32") * T.cast(
+                        bp_elem(Bm_pad, v0, v1, vk, vj), "float32")
+            for b0, b1, i, j in T.grid(B0, B1, Mp, Np):
+                with T.sblock("P"):
+                    v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                    T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
+                    T.writes(P[v0, v1, vi, vj])
+                    if vi < M and vj < N:
+                        P[v0, v1, vi, vj] = T.cast(T.if_then_else(
+                            row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
+                            T.exp(logit(S_p, None, None, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                            / row_sum[v0, v1, vi]), dt)
 
     if recompute and CW:
         return fused_gemm_softmax_recompute2
     return fused_gemm_softmax_recompute if recompute else fused_gemm_softmax_padded
+
+
+def _guarded_logit(variant: Variant, at, M, N):
+    """logit(S, Bias, Mask, scale, b0, b1, i, j) of the forms over a bound (any-length; recompute over a bound with a
+    bias or mask): the logit inside (M, N), -inf outside."""
+    def masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj):
+        """The logit inside the bounds, -inf outside: one if_then_else on (i < M and j < N) around everything that
+        reads bias or mask, which are read unguarded inside it. Not a Select (both arms are evaluated, and TVM's
+        simplifier takes the condition as known inside them), and no guard nested in another condition: the
+        simplifier merges nested if_then_else conditions and then evaluates the inner one's load before the outer
+        test (compute-sanitizer's memcheck found columns past N read both ways). Merged into the outer test, a load
+        stays behind it in the generated `&&`."""
+        x = S[v0, v1, vi, vj] * scale
+        if variant.has_bias:
+            x = x + T.cast(Bias[at("bias", v0, v1, vi, vj)], "float32")
+        if variant.mask == "add":
+            mv = T.cast(Mask[at("mask", v0, v1, vi, vj)], "float32")
+            x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
+        elif variant.mask == "bool":
+            x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x, T.float32(NEG_INF))
+        if variant.causal:
+            x = T.if_then_else(vj > vi + (N - M), T.float32(NEG_INF), x)
+        return T.if_then_else(tvm.tirx.And(vi < M, vj < N), x, T.float32(NEG_INF))
+
+    return masked_logit
 
 
 def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_strides, bias_mask, align, at):
@@ -567,24 +628,7 @@ def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_s
     def bp_elem(Bm_pad, b0, b1, k, j):
         return Bm_pad[b0, b1, j, k] if trans_b else Bm_pad[b0, b1, k, j]
 
-    def masked_logit(S, Bias, Mask, scale, v0, v1, vi, vj):
-        """The logit inside the bounds, -inf outside: one if_then_else on (i < M and j < N) around everything that
-        reads bias or mask, which are read unguarded inside it. Not a Select (both arms are evaluated, and TVM's
-        simplifier takes the condition as known inside them), and no guard nested in another condition: the
-        simplifier merges nested if_then_else conditions and then evaluates the inner one's load before the outer
-        test (compute-sanitizer's memcheck found columns past N read both ways). Merged into the outer test, a load
-        stays behind it in the generated `&&`."""
-        x = S[v0, v1, vi, vj] * scale
-        if variant.has_bias:
-            x = x + T.cast(Bias[at("bias", v0, v1, vi, vj)], "float32")
-        if variant.mask == "add":
-            mv = T.cast(Mask[at("mask", v0, v1, vi, vj)], "float32")
-            x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
-        elif variant.mask == "bool":
-            x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x, T.float32(NEG_INF))
-        if variant.causal:
-            x = T.if_then_else(vj > vi + (N - M), T.float32(NEG_INF), x)
-        return T.if_then_else(tvm.tirx.And(vi < M, vj < N), x, T.float32(NEG_INF))
+    masked_logit = _guarded_logit(variant, at, M, N)
 
     @T.prim_func(s_tir=True)
     def fused_gemm_softmax_any_length(a_h: T.handle, b_h: T.handle, bias_h: T.handle, mask_h: T.handle,
