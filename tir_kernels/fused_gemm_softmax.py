@@ -449,11 +449,11 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
                 else:
                     T.reads(row_max[v0, v1, vi], row_sum[v0, v1, vi], S_p[v0, v1, vi, vj])
                 T.writes(P[v0, v1, vi, vj])
-                if masked:
+                if masked:  # (the statement's bounds test guards the bias/mask reads: logit's Select needs none)
                     if vi < M and p_column_inside(vj):
                         P[v0, v1, vi, vj] = T.cast(T.if_then_else(
                             row_sum[v0, v1, vi] == T.float32(0), T.float32(0),
-                            T.exp(guarded(S_p, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                            T.exp(logit(S_p, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
                             / row_sum[v0, v1, vi]), dt)
                 else:
                     if vi < M and p_column_inside(vj):
