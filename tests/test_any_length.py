@@ -327,17 +327,23 @@ def test_tuned_recompute_record_replays_on_the_any_length_recompute_form(tmp_pat
     assert re.search(r"blockIdx\.x\) / \(\(M \+ \d+\) >> \d+\)", src), "the grid does not follow M's row groups"
 
 
-def test_long_bounds_of_maskless_variants_are_the_recompute_form():
-    """tuning_db.tuner.any_length_form: the recompute form over the bound from ANY_LENGTH_RECOMPUTE_MIN_BOUND on CUDA,
-    for variants without bias or mask and B transposed; the one-pass any-length form everywhere else."""
+def test_long_bounds_are_the_recompute_form():
+    """tuning_db.tuner.any_length_form: the recompute form over the bound on CUDA with B transposed, from
+    ANY_LENGTH_RECOMPUTE_MIN_BOUND for variants without bias or mask and from ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND
+    for the others; the one-pass any-length form everywhere else."""
+    from tuning_db.tuner import ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND as masked_bound
     from tuning_db.tuner import ANY_LENGTH_RECOMPUTE_MIN_BOUND as long_bound
     from tuning_db.tuner import any_length_form
     short = max(b for b in (32, 64, 128, 192, 256, 384, 512, 768) if b < long_bound)
+    assert long_bound < masked_bound
     cases = [(Variant("float16", True), long_bound, "sm_90", "any-length-recompute"),
              (Variant("bfloat16", True, causal=True), 2048, "sm_80", "any-length-recompute"),
              (Variant("float16", True), short, "sm_90", "any-length"),
-             (Variant("float16", True, True), 2048, "sm_90", "any-length"),
-             (Variant("float16", True, False, "add"), 2048, "sm_90", "any-length"),
+             (Variant("float16", True, True), long_bound, "sm_90", "any-length"),
+             (Variant("float16", True, True), masked_bound, "sm_90", "any-length-recompute"),
+             (Variant("float16", True, False, "add"), 2048, "sm_90", "any-length-recompute"),
+             (Variant("bfloat16", True, False, "bool", True), masked_bound, "sm_89", "any-length-recompute"),
+             (Variant("float16", False, False, "add"), 2048, "sm_90", "any-length"),
              (Variant("float16", False), 2048, "sm_90", "any-length"),
              (Variant("float16", True), 2048, "llvm", "any-length")]
     for variant, bound, target, want in cases:
@@ -364,9 +370,13 @@ def test_any_length_twins_are_the_recompute_form_from_their_bound():
         tk = got[bound]
         assert (tk.form, tk.twin_form, tk.fixed_batch, tk.n_multiple) == (form, "any-length-recompute", (0, 1), 4)
         assert "S_p" in tk.twin.mod["main"].script()  # the recompute form's third GEMM
-    (biased,) = any_length.default_kernels(Variant("float16", True, True), 64, "sm_90", [long_bound],
-                                           log=lambda m: None)
-    assert biased.twin is None and biased.form == "any-length"
+    biased = {tk.bound[0]: tk for tk in any_length.default_kernels(
+        Variant("float16", True, True), 64, "sm_90", [long_bound, tuner.ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND],
+        log=lambda m: None)}
+    assert biased[long_bound].twin is None and biased[long_bound].form == "any-length"
+    tk = biased[tuner.ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND]  # (its batch stays symbolic: a padding mask keeps B0)
+    assert (tk.form, tk.twin_form, tk.fixed_batch, tk.n_multiple) == ("any-length-recompute", "any-length-recompute",
+                                                                     None, 4)
 
 
 def test_the_recompute_default_rule_is_w3s_best_record():

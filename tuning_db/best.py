@@ -69,8 +69,16 @@ class TunedKernel:
 # the twin of an any-length kernel: the recompute form over its bound (tuner.any_length_twin_form) for the calls with
 # B0 = 1 (contiguous batches, which canonicalize() merges into B1) and N a multiple of 4 (P in vector stores:
 # tir_kernels._padded's n_multiple); 4, the staged P's vector width on every bound (cuda_recompute.p_vector_width),
-# and two fragment columns' pair with room to spare
+# and two fragment columns' pair with room to spare. With a bias or mask the batch stays symbolic (ANY_LENGTH_TWIN
+# minus fixed_batch): a padding mask [B, 1, 1, N] keeps B0 = batch.
 ANY_LENGTH_TWIN = {"fixed_batch": (0, 1), "n_multiple": 4}
+
+
+def any_length_twin_args(variant: Variant) -> dict:
+    """runtime_func's twin arguments of an any-length kernel of `variant` (ANY_LENGTH_TWIN above)."""
+    if variant.has_bias or variant.mask != "none":
+        return {"n_multiple": ANY_LENGTH_TWIN["n_multiple"]}
+    return dict(ANY_LENGTH_TWIN)
 
 
 def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form, target: str) -> dict:
@@ -88,10 +96,12 @@ def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form, target
             trace, _ = cuda_default.default_trace(mod, target)
         except cuda_space.UnsupportedShapeError:
             return {}
+    args = any_length_twin_args(variant)
     sch = tvm.s_tir.Schedule(runtime_func(variant, shape, align=TENSOR_CORE_ALIGN, any_batch=True,
-                                          bound=twin_form.bound, recompute=True, **ANY_LENGTH_TWIN))
+                                          bound=twin_form.bound, recompute=True, **args))
     trace.apply_to_schedule(sch, remove_postproc=False)
-    return {"twin": sch, "twin_form": twin_form.name, **ANY_LENGTH_TWIN}
+    return {"twin": sch, "twin_form": twin_form.name, "fixed_batch": args.get("fixed_batch"),
+            "n_multiple": args["n_multiple"]}
 
 
 def with_scale(func: tvm.tirx.PrimFunc, scale: float) -> tvm.tirx.PrimFunc:

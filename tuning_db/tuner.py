@@ -112,15 +112,21 @@ ANY_LENGTH_RECOMPUTE_MIN_BOUND = 1024
 # (best.any_length_twin) is the recompute form: with P in vector stores it measured 1.34-1.39x faster than the
 # one-pass kernel on the 768 bound, and 0.99-1.09x on 512 (H200, results/h200/any-length-recompute-2026-12-01/).
 ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND = 768
+# With a bias or mask, kernel and twin are the recompute form from this bound up: against the one-pass kernel its
+# better of plain and twin measured 1.36-2.49x on the 1536 and 2048 bounds, but 0.79-1.37x on 1024 (a bias loses
+# there) and 0.61-1.07x on 768 (H200, padding masks [B, 1, 1, N], results/h200/any-length-recompute-2026-12-01/).
+ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND = 1536
 
 
 def _recompute_over(variant, bound: tuple, k: int, target_name: Optional[str], min_bound: int) -> Optional[Form]:
-    """The recompute form over `bound` where it applies from `min_bound` on: CUDA, variants without bias or mask, B
-    transposed (with B as [K, N] a chunk's rows start at multiples of N, which a vector copy cannot assume); pad =
-    the bound and K, so its traces are those of the static recompute form at M = Mb, N = Nb."""
-    from schedules import cuda_recompute  # noqa: PLC0415
+    """The recompute form over `bound` where it applies from `min_bound` on (ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND
+    at least for a variant with a bias or mask): CUDA, B transposed (with B as [K, N] a chunk's rows start at
+    multiples of N, which a vector copy cannot assume), K a multiple of 16; pad = the bound and K, so its traces are
+    those of the static recompute form at M = Mb, N = Nb."""
+    if variant.has_bias or variant.mask != "none":
+        min_bound = max(min_bound, ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND)
     if (target_name is not None and targets.is_cuda(target_name) and min(int(x) for x in bound) >= min_bound
-            and variant.trans_b and cuda_recompute.padded_sizes(variant, *(int(x) for x in bound), k) is not None):
+            and variant.trans_b and k % 16 == 0):
         return Form("any-length-recompute", pad=(int(bound[0]), int(bound[1]), k), recompute=True,
                     bound=tuple(bound))
     return None
