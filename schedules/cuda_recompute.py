@@ -64,8 +64,9 @@ def is_recompute_form(sch: tvm.s_tir.Schedule) -> bool:
 
 
 def padded_sizes(variant, m: int, n: int, k: int):
-    """(Mp, Np, Kp) of the recompute form for this shape, or None where it does not apply: M < 16 (decoding: the
-    row-vector space), a bias or mask (the padded template takes none). Mp a multiple of 64, else 32, when that
+    """(Mp, Np, Kp) of the static recompute form for this shape, or None where it does not apply: M < 16 (decoding:
+    the row-vector space), a bias or mask (the static padded template takes none; the form over a bound does:
+    tuning_db.tuner.any_length_form). Mp a multiple of 64, else 32, when that
     pads at most 15 % of the rows, else of 16; Np of 64; Kp of 16. No limit on N: only a chunk is on chip."""
     if m < 16 or variant.has_bias or variant.mask != "none":
         return None

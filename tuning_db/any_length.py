@@ -7,12 +7,12 @@ the real lengths cost their GEMM tile and nothing else (no P store, -inf logits)
 square bounds (LENGTH_BOUNDS, each at most 1.5x the one below past 128) and the op serves a call by the smallest
 bound that holds it (ort_integration/src/bundle.cc), so at most ~1.5x of the rows and columns are padding.
 
-Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND) of the variants without bias or mask are the recompute form over
-the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row; its sweeps stop at N's last chunk
-(schedules/skip_chunks). From tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND those variants' kernels have a twin in the
-recompute form (best.any_length_twin) for the calls with B0 = 1 and N a multiple of 4: constant batch index math and
-P in vector stores, where a plain any-length kernel stores P element by element (a row of P starts at a multiple of
-the runtime N).
+Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND; ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND with a bias or mask) are
+the recompute form over the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row; its sweeps
+stop at N's last chunk (schedules/skip_chunks). From tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND (the masked bound
+with a bias or mask) kernels have a twin in the recompute form (best.any_length_twin) for the calls with N a multiple
+of 4 (and B0 = 1 without bias or mask: constant batch index math): P in vector stores, where a plain any-length
+kernel stores P element by element (a row of P starts at a multiple of the runtime N).
 
 Schedules are the space's default (schedules/cuda_default, chosen by rule, never measured): they are what a
 bundle ships before anyone tunes. Lengths past the ladder's top go to the generic kernel, as do head sizes that
