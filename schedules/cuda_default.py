@@ -148,7 +148,7 @@ RECOMPUTE_SKETCH = {"stages": 2, "staged_p": True, "resident_a": True}
 def choose_recompute_decisions(mt: int, nt: int, kt: int) -> list:
     """Candidates of the recompute form (schedules/cuda_recompute, RECOMPUTE_SKETCH), best guess first. mt, nt, kt:
     16-element tile counts of the padded M, N, K. The rule is W3's best records (tuning_db/sm_90/whisper-enc.f16 and
-    .bf16, 648.6 and 649.3 us on the H200, the same decisions in both dtypes): blocks of 64 rows sweeping chunks of
+    .bf16, 648.6 and 649.3 us, the same decisions in both dtypes): blocks of 64 rows sweeping chunks of
     64 columns, 2 x 2 warps of 32 x 32, k tiles of 16, A copied a scalar at a time (its only width), B's chunks 4,
     then 8 and 8 elements a thread. Fallbacks: 32 and 16 rows a block, 32-column chunks."""
     out = []

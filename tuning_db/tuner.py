@@ -103,18 +103,18 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
 # Any-length kernels of bounds at least this long are the recompute form over the bound, where it applies
 # (any_length_form). Why: the one-pass form keeps a 16-row block's whole S row (Nb fp32) in shared memory, one or two
 # blocks an SM on long rows; the recompute form keeps a chunk of S on chip. Both default schedules measured at the
-# lengths each bound serves (H200, results/h200/any-length-recompute-2026-12-01/): the recompute form 1.08-1.19x
+# lengths each bound serves (results/h200/any-length-recompute-2026-12-01/): the recompute form 1.08-1.19x
 # faster on the 1024 bound (K 64) and 1.6-2.1x on 1536 and 2048, but 0.56-0.94x on 512 and 768.
 ANY_LENGTH_RECOMPUTE_MIN_BOUND = 1024
 
 
 # From this bound up (and below ANY_LENGTH_RECOMPUTE_MIN_BOUND), the one-pass any-length kernel's twin
 # (best.any_length_twin) is the recompute form: with P in vector stores it measured 1.34-1.39x faster than the
-# one-pass kernel on the 768 bound, and 0.99-1.09x on 512 (H200, results/h200/any-length-recompute-2026-12-01/).
+# one-pass kernel on the 768 bound, and 0.99-1.09x on 512 (results/h200/any-length-recompute-2026-12-01/).
 ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND = 768
 # With a bias or mask, kernel and twin are the recompute form from this bound up: against the one-pass kernel its
 # better of plain and twin measured 1.36-2.49x on the 1536 and 2048 bounds, but 0.79-1.37x on 1024 (a bias loses
-# there) and 0.61-1.07x on 768 (H200, padding masks [B, 1, 1, N], results/h200/any-length-recompute-2026-12-01/).
+# there) and 0.61-1.07x on 768 (padding masks [B, 1, 1, N], results/h200/any-length-recompute-2026-12-01/).
 ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND = 1536
 
 
