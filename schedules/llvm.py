@@ -3,7 +3,7 @@
 * `generic_schedule`: a fixed schedule for the symbolic-size kernels (one per variant) that serve every
   shape nobody tuned: rows of all batches in parallel, the whole row pipeline (GEMM row, max, exp, sum,
   normalize) computed at the row so S never leaves the per-row scratch, innermost loops unit-stride for
-  LLVM's loop vectorizer.
+  LLVM's loop vectorizer, exp in vector arithmetic (`inline_exp`).
 * `export_target`: the llvm target the bundle is compiled for (host vector ISA, reassociable reductions).
 * `design_space`: what Meta-Schedule searches for a tuned llvm kernel — its default llvm rules, except
   that MultiLevelTiling may not fuse a write cache into the consumer: with the softmax blocks after the
@@ -15,6 +15,8 @@ from __future__ import annotations
 import platform
 
 import tvm
+import tvm_ffi
+from tvm import tirx
 from tvm.s_tir import meta_schedule as ms
 
 from .worker_init import ignore_stop_signals
@@ -27,35 +29,152 @@ def _trans_b(sch: tvm.s_tir.Schedule, s) -> bool:
     return any(r.source.name == "Bm" and r.region[3].min.same_as(vk) for r in block.reads)
 
 
+# S's columns one register tile holds: 8 AVX2 accumulators, enough independent FMA chains to cover the FMA latency
+# (16 columns, 2 chains: 0.9x the per-row streaming loop; 32: 1.1x; 64: 1.2-1.6x, BERT-base site to 512 x 512; no
+# loss at 17 x 17).
+TILE_COLUMNS = 64
+
+
 def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     """Rows of all batches (B0 * B1 * M) in parallel; each row's pipeline (GEMM row, max, exp, sum, normalize)
-    computed at the row, so S, E and the row statistics live in N-sized per-row scratch.
+    computed at the row, so S, E and the row statistics live in per-row scratch.
 
-    Every size stays symbolic, so the schedule makes no vectors itself (a split of a symbolic loop leaves a
-    predicate that TVM's vectorizer scalarizes): it lays the loops out so that LLVM's loop vectorizer, which handles
-    runtime trip counts and tails, finds unit-stride innermost loops, and `export_target` gives it the host's vector
-    ISA (F16C/AVX: the fp16 -> fp32 widening becomes one instruction, not a libcall per multiply-add) and lets it
-    reassociate float reductions.
-    * "S" without transB: the k loop outside, j inside: S[j] += A[i, k] * B[k, j] over a contiguous row of B, no
-      reduction in the inner loop. The row of S is zeroed first (decompose_reduction).
-    * "S" with transB: j outside, k inside: a dot product of two contiguous rows, a reduction over k that LLVM
-      vectorizes only because fast-math-reassoc allows it to (k outside would read B with stride K: 3x slower).
-    * "row_max", "row_sum": reductions over j, vectorized the same way; "exp" and "P": elementwise over j.
-    Numerics: only the order of the fp32 additions in the GEMM and the row sum changes (NaN and inf propagate as in
-    any order); masking, the fully-masked-row zeros and the NaN rows are the template's Selects, untouched."""
-    sch = tvm.s_tir.Schedule(func)
+    Every size stays symbolic, and a split of a symbolic loop leaves a predicate that keeps TVM and LLVM from
+    vectorizing, so:
+    * "S" runs over whole tiles of TILE_COLUMNS columns: pad_einsum pads its N to a multiple, and B is first copied
+      (all heads in parallel, before the rows) into a padded workspace laid out [K, N] for either transB, so a tile
+      reads contiguous columns of B. A tile's accumulators are a vectorized local buffer (registers) over the k
+      loop: per k, one broadcast of A and TILE_COLUMNS / 8 multiply-adds. Columns past N are computed and never
+      read (`whole_tiles`); the copy fills them from column N - 1 (`clamped_padding`).
+    * "row_max", "row_sum": reductions over j, unit-stride for LLVM's loop vectorizer (`export_target` gives it the
+      host's vector ISA and lets it reassociate the float sum); "exp" and "P": elementwise over j. LLVM vectorizes
+      them for a bias, a mask or causal alone; with two of those it keeps the max and exp loops scalar (the
+      vectorized GEMM tiles stay).
+    * exp: `inline_exp` (LLVM lowers TVM's exp to a libm call per element, which no loop vectorizer crosses);
+      max: `nan_propagating_max` (TVM's float max is a compare-select, a reduction LLVM vectorizes only under
+      no-NaN fast-math).
+    Numerics: only the order of the fp32 additions in the row sum changes (NaN and inf propagate as in any order),
+    and exp is within 2 ulp; a row with a NaN logit is a NaN row either way (the max ignores or returns the NaN,
+    exp(NaN - max) or exp(x - NaN) is NaN); masking, the fully-masked-row zeros and the NaN rows are the template's
+    Selects, untouched."""
+    sch = tvm.s_tir.Schedule(nan_propagating_max(inline_exp(func)))
+    s = sch.get_sblock("S")
+    trans_b = _trans_b(sch, s)
+    sch.pad_einsum(s, [1, 1, 1, TILE_COLUMNS, 1])
+    sch.compute_inline(sch.get_sblock("S_pad"))
+    b_pad = sch.get_sblock("Bm_pad")
+    if trans_b:
+        sch.transform_layout(b_pad, ("write", 0), lambda b0, b1, j, k: (b0, b1, k, j))
+    heads = sch.get_loops(b_pad)[:2]
+    sch.parallel(sch.fuse(*heads))
+
     out = sch.get_sblock("P")
     b0, b1, i, _ = sch.get_loops(out)
     row = sch.fuse(b0, b1, i)
     sch.parallel(row)
     for name in ("row_sum", "exp", "row_max", "S"):
         sch.compute_at(sch.get_sblock(name), row)
-    s = sch.get_sblock("S")
     j, k = sch.get_loops(s)[1:]
-    sch.decompose_reduction(s, j)
-    if not _trans_b(sch, s):
-        sch.reorder(k, j)
-    return sch
+    tile, column = sch.split(j, [None, TILE_COLUMNS])
+    sch.reorder(tile, k, column)
+    acc = sch.cache_write(s, 0, "local")
+    sch.reverse_compute_at(acc, tile)
+    init = sch.decompose_reduction(s, k)
+    tile_blocks = {sch.get(b).name_hint for b in (init, s, acc)}
+    func = whole_tiles(sch.mod["main"], tile_blocks)
+    return tvm.s_tir.Schedule(clamped_padding(func, sch.get(b_pad).name_hint))
+
+
+def whole_tiles(func: tirx.PrimFunc, blocks: set) -> tirx.PrimFunc:
+    """The tile blocks of generic_schedule without their predicates, their column loops vectorized. The predicates
+    are compute_at's (columns < N) and fuse's (batch < B0, always true of the fused row loop): S's padded columns
+    are scratch that no consumer reads, so computing them is harmless, and the column loop becomes one vector."""
+    def drop_predicate(realize):
+        if realize.block.name_hint not in blocks:
+            return realize
+        return tvm.s_tir.SBlockRealize(realize.iter_values, tirx.const(True, "bool"), realize.block)
+
+    def vectorize(loop):
+        body = loop.body
+        if isinstance(body, tvm.s_tir.SBlockRealize) and body.block.name_hint in blocks and \
+                isinstance(loop.extent, tirx.IntImm):
+            return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.VECTORIZED, body,
+                            annotations=loop.annotations)
+        return loop
+    body = tvm_ffi.structural_map(func.body, ((tvm.s_tir.SBlockRealize, drop_predicate),))
+    return func.with_body(tvm_ffi.structural_map(body, ((tirx.For, vectorize),)))
+
+
+def clamped_padding(func: tirx.PrimFunc, block: str) -> tirx.PrimFunc:
+    """pad_einsum's copy `block`, X_pad[.., j, ..] = if_then_else(j < N, X[.., j, ..], 0), as X[.., min(j, N - 1), ..].
+    The padding is never read (whole_tiles), and the if_then_else would put a branch around the load that keeps the
+    copy's index arithmetic (divisions by the symbolic batch sizes) inside the innermost loop."""
+    def rewrite(b):
+        if b.name_hint != block:
+            return b
+        store = b.body
+        value = store.value
+        cast = None
+        if isinstance(value, tirx.Cast):
+            cast, value = str(value.ty.dtype), value.value
+        cond, load, _ = value.args
+        index = [tirx.min(x, cond.b - 1) if x.same_as(cond.a) else x for x in load.indices]
+        assert any(x.same_as(cond.a) for x in load.indices), "pad_einsum's copy guards a column of its source"
+        value = tirx.BufferLoad(load.source, index)
+        value = tirx.Cast(cast, value) if cast else value
+        return tvm.s_tir.SBlock(b.iter_vars, b.reads, b.writes, b.name_hint,
+                                tirx.BufferStore(store.buffer, value, store.indices), b.init, b.alloc_buffers,
+                                b.match_buffers, b.annotations)
+    return func.with_body(tvm_ffi.structural_map(func.body, ((tvm.s_tir.SBlock, rewrite),)))
+
+
+# Cephes' expf: exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 in two parts, so r is exact), exp(r)
+# a degree-7 polynomial on |r| <= ln 2 / 2; 2^n is applied as 2^(n-1) * 2, so n = 128 (x up to ln FLT_MAX) stays
+# finite. Past the clamps exp is 0 or inf in fp32.
+_EXP_HI, _EXP_LO = 88.72283905206835, -87.3365447505531
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+
+
+def vector_exp(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """exp(x) of an fp32 expression in arithmetic LLVM vectorizes (multiply-adds, a floor, an integer shift into the
+    exponent bits): within 2 ulp of exp for results from 2^-125 up; NaN stays NaN, smaller results flush to 0
+    (-inf gives 0), x > ln FLT_MAX gives inf. (Softmax exponentiates x - max <= 0: a result under 2^-125 is
+    nothing next to the row maximum's 1.)"""
+    def f(v):
+        return tirx.const(v, "float32")
+    xc = tirx.max(tirx.min(x, f(_EXP_HI)), f(_EXP_LO))
+    n = tirx.floor(xc * f(1.44269504088896341) + f(0.5))
+    r = xc - n * f(_LN2_HI) - n * f(_LN2_LO)
+    y = f(_EXP_POLY[0])
+    for c in _EXP_POLY[1:]:
+        y = y * r + f(c)
+    y = y * (r * r) + r + f(1.0)
+    half_two_n = tirx.reinterpret("float32", tirx.shift_left(tirx.Cast("int32", n) + 126, 23))
+    y = tirx.Select(x > f(_EXP_HI), f(float("inf")), y * half_two_n * f(2.0))
+    y = tirx.Select(x < f(_EXP_LO), f(0.0), y)
+    return tirx.Select(tirx.isnan(x), x, y)  # the clamps' min/max would turn a NaN into a bound
+
+
+_EXP = tvm.ir.Op.get("tirx.exp")
+
+
+def inline_exp(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """`func` with every fp32 exp written as `vector_exp`."""
+    def rewrite(call):
+        return vector_exp(call.args[0]) if call.op.same_as(_EXP) and str(call.ty.dtype) == "float32" else call
+    return func.with_body(tvm_ffi.structural_map(func.body, ((tvm.ir.Call, rewrite),)))
+
+
+
+def nan_propagating_max(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """`func` with every fp32 max written as LLVM's `maximum` (NaN if either side is NaN), which LLVM vectorizes as
+    a reduction without fast-math flags."""
+    def rewrite(m):
+        if str(m.ty.dtype) != "float32":
+            return m
+        return tirx.call_llvm_pure_intrin("float32", "llvm.maximum.f32", m.a, m.b)
+    return func.with_body(tvm_ffi.structural_map(func.body, ((tirx.Max, rewrite),)))
 
 
 # The x86-64 ISA level llvm bundles are compiled for where the building CPU has it: AVX2, FMA and F16C (the fp16 ->
