@@ -24,6 +24,9 @@ from onnx import TensorProto
 from .elf_check import elf_problem
 from .native import LIBRARY
 REPO = Path(__file__).resolve().parent.parent
+# The session config entry the op library reads its bundle directory from (ort_integration/src/register.cc);
+# it wins over $FLASHGEMM_BUNDLE_DIR and the library's own directory.
+BUNDLE_DIR_CONFIG_KEY = "flashgemm.bundle_dir"
 
 
 def default_bundle_dir(target: str = "llvm") -> Path:
@@ -48,7 +51,9 @@ def _build_hint(bundle_dir: Path) -> str:
 
 def session_options(bundle_dir: Optional[os.PathLike] = None, so: Optional[ort.SessionOptions] = None
                     ) -> ort.SessionOptions:
-    """SessionOptions with the library registered. A relative bundle_dir resolves from the current directory.
+    """SessionOptions with bundle_dir's library registered. A relative bundle_dir resolves from the current directory.
+    The library serves the bundle named by `so`'s config entry BUNDLE_DIR_CONFIG_KEY if set (before this call),
+    else by $FLASHGEMM_BUNDLE_DIR, else its own directory's.
 
     Raises LibraryError when the library is missing, cannot be loaded (dlopen: a dependency not found) or its
     bundle is missing or broken (the library's own message, which names the path and the fix)."""

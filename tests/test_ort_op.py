@@ -36,7 +36,8 @@ from ort_integration import native
 from ort_integration.elf_check import elf_problem
 from ort_integration.kernel_library import export_bundle
 from ort_integration.model import make_model
-from ort_integration.session import LIBRARY, LibraryError, library_path, providers, run, session_options
+from ort_integration.session import (BUNDLE_DIR_CONFIG_KEY, LIBRARY, LibraryError, library_path, providers, run,
+                                     session_options)
 from tir_kernels import ShapeError, canonicalize
 from tir_kernels.reference import fused_gemm_softmax_ref
 
@@ -821,6 +822,34 @@ def test_library_without_bundle_next_to_it(bundle, tmp_path):
     shutil.copy(library_path(bundle), tmp_path / LIBRARY)
     with pytest.raises(Exception, match=f"no kernel bundle in {tmp_path}"):
         session_options(tmp_path)
+
+
+def test_bundle_dir_from_the_session_config_entry(bundle, device, tmp_path, monkeypatch):
+    """The session config entry flashgemm.bundle_dir names the bundle (over $FLASHGEMM_BUNDLE_DIR and the library's
+    own directory), so one library serves another directory's bundle and two sessions of a process two bundles."""
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    shutil.copy(library_path(bundle), lib_dir / LIBRARY)  # no bundle next to this copy
+    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(tmp_path / "nowhere"))
+    so = ort.SessionOptions()
+    so.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(bundle))
+    so = session_options(lib_dir, so)
+    model = make_model("float16", [2, 5, 8], [2, 8, 7])
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=providers(device))
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, [2, 5, 8], "float16"), rand(rng, [2, 8, 7], "float16")
+    (p,) = run(sess, {"A": a, "B": b})
+    np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b), rtol=0, atol=ATOL["float16"])
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    other = ort.SessionOptions()
+    other.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(empty))
+    with pytest.raises(LibraryError, match=f"no kernel bundle in {empty}"):
+        session_options(lib_dir, other)
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+    with pytest.raises(LibraryError, match=f"no kernel bundle in {lib_dir}"):  # no entry: the library's directory
+        session_options(lib_dir)
 
 
 # Registers the library in a process of its own: a loader that crashes (SIGBUS in dlopen) then fails the test with

@@ -18,7 +18,7 @@ constexpr int64_t kManifestFormat = 1;  // ort_integration/kernel_library.py:MAN
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
 std::string FixHint(bool cuda_build) {
   return std::string("run scripts/build.py --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
-         " (or point FLASHGEMM_BUNDLE_DIR at a built bundle)";
+         " (or name a built bundle: session config entry flashgemm.bundle_dir, or FLASHGEMM_BUNDLE_DIR)";
 }
 
 namespace json = tvm::ffi::json;

@@ -33,8 +33,35 @@ std::string Absolute(const std::string& path) {
   return path == "." ? cwd : std::string(cwd) + "/" + path;
 }
 
-// The bundle lives next to this library unless FLASHGEMM_BUNDLE_DIR says otherwise.
-std::string BundleDir() {
+// The session config entry that names a session's bundle directory (SessionOptions.add_session_config_entry before
+// register_custom_ops_library): several sessions of one process can each load their own bundle.
+constexpr const char* kBundleDirKey = "flashgemm.bundle_dir";
+
+// A session config entry, or "" where the session has none.
+std::string SessionConfig(const OrtApi* api, const OrtSessionOptions* options, const char* key) {
+  int has = 0;
+  if (OrtStatus* st = api->HasSessionConfigEntry(options, key, &has)) {
+    api->ReleaseStatus(st);
+    return "";
+  }
+  size_t size = 0;
+  if (!has) return "";
+  if (OrtStatus* st = api->GetSessionConfigEntry(options, key, nullptr, &size)) {
+    api->ReleaseStatus(st);
+    return "";
+  }
+  std::string value(size, '\0');
+  if (OrtStatus* st = api->GetSessionConfigEntry(options, key, value.data(), &size)) {
+    api->ReleaseStatus(st);
+    return "";
+  }
+  value.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
+  return value;
+}
+
+// The bundle: the session's config entry kBundleDirKey, else FLASHGEMM_BUNDLE_DIR, else this library's directory.
+std::string BundleDir(const OrtApi* api, const OrtSessionOptions* options) {
+  if (std::string dir = SessionConfig(api, options, kBundleDirKey); !dir.empty()) return Absolute(dir);
   if (const char* env = std::getenv("FLASHGEMM_BUNDLE_DIR"); env && *env) return Absolute(env);
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&RegisterCustomOps), &info) && info.dli_fname) {
@@ -57,7 +84,7 @@ void PromoteTvmLibsToGlobal() {
 
 // One bundle and one domain per bundle directory, created once and never freed: sessions may outlive any
 // owner we could give them, and static destructors may run after ORT is gone. (OrtCustomOp has no virtual
-// destructor either.) Keyed by directory so that FLASHGEMM_BUNDLE_DIR can differ between registrations.
+// destructor either.) Keyed by directory so that the bundle can differ between registrations.
 struct Registered {
   const flashgemm::Bundle* bundle;
   OrtCustomOpDomain* domain;
@@ -94,7 +121,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   Ort::InitApi(api);
   PromoteTvmLibsToGlobal();
   try {
-    Registered r = RegisterFor(BundleDir());
+    Registered r = RegisterFor(BundleDir(api, options));
     return api->AddCustomOpDomain(options, r.domain);
   } catch (const std::exception& e) {
     return api->CreateStatus(ORT_FAIL, e.what());
