@@ -13,7 +13,7 @@ Or left running:
 
 The tracker and the servers listen on 127.0.0.1 unless --host names another address. TVM's RPC has no
 authentication and runs any code it is sent: reach a cluster from other hosts through SSH tunnels, or, on a
-private network only, bind its address (README, "Tuning on several GPUs"). Through tunnels, on the tuning host
+private network only, bind its address (docs/pipeline.md, "Tuning on several GPUs"). Through tunnels, on the tuning host
   scripts/rpc_cluster.py start --gpus none                   # the tracker alone, on 127.0.0.1:9190
   ssh -N -R 9190:127.0.0.1:9190 -L 9100:127.0.0.1:9100 -L 9101:127.0.0.1:9101 GPUHOST &
 and on GPUHOST (its own server ports, one a server)

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--top-k", type=count(1), default=10, help="records kept per workload (default 10)")
     ap.add_argument("--db", default=None, help="database root (default: the repo's tuning_db/)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=count(1), default=None, help="builder processes (default: all cores)")
+    ap.add_argument("--workers", type=count(1), default=None, help="builder processes (default: all cores, at most 16 a search)")
     ap.add_argument("--batch-size", type=count(1), default=256,
                     help="candidates per search iteration; an interrupted run loses at most one batch. One "
                          "evolutionary search costs 30-50 s on 16 cores whatever the batch, so bigger batches "

@@ -8,7 +8,7 @@ pids, start times, logs) goes to a JSON file that `stop` and `status` read.
 TVM's RPC has no authentication, and a server loads and runs the code it is sent: whoever reaches a tracker or server
 port can run anything as this user. So everything binds 127.0.0.1 unless the caller names another address (`host`),
 and a non-loopback one is started only with a warning (EXPOSED_WARNING). Other hosts reach a loopback cluster through
-SSH tunnels (README, "Tuning on several GPUs").
+SSH tunnels (docs/pipeline.md, "Tuning on several GPUs").
 
 `stop` signals only the processes this module started: a pid from the state file is checked (its command line runs
 TVM's tracker or server module, and its start time is the one recorded) before its process group is signalled, since
@@ -37,7 +37,7 @@ TRACKER_MODULE = "tvm.exec.rpc_tracker"
 SERVER_MODULE = "tvm.exec.rpc_server"
 EXPOSED_WARNING = ("warning: TVM RPC listens on {host}: it has no authentication and runs any code it is sent, so "
                    "anyone who reaches these ports can run code as this user; use a private network only, or keep "
-                   "127.0.0.1 and an SSH tunnel (README, \"Tuning on several GPUs\")")
+                   "127.0.0.1 and an SSH tunnel (docs/pipeline.md, \"Tuning on several GPUs\")")
 
 
 class ClusterError(RuntimeError):
@@ -140,7 +140,7 @@ def start(*, devices: list[str], key: str = DEFAULT_KEY, host: str = "127.0.0.1"
     if devices and custom_addr and is_loopback(host) and not is_loopback(custom_addr):
         raise ClusterError(f"--custom-addr {custom_addr}: the servers would listen on {host} only, where other hosts "
                            f"cannot reach them; add --host with this host's address on a private network (e.g. --host "
-                           f"{custom_addr}), or reach them through an SSH tunnel with --custom-addr 127.0.0.1 (README)")
+                           f"{custom_addr}), or reach them through an SSH tunnel with --custom-addr 127.0.0.1 (docs/pipeline.md)")
     if not 0 < server_ports[0] < server_ports[1] <= 65536 or server_ports[1] - server_ports[0] < len(devices):
         raise ClusterError(f"server ports {server_ports[0]}-{server_ports[1]} cannot hold {len(devices)} server(s): "
                            "give a range [LO, HI) with at least one port a server")
