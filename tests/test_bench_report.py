@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,15 @@ def test_lengths_plot_draws_the_any_length_line_where_the_op_served_one(tmp_path
     out = tmp_path / "lengths.png"
     lengths.plot({"rows": rows, "batch": 16, "heads": 16, "k": 64, "dtype": "float16", "env": {"gpu": "G"}}, out)
     assert out.stat().st_size > 1000
+
+
+def test_readme_figure_draws_the_committed_run(tmp_path):
+    """benchmarks/readme_figure.py reads the committed W1-W3 run the README's figure comes from and draws it."""
+    from benchmarks import readme_figure  # noqa: PLC0415
+    root = Path(__file__).resolve().parent.parent
+    panels = readme_figure.rows(root / "results" / "h200" / "proof-2026-11-29", "float16")
+    assert [p["title"].split("\n")[0] for p in panels] == [t for _, t in readme_figure.WORKLOADS]
+    assert all(label == "ours" and t > 0 for label, t in (p["times"][0] for p in panels))
+    out = tmp_path / "figure.png"
+    readme_figure.draw(panels, "float16", out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
