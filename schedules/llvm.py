@@ -61,8 +61,11 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     s = sch.get_sblock("S")
     trans_b = _trans_b(sch, s)
     sch.pad_einsum(s, [1, 1, 1, TILE_COLUMNS, 1])
-    sch.compute_inline(sch.get_sblock("S_pad"))
-    b_pad = sch.get_sblock("Bm_pad")
+    if _has_block(sch, "S_pad"):
+        sch.compute_inline(sch.get_sblock("S_pad"))
+        b_pad = sch.get_sblock("Bm_pad")
+    else:  # a static N that is whole tiles already: nothing padded, B copied all the same
+        b_pad = sch.cache_read(s, [r.source.name for r in sch.get(s).reads].index("Bm"), "global")
     if trans_b:
         sch.transform_layout(b_pad, ("write", 0), lambda b0, b1, j, k: (b0, b1, k, j))
     heads = sch.get_loops(b_pad)[:2]
@@ -72,9 +75,10 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     b0, b1, i, _ = sch.get_loops(out)
     row = sch.fuse(b0, b1, i)
     sch.parallel(row)
-    for name in ("row_sum", "exp", "row_max", "S"):
+    for name in ("row_sum", "exp", "row_max"):
         sch.compute_at(sch.get_sblock(name), row)
-    j, k = sch.get_loops(s)[1:]
+    sch.compute_at(s, row, preserve_unit_loops=True)  # (a static N = 1 keeps its column loop to tile)
+    j, k = sch.get_loops(s)[-2:]
     tile, column = sch.split(j, [None, TILE_COLUMNS])
     sch.reorder(tile, k, column)
     acc = sch.cache_write(s, 0, "local")
@@ -83,6 +87,12 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     tile_blocks = {sch.get(b).name_hint for b in (init, s, acc)}
     func = whole_tiles(sch.mod["main"], tile_blocks)
     return tvm.s_tir.Schedule(clamped_padding(func, sch.get(b_pad).name_hint))
+
+
+def _has_block(sch: tvm.s_tir.Schedule, name: str) -> bool:
+    found = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, ((tvm.s_tir.SBlock, lambda b: found.append(b.name_hint)),))
+    return name in found
 
 
 def whole_tiles(func: tirx.PrimFunc, blocks: set) -> tirx.PrimFunc:
@@ -117,6 +127,8 @@ def clamped_padding(func: tirx.PrimFunc, block: str) -> tirx.PrimFunc:
         cast = None
         if isinstance(value, tirx.Cast):
             cast, value = str(value.ty.dtype), value.value
+        if not isinstance(value, tvm.ir.Call):  # an unpadded copy (generic_schedule): nothing to clamp
+            return b
         cond, load, _ = value.args
         index = [tirx.min(x, cond.b - 1) if x.same_as(cond.a) else x for x in load.indices]
         assert any(x.same_as(cond.a) for x in load.indices), "pad_einsum's copy guards a column of its source"

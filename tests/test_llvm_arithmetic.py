@@ -107,3 +107,26 @@ def test_the_generic_kernels_compile_to_vector_code(trans_b, bias, mask, causal)
     if llvm.export_mcpu() == llvm.X86_LEVEL:
         asm = lib.mod.inspect_source("asm")
         assert "vfmadd231ps\t%ymm" in asm or "vfmadd213ps\t%ymm" in asm, "the GEMM tile's multiply-adds are 8 wide"
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("n", [64, 70, 1])
+def test_the_generic_schedule_on_static_sizes_whole_tiles_or_not(trans_b, n):
+    """generic_schedule on a static-size kernel (a tuned llvm record's fallback, tests/test_build_limits): N a whole
+    number of tiles (nothing padded), a part of one, or a single column; against the FP64 reference."""
+    from tir_kernels import Variant, canonicalize  # noqa: PLC0415
+    from tir_kernels.fused_gemm_softmax import runtime_func  # noqa: PLC0415
+    from tir_kernels.reference import fused_gemm_softmax_ref  # noqa: PLC0415
+    a_shape, b_shape = [2, 3, 5, 16], ([2, 3, n, 16] if trans_b else [2, 3, 16, n])
+    v = Variant("float16", bool(trans_b))
+    shape = canonicalize(a_shape, b_shape, trans_b=trans_b)
+    lib = _compile(llvm.generic_schedule(runtime_func(v, shape)).mod["main"])
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(a_shape).astype(np.float16)
+    b = rng.standard_normal(b_shape).astype(np.float16)
+    batch = (shape.b0, shape.b1)  # the canonical 4-D problem the kernel takes (contiguous batches merged)
+    p = tvm.runtime.tensor(np.zeros([*batch, 5, n], np.float16))
+    lib["main"](tvm.runtime.tensor(a.reshape(*batch, *a_shape[2:])), tvm.runtime.tensor(b.reshape(*batch, *b_shape[2:])),
+                p, 0.25)
+    ref = fused_gemm_softmax_ref(a, b, scale=0.25, trans_b=bool(trans_b))
+    np.testing.assert_allclose(p.numpy().reshape(ref.shape).astype(np.float64), ref, rtol=0, atol=2e-3)
