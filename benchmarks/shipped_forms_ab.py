@@ -53,14 +53,14 @@ from pathlib import Path
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 
-# the A/B switches: form tag -> the environment variable that turns a codegen rewrite off
-SWITCHES = {"guarded": "FLASHGEMM_NO_UNGUARD", "exp-twice": "FLASHGEMM_NO_EXP_REUSE",
-            "half-sectors": "FLASHGEMM_NO_SECTOR_STORES", "plain-arith": "FLASHGEMM_NO_SOFTMAX_ARITH",
-            "dynamic-statistics": "FLASHGEMM_NO_STATIC_STATISTICS",
-            "shared-warp-statistics": "FLASHGEMM_NO_WARP_STATISTICS",
-            "combined-statistics": "FLASHGEMM_NO_QUAD_STATISTICS", "shared-rows": "FLASHGEMM_NO_ROW_REGISTERS",
-            "cached-stores": "FLASHGEMM_NO_STREAMING_STORES", "scaled-max": "FLASHGEMM_NO_MAX_SCALE",
-            "two-exchanges": "FLASHGEMM_NO_ONE_EXCHANGE"}
+# the A/B switches: form tag -> the pass of schedules.cuda_build.PASSES left out (FLASHGEMM_DISABLE_PASSES)
+SWITCHES = {"guarded": "unguard_normalize", "exp-twice": "keep_exp_in_accumulator",
+            "half-sectors": "store_whole_sectors", "plain-arith": "rewrite_softmax_arithmetic",
+            "dynamic-statistics": "move_statistics_to_static_shared",
+            "shared-warp-statistics": "keep_warp_statistics_in_registers",
+            "combined-statistics": "reduce_statistics_in_quads", "shared-rows": "keep_rows_in_registers",
+            "cached-stores": "stream_p_stores", "scaled-max": "take_scale_out_of_max",
+            "two-exchanges": "exchange_statistics_once"}
 
 
 def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tuple = (), keep=None) -> dict:
@@ -103,13 +103,13 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
 
 def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: True,
                     named=lambda name: False) -> dict:
-    """The tuning form and the twins built with SWITCHES[tag]=1 (the module doc's *@guarded, *@exp-twice)."""
+    """The tuning form and the twins built without the pass SWITCHES[tag] (the module doc's *@guarded, *@exp-twice)."""
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_build, cuda_space, targets  # noqa: PLC0415
-    var = SWITCHES[tag]
+    from schedules import cuda_build, cuda_space, device_pass, targets  # noqa: PLC0415
+    var = device_pass.DISABLE_ENV
     before = os.environ.get(var)
-    os.environ[var] = "1"  # read at every compile (the codegen hook, the device pipeline)
+    os.environ[var] = ",".join(filter(None, (before, SWITCHES[tag])))  # read at every compile
     try:
         out = {}
         if wanted(f"tuning@{tag}"):

@@ -22,7 +22,7 @@ anything inside an asynchronous scope is left as it is. Conditions keep their pl
 loop's bound where the threads do not divide it) they guard the cp.async as they guarded the store; around it, the
 commit and the wait are in the same branch as the copies.
 
-FLASHGEMM_NO_ASYNC_COPIES=1 turns it off (A/B).
+FLASHGEMM_DISABLE_PASSES=make_copies_async turns it off (A/B).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from tvm import tirx
 
 from .device_pass import each_function
 
-SWITCH = "FLASHGEMM_NO_ASYNC_COPIES"
+PASS = "make_copies_async"  # its name in cuda_build.PASSES
 CP_ASYNC = "tirx.s_tir.cp_async_raw"
 _BYTES = (4, 8, 16)
 _SHARED = ("shared", "shared.dyn")
@@ -119,5 +119,5 @@ def rewrite(func) -> tuple:
     return (func.with_body(body) if count[0] else func), count[0]
 
 
-# rewrite() on every device function, unless FLASHGEMM_NO_ASYNC_COPIES is set (module doc).
-async_copies = each_function("flashgemm.AsyncCopies", SWITCH, lambda f: rewrite(f)[0])
+# rewrite() on every device function (module doc); cuda_build.PASSES leaves it out when disabled.
+async_copies = each_function("flashgemm.AsyncCopies", lambda f: rewrite(f)[0])

@@ -6,24 +6,13 @@ reference, so importing this module must not import TVM's tensor-intrinsic modul
 parsing per worker on a 2-core box; with 16 workers starting at once on the GPU machine every build
 of the first tuning run timed out). A tensorized module needs no intrinsic registry to compile.
 
-TIR pipeline "flashgemm": TVM's default ("s_tir") pipeline with one change in the device finalization.
-TVM 0.27's LowerWarpMemory lowers only the *first* "warp"-scope allocation of a statement sequence:
-it rewrites the accesses in the allocation's siblings but does not visit the later allocations among
-them. A tensor-core kernel has one accumulator and at least two A/B fragment buffers, so all but the
-accumulator stayed 32x-too-large per-thread arrays indexed by threadIdx.x (`half A_warp[256]`): local
-memory, a st.local/ld.local round trip per ldmatrix -> mma. Running the pass until the module stops
-changing lowers them all (each run lowers one more; an already lowered buffer is "local" and skipped).
-Then exp_in_accumulator: where the row sum and the normalize step both compute exp(logit - max) from an
-accumulator (the register sketches), the sum stores it there and the normalize step reads it (its module doc).
-Then softmax_arithmetic: exp(x - m) as exp2 of one FFMA, and one reciprocal of the row sum a row (its module doc).
-Then row_registers: the one-pass form's sweeps over a row of S in shared memory load it once into registers and
-compute its exp once (its module doc).
-Then quad_statistics: the register sketches' partial statistics reduced over a quad by shuffles, and combined by
-each reader instead of one warp between two barriers (its module doc).
-Then max_scale: a constant positive scale taken out of the row max, one multiply a row (its module doc).
-Then async_copies: the remaining vector copies from global to shared memory (the register sketches' resident B)
-become cp.async (its module doc). Before TVM's lowering, skip_rows gives an any-length kernel a grid of the row
-groups below the call's M only (its module doc).
+The TIR pipeline "flashgemm" is TVM's default ("s_tir") pipeline with our passes around it, and CodeGenCUDA's
+source hook runs our rewrites of the CUDA text: all of them, in order, are PASSES below (one entry a pass, named
+verb_object; each module's docstring says what its pass does, why, and what it proves before it rewrites).
+FLASHGEMM_DISABLE_PASSES=name[,name...] leaves passes out for A/B runs (schedules/device_pass.py); the ones marked
+required cannot be left out. The CUDA-text rewrites match TVM's printed code with regular expressions: each is
+there because TIR could not express it at that point of the pipeline (its module says why), and its tests compile
+a shipped kernel and fail, naming the pass, when the printed code stops matching.
 """
 from __future__ import annotations
 
@@ -42,8 +31,12 @@ import tvm.support.nvcc  # noqa: E402,F401  (registers tvm_callback_cuda_compile
 from tvm import tirx  # noqa: E402
 from tvm.tirx import compilation_pipeline as _pipelines  # noqa: E402
 
-from . import (async_copies, exp_in_accumulator, max_scale, one_exchange, quad_statistics, row_registers,  # noqa: E402
-               sector_stores, skip_chunks, skip_rows, softmax_arithmetic, static_statistics, targets, warp_statistics)
+from dataclasses import dataclass  # noqa: E402
+from typing import Callable, Union  # noqa: E402
+
+from . import (async_copies, device_pass, exp_in_accumulator, max_scale, one_exchange,  # noqa: E402
+               quad_statistics, row_registers, sector_stores, skip_chunks, skip_rows, softmax_arithmetic,
+               static_statistics, targets, warp_statistics)
 
 # * use_async_copy: the pipelined global->shared copies become cp.async.
 # * disable_cse_tir: TIR's common-subexpression elimination binds `threadIdx.x * 8` to a variable before
@@ -69,21 +62,68 @@ def lower_all_warp_memory(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     return mod
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One pass of the compile pipeline: `apply` is a TVM module pass (stages SCHEDULED and DEVICE) or a function of
+    the CUDA source text (stage SOURCE)."""
+    name: str
+    stage: str
+    apply: Union[tvm.transform.Pass, Callable[[str], str]]
+    required: bool = False  # kernels are wrong or do not compile without it: never left out
+
+
+SCHEDULED = "scheduled TIR, before TVM's lowering"
+DEVICE = "device TIR, TVM's device finalization"
+SOURCE = "CUDA source, CodeGenCUDA's postproc hook"
+
+
+def _passes():
+    tir = tirx.transform
+    return (
+        Pass("keep_warp_statistics_in_registers", SCHEDULED, warp_statistics.warp_statistics_in_registers),
+        Pass("move_statistics_to_static_shared", SCHEDULED, static_statistics.statistics_in_static_shared),
+        Pass("skip_rows_past_m", SCHEDULED, skip_rows.skip_rows),
+        Pass("skip_chunks_past_n", SCHEDULED, skip_chunks.skip_chunks),
+        # (TVM's s_tir pipeline runs here)
+        Pass("lower_all_warp_memory", DEVICE, lower_all_warp_memory, required=True),
+        Pass("keep_exp_in_accumulator", DEVICE, exp_in_accumulator.exp_in_accumulator),
+        Pass("rewrite_softmax_arithmetic", DEVICE, softmax_arithmetic.softmax_arithmetic),
+        Pass("keep_rows_in_registers", DEVICE, row_registers.row_registers),
+        Pass("reduce_statistics_in_quads", DEVICE, quad_statistics.quad_statistics),
+        Pass("take_scale_out_of_max", DEVICE, max_scale.max_scale),
+        Pass("make_copies_async", DEVICE, async_copies.async_copies),
+        Pass("simplify", DEVICE, tir.StmtSimplify(), required=True),
+        Pass("lower_intrinsics", DEVICE, tir.LowerIntrin(), required=True),
+        Pass("check_shared_memory", DEVICE, static_statistics.check_shared_memory, required=True),
+        Pass("cap_registers", SOURCE, _cap_registers),
+        Pass("unguard_normalize", SOURCE, unguard_recompute_normalize),
+        Pass("store_whole_sectors", SOURCE, sector_stores.rewrite),
+        Pass("stream_p_stores", SOURCE, sector_stores.stream),
+        Pass("exchange_statistics_once", SOURCE, one_exchange.rewrite),
+        Pass("convert_bf16_by_shift", SOURCE, bf16_to_f32_by_shift),
+    )
+
+
+def enabled_passes(stage: str) -> list:
+    """The passes of `stage` that run, in order (FLASHGEMM_DISABLE_PASSES checked against PASSES)."""
+    off = device_pass.disabled_passes()
+    names = {p.name: p for p in PASSES}
+    unknown = sorted(off - set(names))
+    if unknown:
+        raise ValueError(f"{device_pass.DISABLE_ENV} names no pass {', '.join(unknown)}; the passes: "
+                         f"{', '.join(names)}")
+    required = sorted(n for n in off if names[n].required)
+    if required:
+        raise ValueError(f"{device_pass.DISABLE_ENV}: {', '.join(required)} cannot be left out (the kernels need it)")
+    return [p for p in PASSES if p.stage == stage and p.name not in off]
+
+
 def _flashgemm_pipeline(**kwargs):
     pipeline, finalize_host, _ = _pipelines.get_tir_pipeline("s_tir", **kwargs)
 
     def finalize_device():
-        return tvm.ir.transform.Sequential([lower_all_warp_memory, exp_in_accumulator.exp_in_accumulator,
-                                            softmax_arithmetic.softmax_arithmetic, row_registers.row_registers,
-                                            quad_statistics.quad_statistics, max_scale.max_scale,
-                                            async_copies.async_copies, tirx.transform.StmtSimplify(),
-                                            tirx.transform.LowerIntrin(), static_statistics.check_shared_memory])
-    # before TVM's lowering: a warp allreduce's statistics go to registers (warp_statistics), the other statistics'
-    # buffers leave dynamic shared memory (static_statistics), an any-length kernel's grid covers the row groups
-    # below M only (skip_rows), its chunk loops the column chunks below N (skip_chunks)
-    pipeline = tvm.ir.transform.Sequential([warp_statistics.warp_statistics_in_registers,
-                                            static_statistics.statistics_in_static_shared, skip_rows.skip_rows,
-                                            skip_chunks.skip_chunks, pipeline])
+        return tvm.ir.transform.Sequential([p.apply for p in enabled_passes(DEVICE)])
+    pipeline = tvm.ir.transform.Sequential([p.apply for p in enabled_passes(SCHEDULED)] + [pipeline])
     return pipeline, finalize_host, finalize_device
 
 
@@ -153,11 +193,10 @@ _launch_max_registers: dict = {}  # global symbol -> R while compile_cuda runs (
 
 @tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
 def _postproc_source(code, *_target):
-    """CodeGenCUDA's source hook: the register caps, the recompute form's normalize guard, the register sketches'
-    whole-sector P stores (sector_stores) and one exchange of their row statistics a row tile (one_exchange), then
-    the bf16 -> fp32 conversions (notes above each)."""
-    return bf16_to_f32_by_shift(one_exchange.rewrite(sector_stores.rewrite(
-        unguard_recompute_normalize(_cap_registers(code)))))
+    """CodeGenCUDA's source hook: the SOURCE passes of PASSES, in order."""
+    for p in enabled_passes(SOURCE):
+        code = p.apply(code)
+    return code
 
 
 def _cap_registers(code: str) -> str:
@@ -188,7 +227,6 @@ def _cap_registers(code: str) -> str:
 # kernel (sector_stores' module doc; with its whole-sector stores this rewrite changes W1 by < 1 %).
 # The shared-S form (W2) moved by 1 %. So the hook applies it to the recompute form's kernels only, recognised by its
 # third copy of S (`S_p_*` in the source: tir_kernels' recompute template is the only one with an "S_p" buffer).
-# FLASHGEMM_NO_UNGUARD=1 turns it off (A/B).
 _ZERO = r"0x0p\+0f/\*0\.000000e\+00\*/"
 _SUM_TEST = re.compile(r"^(?P<ind>[ \t]*)if \((?=[^\n]* == %s\) \{\n)" % _ZERO, re.M)
 _ZERO_THEN = re.compile(r"\{\n[ \t]*(?P<var>\w+) = (?P<zero>(?:make_float\d\()?%s(?:, %s)*\)?);\n[ \t]*\} else \{"
@@ -212,8 +250,8 @@ _RECOMPUTE_FORM = re.compile(r"\bS_p_(?:warp|local|shared)")
 
 
 def unguard_recompute_normalize(code: str) -> str:
-    """unguard_normalize on the recompute form's kernels, unless FLASHGEMM_NO_UNGUARD is set (note above)."""
-    if os.environ.get("FLASHGEMM_NO_UNGUARD") or not _RECOMPUTE_FORM.search(code):
+    """unguard_normalize on the recompute form's kernels (note above)."""
+    if not _RECOMPUTE_FORM.search(code):
         return code
     return unguard_normalize(code)
 
@@ -254,7 +292,6 @@ def unguard_normalize(code: str) -> str:
 # fp16, and ran 18.5 us in bf16 against 10.8 us in fp16 (H100, 2026-11-26). The conversion is exact as a bit shift
 # (bf16 is fp32's upper half), and written so (no asm) ptxas merges the loads (64 LDS.128 in the same kernel).
 # So every `((float)E)` becomes `(flashgemm_f32(E))`: a template that casts, overloaded for nv_bfloat16.
-# FLASHGEMM_NO_BF16_SHIFT=1 turns this off (A/B).
 BF16_TO_F32 = """
 template <typename T> static __device__ __forceinline__ float flashgemm_f32(T x) { return (float)x; }
 static __device__ __forceinline__ float flashgemm_f32(nv_bfloat16 x) {
@@ -265,7 +302,7 @@ static __device__ __forceinline__ float flashgemm_f32(nv_bfloat16 x) {
 
 def bf16_to_f32_by_shift(code: str) -> str:
     """Rewrite the fp32 casts of a CUDA source that uses nv_bfloat16 (note above); other sources are unchanged."""
-    if "nv_bfloat16" not in code or os.environ.get("FLASHGEMM_NO_BF16_SHIFT") == "1":
+    if "nv_bfloat16" not in code:
         return code
     kernel = code.find('extern "C" __global__')  # (the helper goes before the kernels: the preamble keeps its casts)
     if kernel < 0:
@@ -283,6 +320,9 @@ def _rewrite_f32_casts(code: str) -> str:
         out.append(code[pos:at] + "(flashgemm_f32(" + _rewrite_f32_casts(code[at + len(cast):end]) + "))")
         pos = end + 1
     return "".join(out) + code[pos:]
+
+
+PASSES = _passes()  # THE ordered table of the compile pipeline's passes (module doc)
 
 
 def cubin_registers(cubin: bytes) -> int:

@@ -22,7 +22,8 @@ dead after P). It is applied to an accumulator only when the device code proves 
     same memory, e.g. the row sums' part of the shared pool, is not seen; the sketches write the max once a row
     tile, before the sum pass, and the GPU numerics tests run every register sketch with the rewrite.)
 
-Anything it cannot prove leaves the kernel as it was. FLASHGEMM_NO_EXP_REUSE=1 turns it off (A/B).
+Anything it cannot prove leaves the kernel as it was. FLASHGEMM_DISABLE_PASSES=keep_exp_in_accumulator turns it
+off (A/B).
 Measured (H100, 2026-11-27, results/h100/exp-reuse-alone-ab-*, sector-stores-ab-*): alone it made the W1 twin slower,
 155 against 120 us (P's half-sector stores, no longer paced by the exps, became the limit); with sector_stores,
 which the CUDA source hook applies to the kernels this pass rewrote, 87 us.
@@ -40,7 +41,7 @@ from tvm import tirx
 
 from .device_pass import each_function
 
-SWITCH = "FLASHGEMM_NO_EXP_REUSE"
+PASS = "keep_exp_in_accumulator"  # its name in cuda_build.PASSES
 
 EXP = tvm.ir.Op.get("tirx.exp")
 _MAX_ENUMERATION = 4096  # loop-variable combinations one pattern may enumerate (the W1 sum pass: 128)
@@ -352,5 +353,5 @@ def rewrite(func) -> tuple:
     return func.with_body(body), [str(b.name) for b in safe]
 
 
-# rewrite() on every device function, unless FLASHGEMM_NO_EXP_REUSE is set (module doc).
-exp_in_accumulator = each_function("flashgemm.ExpInAccumulator", SWITCH, lambda f: rewrite(f)[0])
+# rewrite() on every device function (module doc); cuda_build.PASSES leaves it out when disabled.
+exp_in_accumulator = each_function("flashgemm.ExpInAccumulator", lambda f: rewrite(f)[0])

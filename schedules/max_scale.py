@@ -19,7 +19,7 @@ m only through them; a runtime scale is left alone (its sign is unknown: a negat
 Why only constants (results/h200/scale-specialized-2026-11-28/, H200, W1's shipped twin edited by hand, 9 alternating
 rounds twice): the twin with the runtime scale hoisted ran 0.6 % faster, with max and min of the raw values and a
 select by the sign 1.2 %, with the scale a constant and hoisted 2.7 % (71.0-71.6 against 73.0-73.5 us); a constant
-scale alone was 0.5 % slower. FLASHGEMM_NO_MAX_SCALE=1 turns it off (A/B).
+scale alone was 0.5 % slower. FLASHGEMM_DISABLE_PASSES=take_scale_out_of_max turns it off (A/B).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import tvm
 from .device_pass import each_function
 from .exp_in_accumulator import uses_var
 
-SWITCH = "FLASHGEMM_NO_MAX_SCALE"
+PASS = "take_scale_out_of_max"  # its name in cuda_build.PASSES
 LOWEST = -3.4028234663852886e38
 
 
@@ -131,5 +131,5 @@ def rewrite(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(tvm_ffi.structural_mutate(func.body, ((tirx.SeqStmt, _hoist_in_seq),)))
 
 
-# rewrite() on every device function, unless FLASHGEMM_NO_MAX_SCALE is set (module doc).
-max_scale = each_function("flashgemm.MaxScale", SWITCH, rewrite)
+# rewrite() on every device function (module doc); cuda_build.PASSES leaves it out when disabled.
+max_scale = each_function("flashgemm.MaxScale", rewrite)

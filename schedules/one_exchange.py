@@ -40,16 +40,15 @@ when the source proves the rewrite safe (each check below, else that tile is lef
 - between the row tile's max stores and the previous P's reads of the partials a barrier remains: the nearest
   `__syncthreads();` before the max loop sits in the same block (the row-tile loop's top barrier, or the epilogue's);
 - the sum's block reads no shared memory.
-FLASHGEMM_NO_ONE_EXCHANGE=1 turns it off (A/B).
+FLASHGEMM_DISABLE_PASSES=exchange_statistics_once turns it off (A/B).
 """
 from __future__ import annotations
 
-import os
 import re
 
 from .sector_stores import EXP_KEPT
 
-SWITCH = "FLASHGEMM_NO_ONE_EXCHANGE"
+PASS = "exchange_statistics_once"  # its name in cuda_build.PASSES
 _LOG2E = "1.4426950408889634f"
 _CLAMP = "-0x1.2ced32a16a1b1p+127f"  # the template's max(M, -2e38) before exp: no -inf - -inf
 _SYNC = "__syncthreads();"
@@ -65,7 +64,7 @@ _FOR = re.compile(r"for \(int (\w+) = 0; \1 < (\d+); \+\+\1\) \{")
 
 
 def applies(code: str) -> bool:
-    return not os.environ.get(SWITCH) and bool(EXP_KEPT.search(code))
+    return bool(EXP_KEPT.search(code))
 
 
 def rewrite(code: str) -> str:

@@ -39,7 +39,8 @@ as it was:
 Only statistics in static shared memory (their own buffers: static_statistics) are seen; the recompute forms, whose
 statistics share the dynamic pool, are left alone.
 
-FLASHGEMM_NO_QUAD_STATISTICS=1 turns it off (A/B: benchmarks/shipped_forms_ab.py --combined-statistics).
+FLASHGEMM_DISABLE_PASSES=reduce_statistics_in_quads turns it off (A/B: benchmarks/shipped_forms_ab.py
+--combined-statistics).
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ from tvm import tirx
 from .device_pass import each_function
 from .exp_in_accumulator import _is_load, _substitute, uses_var
 
-SWITCH = "FLASHGEMM_NO_QUAD_STATISTICS"
+PASS = "reduce_statistics_in_quads"  # its name in cuda_build.PASSES
 SYNC = tvm.ir.Op.get("tirx.tvm_storage_sync")
 SHARED = "shared"
 QUAD = 4
@@ -508,8 +509,8 @@ def _apply_family(func, fam: _Family):
     return func.with_body(body)
 
 
-# rewrite() on every device function, unless FLASHGEMM_NO_QUAD_STATISTICS is set (module doc).
-quad_statistics = each_function("flashgemm.QuadStatistics", SWITCH, lambda f: rewrite(f)[0])
+# rewrite() on every device function (module doc); cuda_build.PASSES leaves it out when disabled.
+quad_statistics = each_function("flashgemm.QuadStatistics", lambda f: rewrite(f)[0])
 
 
 def rewritten(func) -> list:

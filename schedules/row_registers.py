@@ -31,7 +31,7 @@ sweep is replaced only where it is the same expression as the one the earlier sw
 `row`), and none of the buffers it reads is written between the two sweeps. A sweep that reads S otherwise keeps its
 shared loads (still correct: S did not change). Everything else is left as it was.
 
-FLASHGEMM_NO_ROW_REGISTERS=1 turns it off (A/B).
+FLASHGEMM_DISABLE_PASSES=keep_rows_in_registers turns it off (A/B).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ from .device_pass import each_function
 from .exp_in_accumulator import _substitute
 from .quad_statistics import _root, _storage
 
-SWITCH = "FLASHGEMM_NO_ROW_REGISTERS"
+PASS = "keep_rows_in_registers"  # its name in cuda_build.PASSES
 MAX_ELEMENTS = 32  # registers a thread for the row (and as many for its exps): W2 7, a row of 1024 over a warp 32
 _SHARED = ("shared", "shared.dyn")
 _EXPS = (tvm.ir.Op.get("tirx.exp"), tvm.ir.Op.get("tirx.exp2"))
@@ -353,5 +353,5 @@ def rewrite(func) -> tuple:
     return (func.with_body(body) if count[0] else func), count[0]
 
 
-# rewrite() on every device function, unless FLASHGEMM_NO_ROW_REGISTERS is set (module doc).
-row_registers = each_function("flashgemm.RowRegisters", SWITCH, lambda f: rewrite(f)[0])
+# rewrite() on every device function (module doc); cuda_build.PASSES leaves it out when disabled.
+row_registers = each_function("flashgemm.RowRegisters", lambda f: rewrite(f)[0])

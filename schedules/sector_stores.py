@@ -29,9 +29,11 @@ with q = threadIdx.x & 3, while the rewritten address is the quad's first addres
 last condition P's `elem_offset` is sampled as a multiple of tir_kernels' P_OFFSET_FACTOR (4), which the runtime forms
 declare and TVM's argument binder checks at every call; the tuning form is called with byte_offset 0 only. No
 fallback for a misaligned address is emitted: a predicated second path, even never taken, cost the W1 kernel 2x
-(166 against 87 us; results/h100/sector-stores-variants-*). FLASHGEMM_NO_SECTOR_STORES=1 turns the rewrite off (A/B).
+(166 against 87 us; results/h100/sector-stores-variants-*). FLASHGEMM_DISABLE_PASSES=store_whole_sectors turns the
+rewrite off (A/B).
 
-The lane's store carries the streaming cache hint (__stcs: st.global.cs, evict-first in L2): P is written once and
+`stream` (the pass stream_p_stores, after this one) gives the lane's store the streaming cache hint (__stcs:
+st.global.cs, evict-first in L2): P is written once and
 never read back by the kernel (W1: 134 MB through a 50 MB L2). Only on this store, where each quad of lanes writes 32
 contiguous bytes (whole sectors where P's rows start 32-byte aligned, as W1's 1024-byte rows do). With every P store
 of every kernel streamed (session 42, H200, results/h200/streaming-stores-2026-11-28/all-p-stores-*), W1 gained, but
@@ -39,11 +41,10 @@ W2's shipped twins, whose 197-element rows end mid-sector, ran 5 % (fp16) and 13
 ran 7 % faster: the cause was not profiled; partial sectors evicted before their neighbours fill them is a guess). W1
 in that run: tuning form 74.4-74.5 against 75.6-76.4 us, twin 73.4-73.9 against 73.9-74.2 (fp16); 74.8-75.4 against
 76.0-76.3 and 73.2-74.0 against 74.3-74.7 (bf16).
-FLASHGEMM_NO_STREAMING_STORES=1 turns the hint off (A/B: benchmarks/shipped_forms_ab.py --cached-stores).
+FLASHGEMM_DISABLE_PASSES=stream_p_stores turns the hint off (A/B: benchmarks/shipped_forms_ab.py --cached-stores).
 """
 from __future__ import annotations
 
-import os
 import random
 import re
 from typing import Optional
@@ -62,12 +63,11 @@ _CAST = re.compile(r"\(\(int\)(\w+)\.(\w)\)")
 _INT_EXPR = re.compile(r"^[\w\s()+\-*/%&|<>]*$")  # no ternary or casts left
 P_OFFSET_FACTOR = 4  # tir_kernels.fused_gemm_softmax.P_OFFSET_FACTOR (not imported: builder workers stay light)
 _TRIALS = 24
-STREAMING_SWITCH = "FLASHGEMM_NO_STREAMING_STORES"
 
 
 def applies(code: str) -> bool:
-    """Whether the source is one the rewrite is for (module doc) and the switch is not set."""
-    return not os.environ.get("FLASHGEMM_NO_SECTOR_STORES") and bool(EXP_KEPT.search(code))
+    """Whether the source is one the rewrite is for (module doc)."""
+    return bool(EXP_KEPT.search(code))
 
 
 def rewrite(code: str) -> str:
@@ -101,10 +101,16 @@ def rewrite(code: str) -> str:
 
 
 def _store(addr: str) -> str:
-    """The lane's 8-byte store of the rewritten loop: streaming (module doc) unless FLASHGEMM_NO_STREAMING_STORES."""
-    if os.environ.get(STREAMING_SWITCH):
-        return f"*(uint2*)(P_ptr + {addr}) = fg_v;"
-    return f"__stcs((uint2*)(P_ptr + {addr}), fg_v);"
+    """The lane's 8-byte store of the rewritten loop (`stream` gives it the cache hint)."""
+    return f"*(uint2*)(P_ptr + {addr}) = fg_v;"
+
+
+_LANE_STORE = re.compile(r"^(?P<ind>[ ]*)\*\(uint2\*\)\(P_ptr \+ (?P<addr>[^\n]*)\) = fg_v;$", re.M)
+
+
+def stream(code: str) -> str:
+    """The rewritten loops' lane stores (`_store`) with the streaming cache hint, __stcs (module doc)."""
+    return _LANE_STORE.sub(lambda m: f"{m.group('ind')}__stcs((uint2*)(P_ptr + {m.group('addr')}), fg_v);", code)
 
 
 _UNIFORM_BLOCK = re.compile(r'^(extern "C" .*|for \(int (\w+) = 0; \2 < \d+; \+\+\2\) \{|\{)$')

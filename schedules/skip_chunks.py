@@ -11,7 +11,7 @@ chunk loop is built over the new extent. A chunk loop is a software-pipelined lo
 sweep's) whose global copy of B reads, in B's N dimension, rows c * CW + r with 0 <= r < CW for chunk c (proven with
 TVM's analyzer; B transposed, as any_length_form requires). Loops it cannot prove that of are left alone.
 
-FLASHGEMM_NO_SKIP_CHUNKS=1 turns it off (A/B runs).
+FLASHGEMM_DISABLE_PASSES=skip_chunks_past_n turns it off (A/B runs).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tir_kernels.fused_gemm_softmax import ANY_LENGTH_ATTR
 from .device_pass import each_function
 from .exp_in_accumulator import _substitute
 
-SWITCH = "FLASHGEMM_NO_SKIP_CHUNKS"
+PASS = "skip_chunks_past_n"  # its name in cuda_build.PASSES
 _PIPELINED = "software_pipeline_stage"
 
 
@@ -100,4 +100,4 @@ def skip(func):
     return func.with_body(tvm_ffi.structural_mutate(func.body, ((tirx.For, on_for),)))
 
 
-skip_chunks = each_function("flashgemm.SkipChunks", SWITCH, skip)
+skip_chunks = each_function("flashgemm.SkipChunks", skip)

@@ -15,7 +15,7 @@ early return: TVM's barrier planning refuses a barrier under a condition. The re
 and TVM lowers a cross-thread reduction only under affine bindings, so the pass lowers the function's cross-thread
 reductions first (left unlowered, the row statistics' reduction raced in shared memory).
 
-FLASHGEMM_NO_SKIP_ROWS=1 turns it off (A/B runs).
+FLASHGEMM_DISABLE_PASSES=skip_rows_past_m turns it off (A/B runs).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from tir_kernels.fused_gemm_softmax import ANY_LENGTH_ATTR
 from .device_pass import each_function
 from .exp_in_accumulator import _substitute
 
-SWITCH = "FLASHGEMM_NO_SKIP_ROWS"
+PASS = "skip_rows_past_m"  # its name in cuda_build.PASSES
 
 
 def _block_x_loop(func) -> Optional[tirx.For]:
@@ -111,4 +111,4 @@ def skip(func):
     return func.with_body(tvm_ffi.structural_mutate(func.body, ((tirx.For, on_for),)))
 
 
-skip_rows = each_function("flashgemm.SkipRows", SWITCH, skip)
+skip_rows = each_function("flashgemm.SkipRows", skip)

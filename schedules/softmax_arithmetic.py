@@ -19,8 +19,8 @@ Two algebraic rewrites of the device code (a pass of the device pipeline, after 
 Both compute what fast math computed, rounded in a different place: exp's argument and the quotient change by an
 ulp or two of fp32, far below an fp16/bf16 P's rounding. The one difference is at fp32's range limit: a logit beyond
 +-2.3e38 overflows X * L, so a row whose max logit lies there is NaN (inf - inf), as if that logit were +inf. Only
-float32 expressions are touched. FLASHGEMM_NO_SOFTMAX_ARITH=1 turns both off (A/B: benchmarks/shipped_forms_ab.py
---plain-arith).
+float32 expressions are touched. FLASHGEMM_DISABLE_PASSES=rewrite_softmax_arithmetic turns both off (A/B:
+benchmarks/shipped_forms_ab.py --plain-arith).
 
 Measured (H100, 2026-11-27, session 35): the W1 kernel's SASS went from 3560 to 3272 instructions (118 MUFU.RCP and
 256 FMUL gone), but W1 moved by about 1 % (twin 85.8-87.4 against 86.2-87.6 us, results/h100/arith-ab-w1w2-*): it is
@@ -39,7 +39,7 @@ from tvm import tirx
 from .device_pass import each_function
 from .exp_in_accumulator import uses_var
 
-SWITCH = "FLASHGEMM_NO_SOFTMAX_ARITH"
+PASS = "rewrite_softmax_arithmetic"  # its name in cuda_build.PASSES
 
 EXP = tvm.ir.Op.get("tirx.exp")
 ADDRESS_OF = tvm.ir.Op.get("tirx.address_of")
@@ -172,5 +172,5 @@ def rewrite(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(_hoist_reciprocals(body, _plain_registers(func)))
 
 
-# rewrite() on every device function, unless FLASHGEMM_NO_SOFTMAX_ARITH is set (module doc).
-softmax_arithmetic = each_function("flashgemm.SoftmaxArithmetic", SWITCH, rewrite)
+# rewrite() on every device function (module doc); cuda_build.PASSES leaves it out when disabled.
+softmax_arithmetic = each_function("flashgemm.SoftmaxArithmetic", rewrite)

@@ -24,7 +24,8 @@ about 1.5 %. So W1 is not bound by its barriers' count (its barrier stalls may b
 of the partials: not measured). W3's recompute kernel ran 3-4 % slower with the move (twin median 802 against
 769 us, tuning form 755 against 729, 5 rounds), so the recompute forms are left out.
 
-FLASHGEMM_NO_STATIC_STATISTICS=1 turns it off (A/B: benchmarks/shipped_forms_ab.py --dynamic-statistics).
+FLASHGEMM_DISABLE_PASSES=move_statistics_to_static_shared turns it off (A/B: benchmarks/shipped_forms_ab.py
+--dynamic-statistics).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from .exp_in_accumulator import uses_var
 
 STAT_PREFIXES = ("row_max", "row_sum")
 DYNAMIC, STATIC = "shared.dyn", "shared"
-SWITCH = "FLASHGEMM_NO_STATIC_STATISTICS"
+PASS = "move_statistics_to_static_shared"  # its name in cuda_build.PASSES
 
 
 def _writes_statistic(block) -> list:
@@ -183,7 +184,7 @@ def overflows_static(err: Exception) -> bool:
     return OVERFLOW in str(err) or "too much shared data" in str(err)
 
 
-# move() on every scheduled function, unless FLASHGEMM_NO_STATIC_STATISTICS is set or left_dynamic() is in force
-# (module doc).
-statistics_in_static_shared = each_function("flashgemm.StatisticsInStaticShared", SWITCH, move,
+# move() on every scheduled function (module doc); cuda_build.PASSES leaves it out when disabled, and it does
+# nothing while left_dynamic() is in force.
+statistics_in_static_shared = each_function("flashgemm.StatisticsInStaticShared", move,
                                             enabled=lambda: not _OFF.get())

@@ -22,7 +22,8 @@ statistic moves only when (checked on the block structure, `_movable`):
 Where a check fails (e.g. the serial max of a template with a -inf init: one thread a row, read by a warp) the
 statistic stays where the schedule put it.
 
-FLASHGEMM_NO_WARP_STATISTICS=1 turns it off (A/B: benchmarks/shipped_forms_ab.py --shared-warp-statistics).
+FLASHGEMM_DISABLE_PASSES=keep_warp_statistics_in_registers turns it off (A/B: benchmarks/shipped_forms_ab.py
+--shared-warp-statistics).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from .device_pass import each_function
 from .exp_in_accumulator import _substitute, uses_var
 from .static_statistics import STAT_PREFIXES
 
-SWITCH = "FLASHGEMM_NO_WARP_STATISTICS"
+PASS = "keep_warp_statistics_in_registers"  # its name in cuda_build.PASSES
 SHARED_SCOPES = ("shared", "shared.dyn")
 REDUCE_THREAD = "threadIdx.x"
 WARP_EXTENTS = (2, 4, 8, 16, 32)  # a reduction within one warp: TVM's shuffle allreduce, the result in a register
@@ -173,5 +174,5 @@ def move(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     return sch.mod["main"]
 
 
-# move() on every scheduled function, unless FLASHGEMM_NO_WARP_STATISTICS is set (module doc).
-warp_statistics_in_registers = each_function("flashgemm.WarpStatisticsInRegisters", SWITCH, move)
+# move() on every scheduled function (module doc); cuda_build.PASSES leaves it out when disabled.
+warp_statistics_in_registers = each_function("flashgemm.WarpStatisticsInRegisters", move)

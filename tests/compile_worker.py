@@ -87,12 +87,32 @@ def best_record_module(db: str, target: str = "sm_90"):
     return sch.mod
 
 
-def best_record_source_switched(db: str, monkeypatch, switch: str, off: bool) -> str:
-    """best_record_source with a pass's FLASHGEMM_NO_* switch set (off) or cleared, for the rest of the test."""
+def disable_pass(monkeypatch, name: str) -> None:
+    """Leave schedules.cuda_build's pass `name` out of this process's compiles for the rest of the test."""
+    from schedules import device_pass
+    monkeypatch.setenv(device_pass.DISABLE_ENV, ",".join(sorted(device_pass.disabled_passes() | {name})))
+
+
+def enable_pass(monkeypatch, name: str) -> None:
+    """Undo disable_pass(name) for the rest of the test."""
+    from schedules import device_pass
+    off = device_pass.disabled_passes() - {name}
     if off:
-        monkeypatch.setenv(switch, "1")
+        monkeypatch.setenv(device_pass.DISABLE_ENV, ",".join(sorted(off)))
     else:
-        monkeypatch.delenv(switch, raising=False)
+        monkeypatch.delenv(device_pass.DISABLE_ENV, raising=False)
+
+
+def pass_runs(name: str) -> bool:
+    """Whether the compile pipeline runs the pass `name` now (schedules/cuda_build.enabled_passes)."""
+    from schedules import cuda_build
+    return any(p.name == name for stage in (cuda_build.SCHEDULED, cuda_build.DEVICE, cuda_build.SOURCE)
+               for p in cuda_build.enabled_passes(stage))
+
+
+def best_record_source_switched(db: str, monkeypatch, name: str, off: bool) -> str:
+    """best_record_source with the pass `name` left out (off) or run, for the rest of the test."""
+    (disable_pass if off else enable_pass)(monkeypatch, name)
     return best_record_source(db)
 
 

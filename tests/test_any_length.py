@@ -128,9 +128,9 @@ for arch, dtype, trans_b, bias, mask, causal, k, bounds in json.loads(sys.argv[1
     for tk in any_length.default_kernels(v, k, arch, bounds, log=lambda m: None):
         mod = tvm.IRModule({"k": tk.shipped_func(tk.schedule, "k")})
         src = compile_module(mod, arch).mod.imports[0].inspect_source()
-        os.environ["FLASHGEMM_NO_SKIP_ROWS"] = "1"
+        os.environ["FLASHGEMM_DISABLE_PASSES"] = "skip_rows_past_m"
         src_unskipped = compile_module(mod, arch).mod.imports[0].inspect_source()
-        del os.environ["FLASHGEMM_NO_SKIP_ROWS"]
+        del os.environ["FLASHGEMM_DISABLE_PASSES"]
         out.append({"arch": arch, "variant": v.key, "bound": list(tk.bound), "src": src,
                     "src_unskipped": src_unskipped})
 print("RESULT" + json.dumps(out))
@@ -412,11 +412,11 @@ for dtype, causal, k, bound in json.loads(sys.argv[1]):
     (tk,) = any_length.default_kernels(Variant(dtype, True, causal=causal), k, "sm_90", [bound], log=lambda m: None)
     mod = tvm.IRModule({"k": tk.shipped_func(tk.schedule, "k")})
     srcs = {}
-    for off in ("", "FLASHGEMM_NO_SKIP_CHUNKS", "FLASHGEMM_NO_SKIP_ROWS"):
+    for off in ("", "skip_chunks_past_n", "skip_rows_past_m"):
         if off:
-            os.environ[off] = "1"
+            os.environ["FLASHGEMM_DISABLE_PASSES"] = off
         srcs[off or "both"] = compile_module(mod, "sm_90").mod.imports[0].inspect_source()
-        os.environ.pop(off, None)
+        os.environ.pop("FLASHGEMM_DISABLE_PASSES", None)
     twin = tvm.IRModule({"k": tk.shipped_func(tk.twin, "k")})
     srcs["twin"] = compile_module(twin, "sm_90").mod.imports[0].inspect_source()
     out.append({"form": tk.form, "bound": bound, "srcs": srcs, "fixed_batch": list(tk.fixed_batch),
@@ -431,8 +431,8 @@ def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(t
     nothing else changes: with either pass off, the same barriers, mma and copies."""
     (r,) = run_compile_worker(RECOMPUTE_PASSES_WORKER, [["float16", True, 64, 1536]], tmp_path_factory)
     assert r["form"] == "any-length-recompute"
-    both, no_chunks, no_rows = (r["srcs"][key] for key in ("both", "FLASHGEMM_NO_SKIP_CHUNKS",
-                                                           "FLASHGEMM_NO_SKIP_ROWS"))
+    both, no_chunks, no_rows = (r["srcs"][key] for key in ("both", "skip_chunks_past_n",
+                                                           "skip_rows_past_m"))
     sweeps = r"for \(int \w+ = 0; \w+ < \(min\(24, \(\(N \+ 63\) >> 6\)\) - 1\); \+\+\w+\)"
     assert len(re.findall(sweeps, both)) == 3, "the three sweeps do not stop at N's last chunk"
     assert not re.search(sweeps, no_chunks) and len(re.findall(sweeps, no_rows)) == 3

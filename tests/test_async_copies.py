@@ -11,6 +11,7 @@ from tvm import tirx
 from tvm.script import tirx as T
 
 from schedules import async_copies, cuda_build, cuda_registers, targets
+from tests.compile_worker import disable_pass, enable_pass, pass_runs
 
 
 def _copy(lanes: int = 8, src_scope: str = "global", guarded: bool = False, in_async: bool = False,
@@ -94,9 +95,9 @@ def test_copies_it_leaves_alone(case):
 
 def test_the_switch_turns_it_off(monkeypatch):
     mod = tvm.IRModule({"main_kernel": _copy()})
-    assert not async_copies.async_copies(mod).same_as(mod)
-    monkeypatch.setenv(async_copies.SWITCH, "1")
-    assert async_copies.async_copies(mod).same_as(mod)
+    assert not async_copies.async_copies(mod).same_as(mod) and pass_runs(async_copies.PASS)
+    disable_pass(monkeypatch, async_copies.PASS)
+    assert not pass_runs(async_copies.PASS)
 
 
 # ---- the W1 records: tuned with a scalar B copy (session 38's database, tests/data/w1-scalar-b), re-expressed with a
@@ -213,11 +214,11 @@ def test_w1_kernels_with_and_without_the_rewrite(monkeypatch):
     out = []
     for off in (False, True):
         if off:
-            monkeypatch.setenv(async_copies.SWITCH, "1")
+            disable_pass(monkeypatch, async_copies.PASS)
         built = cuda_build.compile_cuda(sch.mod, targets.tvm_target(g.ARCH))
         assert _copies_b_by_cp_async(built.mod.imports[0].inspect_source("cuda")) != off
         out.append(_run_tuning_form(built, dtype, c, shape))
-    monkeypatch.delenv(async_copies.SWITCH)
+    enable_pass(monkeypatch, async_copies.PASS)
     g._check(out[0], c, dtype)
     assert np.array_equal(out[0], out[1])
     twin = cuda_build.compile_cuda(_twin(wl, rec.trace).mod, targets.tvm_target(g.ARCH))

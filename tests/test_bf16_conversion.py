@@ -6,6 +6,7 @@ GPU tests' and a benchmark's."""
 from pathlib import Path
 
 import pytest
+from tests.compile_worker import disable_pass, enable_pass, pass_runs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,9 +31,10 @@ def test_sources_without_bf16_or_with_the_switch_off_are_unchanged(monkeypatch):
     from schedules.cuda_build import bf16_to_f32_by_shift
     fp16 = SOURCE.replace("nv_bfloat16", "half")
     assert bf16_to_f32_by_shift(fp16) == fp16
-    monkeypatch.setenv("FLASHGEMM_NO_BF16_SHIFT", "1")
-    assert bf16_to_f32_by_shift(SOURCE) == SOURCE
-    monkeypatch.delenv("FLASHGEMM_NO_BF16_SHIFT")
+    assert bf16_to_f32_by_shift(SOURCE) != SOURCE and pass_runs("convert_bf16_by_shift")
+    disable_pass(monkeypatch, "convert_bf16_by_shift")
+    assert not pass_runs("convert_bf16_by_shift")
+    enable_pass(monkeypatch, "convert_bf16_by_shift")
     with pytest.raises(ValueError, match="unbalanced"):
         bf16_to_f32_by_shift(SOURCE.replace("(1 + (2))]);", "(1 + (2)];"))
 

@@ -9,6 +9,7 @@ import tvm
 from tvm.script import tirx as T
 
 from schedules import exp_in_accumulator as eia
+from tests.compile_worker import disable_pass, enable_pass, pass_runs
 
 ROWS, COLS = 4, 8
 
@@ -94,18 +95,18 @@ def test_what_it_cannot_prove_is_left_alone(case):
 def test_the_switch_turns_it_off(monkeypatch):
     mod = tvm.IRModule({"main": kernel()})
     assert eia.exp_in_accumulator(mod)["main"].script().count("T.exp(") == 1
-    monkeypatch.setenv("FLASHGEMM_NO_EXP_REUSE", "1")
-    assert eia.exp_in_accumulator(mod)["main"].script().count("T.exp(") == 2
+    disable_pass(monkeypatch, "keep_exp_in_accumulator")
+    assert not pass_runs("keep_exp_in_accumulator")
 
 
 def _source(db: str, monkeypatch, off: bool) -> str:
     from tests.compile_worker import best_record_source
     # the exps this pass leaves: one_exchange, later in the source hook, adds its combine's weights
-    monkeypatch.setenv("FLASHGEMM_NO_ONE_EXCHANGE", "1")
+    disable_pass(monkeypatch, "exchange_statistics_once")
     if off:
-        monkeypatch.setenv("FLASHGEMM_NO_EXP_REUSE", "1")
+        disable_pass(monkeypatch, "keep_exp_in_accumulator")
     else:
-        monkeypatch.delenv("FLASHGEMM_NO_EXP_REUSE", raising=False)
+        enable_pass(monkeypatch, "keep_exp_in_accumulator")
     return best_record_source(db)
 
 

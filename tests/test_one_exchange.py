@@ -12,17 +12,18 @@ import pytest
 import tvm
 
 from schedules import one_exchange
-from tests.compile_worker import best_record_source, best_record_source_switched
+from tests.compile_worker import best_record_source, best_record_source_switched, disable_pass, enable_pass, pass_runs
 
 MARK = "/* one_exchange: no barrier */"
 
 
 @pytest.fixture(scope="module")
 def w1_sources():
-    """The W1 fp16 tuning form's CUDA as compiled (the rewrite on) and with FLASHGEMM_NO_ONE_EXCHANGE (off)."""
+    """The W1 fp16 tuning form's CUDA as compiled (the rewrite on) and without the pass exchange_statistics_once
+    (off)."""
     with pytest.MonkeyPatch.context() as mp:
-        off = best_record_source_switched("bert-large.f16", mp, one_exchange.SWITCH, True)
-        on = best_record_source_switched("bert-large.f16", mp, one_exchange.SWITCH, False)
+        off = best_record_source_switched("bert-large.f16", mp, one_exchange.PASS, True)
+        on = best_record_source_switched("bert-large.f16", mp, one_exchange.PASS, False)
     return on, off
 
 
@@ -96,8 +97,9 @@ def test_a_tile_it_cannot_prove_is_left_alone(w1_sources, case):
 
 def test_the_switch_turns_it_off(w1_sources, monkeypatch):
     _, off = w1_sources
-    monkeypatch.setenv(one_exchange.SWITCH, "1")
-    assert one_exchange.rewrite(off) == off
+    assert one_exchange.rewrite(off) != off and pass_runs(one_exchange.PASS)
+    disable_pass(monkeypatch, one_exchange.PASS)
+    assert not pass_runs(one_exchange.PASS)
 
 
 @pytest.mark.gpu
@@ -117,9 +119,9 @@ def test_w1_kernels_with_one_exchange_match_fp64_and_the_kernels_without(db, mon
         ps = {}
         for on in (True, False):
             if on:
-                monkeypatch.delenv(one_exchange.SWITCH, raising=False)
+                enable_pass(monkeypatch, one_exchange.PASS)
             else:
-                monkeypatch.setenv(one_exchange.SWITCH, "1")
+                disable_pass(monkeypatch, one_exchange.PASS)
             built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(sch, "main", scale)}),
                                             targets.tvm_target(g.ARCH))
             assert (MARK in built.mod.imports[0].inspect_source("cuda")) == on, name

@@ -1,6 +1,7 @@
 """schedules.quad_statistics: the register sketches' partial statistics reduced over a quad by shuffles and combined by
 each reader (CUDA source and lowered device code of committed records; the numerics on the GPU, below and in
 test_register_sketches, which compile every sampled register sketch with the pass)."""
+import dataclasses
 import re
 
 import numpy as np
@@ -10,6 +11,7 @@ import tvm_ffi
 from tvm import tirx
 
 from schedules import cuda_build, quad_statistics, targets
+from tests.compile_worker import disable_pass, enable_pass, pass_runs
 
 WN_OF_W1 = 4  # the shipped W1 kernels: 4 warps across a row (results/h100/README.md)
 
@@ -21,8 +23,15 @@ def _kernel(src: str) -> str:
 def _source(db: str, monkeypatch, combined: bool) -> str:
     from tests.compile_worker import best_record_source_switched
     # this pass's barriers as it leaves them: one_exchange, later in the source hook, drops one more a row tile
-    monkeypatch.setenv("FLASHGEMM_NO_ONE_EXCHANGE", "1")
-    return best_record_source_switched(db, monkeypatch, quad_statistics.SWITCH, off=combined)
+    disable_pass(monkeypatch, "exchange_statistics_once")
+    return best_record_source_switched(db, monkeypatch, quad_statistics.PASS, off=combined)
+
+
+def _capture_the_pass(monkeypatch, capture) -> None:
+    """`capture` in the pass's place in the compile pipeline, which reads its passes from cuda_build.PASSES."""
+    monkeypatch.setattr(cuda_build, "PASSES", tuple(dataclasses.replace(p, apply=capture)
+                                                   if p.name == quad_statistics.PASS else p
+                                                   for p in cuda_build.PASSES))
 
 
 def _device_funcs(db: str, monkeypatch) -> list:
@@ -37,8 +46,8 @@ def _device_funcs(db: str, monkeypatch) -> list:
         funcs = [f for _, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)]
         seen.extend(funcs)
         return real(mod)
-    monkeypatch.setattr(quad_statistics, "quad_statistics", capture)
-    monkeypatch.delenv(quad_statistics.SWITCH, raising=False)
+    _capture_the_pass(monkeypatch, capture)
+    enable_pass(monkeypatch, quad_statistics.PASS)
     cuda_build.compile_cuda(best_record_module(db), targets.tvm_target("sm_90"))
     assert seen
     return seen
@@ -156,11 +165,11 @@ def test_a_partial_store_under_a_lane_condition_is_left_alone(monkeypatch):
 
 
 def test_the_switch_turns_it_off(monkeypatch):
-    the_pass = quad_statistics.quad_statistics  # (_device_func wraps it for the rest of the test)
+    the_pass = quad_statistics.quad_statistics
     mod = tvm.IRModule({"main_kernel": _device_func("bert-large.f16", monkeypatch)})
     assert not the_pass(mod).same_as(mod)  # W1's kernel is rewritten with the switch unset
-    monkeypatch.setenv(quad_statistics.SWITCH, "1")
-    assert the_pass(mod).same_as(mod)
+    disable_pass(monkeypatch, quad_statistics.PASS)
+    assert not pass_runs(quad_statistics.PASS)
 
 
 GPU_CASES = {  # (b, h, m, n, k), features: W1's rows (4 warps across a row in the shipped kernel), a fully masked
@@ -188,7 +197,7 @@ def _sampled_device_funcs(case: str, dtype: str, monkeypatch) -> list:
     def capture(mod, ctx):
         seen.extend(f for _, f in mod.functions.items() if isinstance(f, tirx.PrimFunc))
         return real(mod)
-    monkeypatch.setattr(quad_statistics, "quad_statistics", capture)
+    _capture_the_pass(monkeypatch, capture)
     for rt in g._space_candidates(g._variant(dtype, c), g._canon(c), c["scale"], count=4,
                                   space=lambda s: cuda_registers.schedule(s, "sm_90")):
         cuda_space.build(rt.mod, "sm_90")
@@ -225,9 +234,9 @@ def test_register_sketches_with_and_without_the_rewrite(dtype, case, monkeypatch
         out = {}
         for combined in (True, False):
             if combined:
-                monkeypatch.setenv(quad_statistics.SWITCH, "1")
+                disable_pass(monkeypatch, quad_statistics.PASS)
             else:
-                monkeypatch.delenv(quad_statistics.SWITCH, raising=False)
+                enable_pass(monkeypatch, quad_statistics.PASS)
             src = cuda_space.build(rt.mod, g.ARCH).mod.imports[0].inspect_source("cuda")
             rewritten += (not combined) and "__shfl_xor_sync" in src
             print(case, dtype, "rewritten" if "__shfl_xor_sync" in src else "as is", "switch off" if combined else "")

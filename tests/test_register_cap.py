@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.compile_worker import disable_pass
 
 REPO = Path(__file__).resolve().parent.parent
 W3 = REPO / "tuning_db" / "sm_90" / "whisper-enc.f16"
@@ -46,7 +47,7 @@ def test_no_cap_on_llvm_or_when_asked_not_to(monkeypatch):
     from tuning_db import best
     llvm_db = REPO / "tests" / "data" / "llvm-slow-export" / "llvm" / "demo.f16"  # (a committed llvm database)
     assert best.load_tuned(llvm_db, "llvm").max_registers is None
-    monkeypatch.setenv("FLASHGEMM_NO_REGISTER_CAP", "1")
+    disable_pass(monkeypatch, "cap_registers")
     assert best.load_tuned(W3, "sm_90").max_registers is None
 
 

@@ -11,6 +11,7 @@ from tvm import tirx
 from tvm.script import tirx as T
 
 from schedules import cuda_build, row_registers, targets
+from tests.compile_worker import disable_pass, enable_pass, pass_runs
 
 N = 200  # columns of a row: 7 sweeps of 32 lanes, the last one partial (W2's 197 is the same shape)
 
@@ -178,9 +179,9 @@ def test_sweeps_it_leaves_alone(case):
 
 def test_the_switch_turns_it_off(monkeypatch):
     mod = tvm.IRModule({"main_kernel": _sweeps()})
-    assert not row_registers.row_registers(mod).same_as(mod)
-    monkeypatch.setenv(row_registers.SWITCH, "1")
-    assert row_registers.row_registers(mod).same_as(mod)
+    assert not row_registers.row_registers(mod).same_as(mod) and pass_runs(row_registers.PASS)
+    disable_pass(monkeypatch, row_registers.PASS)
+    assert not pass_runs(row_registers.PASS)
 
 
 # ---- the committed W2 kernels (one-pass form, a warp a row of 197)
@@ -188,13 +189,13 @@ def test_the_switch_turns_it_off(monkeypatch):
 @pytest.mark.parametrize("db", ["vit-b16.f16", "vit-b16.bf16"])
 def test_the_committed_w2_kernels_read_each_row_once(db, monkeypatch):
     from tests.compile_worker import best_record_source_switched
-    src = best_record_source_switched(db, monkeypatch, row_registers.SWITCH, off=False)
+    src = best_record_source_switched(db, monkeypatch, row_registers.PASS, off=False)
     kernel = src[src.index("__global__"):]
     assert "float row_0_ptr[7];" in kernel and "float row_0_exp_ptr[7];" in kernel
     assert kernel.count("exp2f(") == 1
     p_store = re.search(r"P_ptr\[[^\n]*", kernel).group(0)
     assert "buf_dyn_shmem_ptr" not in p_store
-    before = best_record_source_switched(db, monkeypatch, row_registers.SWITCH, off=True)
+    before = best_record_source_switched(db, monkeypatch, row_registers.PASS, off=True)
     assert "row_0_ptr" not in before and before[before.index("__global__"):].count("exp2f(") == 2
 
 
@@ -217,11 +218,11 @@ def test_w2_kernels_with_and_without_the_rewrite(monkeypatch):
     out = []
     for off in (False, True):
         if off:
-            monkeypatch.setenv(row_registers.SWITCH, "1")
+            disable_pass(monkeypatch, row_registers.PASS)
         built = cuda_build.compile_cuda(sch.mod, targets.tvm_target(g.ARCH))
         assert ("row_0_ptr" in built.mod.imports[0].inspect_source("cuda")) != off
         out.append(_run_tuning_form(built, "float16", c, shape))
-    monkeypatch.delenv(row_registers.SWITCH)
+    enable_pass(monkeypatch, row_registers.PASS)
     g._check(out[0], c, "float16")
     g._check(out[1], c, "float16")
     assert np.abs(out[0] - out[1]).max() <= 2.0 ** -11  # P <= 1: one fp16 step

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from schedules import sector_stores
+from tests.compile_worker import disable_pass, enable_pass
 
 REPO = Path(__file__).resolve().parent.parent
 ZERO = "0x0p+0f/*0.000000e+00*/"
@@ -39,8 +40,16 @@ P_LOOP = f"""    for (int ax2_1 = 0; ax2_1 < 2; ++ax2_1) {{
 """
 
 
+def _source_passes(code: str) -> str:
+    """The CUDA-source passes of the compile pipeline that run (cuda_build.PASSES, FLASHGEMM_DISABLE_PASSES)."""
+    from schedules import cuda_build  # noqa: PLC0415
+    for p in cuda_build.enabled_passes(cuda_build.SOURCE):
+        code = p.apply(code)
+    return code
+
+
 def test_the_p_loop_stores_whole_sectors_through_a_quad_shuffle():
-    out = sector_stores.rewrite(SUM + P_LOOP)
+    out = sector_stores.stream(sector_stores.rewrite(SUM + P_LOOP))
     assert "*(half2*)(P_ptr" not in out
     assert out.count("__shfl_sync(0xffffffffu, fg_pair[") == 4
     store = re.search(r"__stcs\(\(uint2\*\)\(P_ptr \+ (.*)\), fg_v\);", out)  # streaming: evict-first
@@ -71,13 +80,14 @@ def test_loops_and_addresses_it_cannot_prove_are_left_alone(case):
 
 
 def test_the_switch_turns_it_off(monkeypatch):
-    monkeypatch.setenv("FLASHGEMM_NO_SECTOR_STORES", "1")
-    assert sector_stores.rewrite(SUM + P_LOOP) == SUM + P_LOOP
+    assert "__stcs((uint2*)(P_ptr" in _source_passes(SUM + P_LOOP)
+    disable_pass(monkeypatch, "store_whole_sectors")
+    assert _source_passes(SUM + P_LOOP) == SUM + P_LOOP
 
 
 def test_the_streaming_switch_keeps_a_plain_store(monkeypatch):
-    monkeypatch.setenv(sector_stores.STREAMING_SWITCH, "1")
-    out = sector_stores.rewrite(SUM + P_LOOP)
+    disable_pass(monkeypatch, "stream_p_stores")
+    out = _source_passes(SUM + P_LOOP)
     assert "__stcs" not in out and re.search(r"\*\(uint2\*\)\(P_ptr \+ .*\) = fg_v;", out)
 
 
@@ -89,9 +99,9 @@ def test_the_lane_store_is_one_8_byte_streaming_store(arch, tmp_path, monkeypatc
     import subprocess
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not found")
-    monkeypatch.delenv(sector_stores.STREAMING_SWITCH, raising=False)
-    body = sector_stores.rewrite(SUM + P_LOOP).replace("__1.x = (half)", "__1.x = __float2half").replace(
-        "__1.y = (half)", "__1.y = __float2half")
+    enable_pass(monkeypatch, "stream_p_stores")
+    body = sector_stores.stream(sector_stores.rewrite(SUM + P_LOOP))
+    body = body.replace("__1.x = (half)", "__1.x = __float2half").replace("__1.y = (half)", "__1.y = __float2half")
     src = ("#include <cuda_fp16.h>\n"
            'extern "C" __global__ void __launch_bounds__(128) k(half* __restrict__ P_ptr, float* __restrict__ rows, '
            "float scale, int elem_offset) {\n"
@@ -128,9 +138,9 @@ def test_the_tuned_w1_kernels_store_whole_sectors_in_every_shipped_form(monkeypa
 
     from schedules import cuda_build, targets
     from tuning_db import best
-    monkeypatch.delenv("FLASHGEMM_NO_SECTOR_STORES", raising=False)
-    monkeypatch.delenv("FLASHGEMM_NO_EXP_REUSE", raising=False)
-    monkeypatch.setenv("FLASHGEMM_NO_ONE_EXCHANGE", "1")  # its combine adds exps of the row statistics, not of P
+    enable_pass(monkeypatch, "store_whole_sectors")
+    enable_pass(monkeypatch, "keep_exp_in_accumulator")
+    disable_pass(monkeypatch, "exchange_statistics_once")  # its combine adds exps of the row statistics, not of P
     seen = []
 
     def keep(code, *args):
@@ -158,9 +168,9 @@ def _w1_twin_p(db: str, streaming: bool, monkeypatch):
     import tests.test_gpu_kernels as g
     from schedules import cuda_build, targets
     if streaming:
-        monkeypatch.delenv(sector_stores.STREAMING_SWITCH, raising=False)
+        enable_pass(monkeypatch, "stream_p_stores")
     else:
-        monkeypatch.setenv(sector_stores.STREAMING_SWITCH, "1")
+        disable_pass(monkeypatch, "stream_p_stores")
     # the twin fixes one batch dim (B0 = 1, or B1 = the tuned heads) and takes any size of the other
     tk, dtype, c = g.committed_twin_case(db)
     built = cuda_build.compile_cuda(tvm.IRModule({"main": tk.shipped_func(tk.twin, "main")}),

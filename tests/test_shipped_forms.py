@@ -22,4 +22,4 @@ def test_every_form_of_a_tuned_record_builds_with_its_calling_convention():
         "twin@exp-twice": True, "twin_scale@exp-twice": True}
     assert all(callable(fn) for fn, _ in forms.values())
     # the switched builds put their switches back
-    assert "FLASHGEMM_NO_UNGUARD" not in os.environ and "FLASHGEMM_NO_EXP_REUSE" not in os.environ
+    assert "unguard_normalize" not in os.environ and "keep_exp_in_accumulator" not in os.environ

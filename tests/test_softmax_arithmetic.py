@@ -10,6 +10,7 @@ import tvm
 from tvm.script import tirx as T
 
 from schedules import softmax_arithmetic as sa
+from tests.compile_worker import disable_pass, pass_runs
 
 ROWS, COLS = 4, 8
 LOWEST = float(np.finfo(np.float32).min)
@@ -110,21 +111,21 @@ def test_a_divisor_that_may_change_in_the_loop_stays_a_division(case):
 def test_the_switch_turns_both_off(monkeypatch):
     mod = tvm.IRModule({"main": softmax_rows()})
     assert "T.exp2(" in sa.softmax_arithmetic(mod)["main"].script()
-    monkeypatch.setenv("FLASHGEMM_NO_SOFTMAX_ARITH", "1")
-    assert sa.softmax_arithmetic(mod)["main"].same_as(mod["main"])
+    disable_pass(monkeypatch, "rewrite_softmax_arithmetic")
+    assert not pass_runs("rewrite_softmax_arithmetic")
 
 
 def test_the_w1_kernel_as_exported(monkeypatch):
     # W1's best record (register sketch): the sum pass's exp is exp2 of an FFMA, its normalize step multiplies by
     # one reciprocal a row (in the row-tile loop and in its pipeline epilogue), P's stores stay whole sectors
     from tests.compile_worker import best_record_source_switched
-    src = best_record_source_switched("bert-large.f16", monkeypatch, "FLASHGEMM_NO_ONE_EXCHANGE", off=True)
+    src = best_record_source_switched("bert-large.f16", monkeypatch, "exchange_statistics_once", off=True)
     assert "expf(" not in src and src.count("exp2f(") == 2
     assert len(re.findall(r"_rcp(?:_\d+)? = \(0x1p\+0f/\*1\.000000e\+00\*/ / ", src)) == 2
     assert src.count("fg_pair[2]") == 2
     # as exported, schedules.one_exchange weighs the 4 warps' sums (4 exps a row tile) and folds its factor into the
     # row's one division (an exp and a division instead of the reciprocal)
-    src = best_record_source_switched("bert-large.f16", monkeypatch, "FLASHGEMM_NO_ONE_EXCHANGE", off=False)
+    src = best_record_source_switched("bert-large.f16", monkeypatch, "exchange_statistics_once", off=False)
     assert "expf(" not in src and src.count("exp2f(") == 2 + 2 * (4 + 1)
     assert len(re.findall(r"_rcp(?:_\d+)? = exp2f\([^\n]*\) / row_sum_shared_dyn_local_ptr(?:_\d+)?\[0\];", src)) == 2
     assert src.count("fg_pair[2]") == 2

@@ -7,6 +7,7 @@ import pytest
 import tvm
 
 from schedules import cuda_build, quad_statistics, static_statistics, targets
+from tests.compile_worker import disable_pass
 
 WRITE = re.compile(r"\b(\w+_shared_ptr)\[[^\]]*\]\s*=[^=]")
 READ = re.compile(r"\b(\w+_shared_ptr)\[")
@@ -39,8 +40,8 @@ def _reads_before_a_barrier(src: str) -> list:
 def _source(db: str, monkeypatch, dynamic: bool) -> str:
     from tests.compile_worker import best_record_source_switched
     # this pass alone: quad_statistics, after it in the pipeline, removes the combine and its second barrier
-    monkeypatch.setenv(quad_statistics.SWITCH, "1")
-    return best_record_source_switched(db, monkeypatch, static_statistics.SWITCH, off=dynamic)
+    disable_pass(monkeypatch, quad_statistics.PASS)
+    return best_record_source_switched(db, monkeypatch, static_statistics.PASS, off=dynamic)
 
 
 def test_the_w1_kernel_keeps_the_barriers_its_statistics_need(monkeypatch):

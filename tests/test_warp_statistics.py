@@ -8,6 +8,7 @@ import tvm
 from tvm.script import tirx as T
 
 from schedules import cuda_build, row_registers, targets, warp_statistics
+from tests.compile_worker import disable_pass, pass_runs
 
 BATCH, ROWS, COLS = 3, 16, 64
 
@@ -18,7 +19,7 @@ def _kernel(src: str) -> str:
 
 def _source(db: str, monkeypatch, shared: bool) -> str:
     from tests.compile_worker import best_record_source_switched
-    return best_record_source_switched(db, monkeypatch, warp_statistics.SWITCH, off=shared)
+    return best_record_source_switched(db, monkeypatch, warp_statistics.PASS, off=shared)
 
 
 def _scheduled_record(db: str):
@@ -30,7 +31,7 @@ def test_the_w2_kernel_keeps_its_statistics_in_registers(monkeypatch):
     # W2's one-pass kernel: a warp a row, TVM's shuffle allreduce. In shared memory each statistic took a lane-0
     # store between two barriers and the warp's reloads; in registers the readers use the shuffle's broadcast result.
     # (row_registers off: with it the normalize loop reads the stored exps and no longer names the max)
-    monkeypatch.setenv(row_registers.SWITCH, "1")
+    disable_pass(monkeypatch, row_registers.PASS)
     shared = _kernel(_source("vit-b16.f16", monkeypatch, shared=True))
     regs = _kernel(_source("vit-b16.f16", monkeypatch, shared=False))
     assert shared.count("__syncthreads") == 8 and regs.count("__syncthreads") == 4
@@ -106,9 +107,10 @@ def test_a_statistic_moves_only_where_each_thread_reads_its_own_warps(case, move
 
 
 def test_the_switch_turns_it_off(monkeypatch):
-    monkeypatch.setenv(warp_statistics.SWITCH, "1")
     mod = scheduled("warp")
-    assert warp_statistics.warp_statistics_in_registers(mod).same_as(mod)
+    assert not warp_statistics.warp_statistics_in_registers(mod).same_as(mod) and pass_runs(warp_statistics.PASS)
+    disable_pass(monkeypatch, warp_statistics.PASS)
+    assert not pass_runs(warp_statistics.PASS)
 
 
 @pytest.mark.gpu

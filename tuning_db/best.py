@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import tvm
 import tvm_ffi
 
-from schedules import targets
+from schedules import device_pass, targets
 from tir_kernels import CanonicalShape, Variant, runtime_func, tuning_func
 from tir_kernels.workloads import parse
 
@@ -130,7 +130,7 @@ def _max_registers(rec, target: str, compile_limit_s: Optional[float] = None) ->
     compile_limit_s, compiled in a worker process killed with its nvcc past that many seconds
     (kernel_library.run_compiles), as the bundle's own compiles are; a compile that fails or runs past it leaves the
     kernel without a cap, with a warning."""
-    if not targets.is_cuda(target) or os.environ.get("FLASHGEMM_NO_REGISTER_CAP"):  # (the variable: for A/B timing)
+    if not targets.is_cuda(target) or not device_pass.enabled("cap_registers"):  # (disabled: A/B timing)
         return None
     key = (str(rec.trace), str(rec.workload.mod), target)
     if key not in _MAX_REGISTERS_CACHE:
