@@ -157,3 +157,18 @@ def test_readme_figure_draws_the_committed_run(tmp_path):
     out = tmp_path / "figure.png"
     readme_figure.draw(panels, "float16", out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_kernel_sources_compare_names_what_changed(tmp_path, capsys):
+    """benchmarks/kernel_sources.py --compare: identical sets pass; a changed, a dropped or an added kernel fails,
+    named."""
+    from benchmarks import kernel_sources  # noqa: PLC0415
+    before, after = tmp_path / "before.sha256", tmp_path / "after.sha256"
+    before.write_text("aa  k1\nbb  k2\ncc  k3\n")
+    after.write_text("aa  k1\nbb  k2\ncc  k3\n")
+    assert kernel_sources.main(["--compare", str(before), str(after)]) == 0
+    assert "3 of 3 identical" in capsys.readouterr().out
+    after.write_text("aa  k1\nzz  k2\ndd  k4\n")
+    assert kernel_sources.main(["--compare", str(before), str(after)]) == 1
+    out = capsys.readouterr().out
+    assert "changed 1, only before 1, only after 1" in out and "  k2" in out and "  k3" in out and "  k4" in out
