@@ -7,20 +7,24 @@ TARGET ?= auto
 TRIALS ?= 8
 # pytest-xdist, one worker a core (PYTEST_ARGS= runs the tests in one process)
 PYTEST_ARGS ?= -n auto
+# EXTRA=gpu: onnxruntime-gpu, and the op library built to serve CUDA bundles too
+CMAKE_CUDA := $(if $(filter gpu,$(EXTRA)),--config-settings=cmake.define.FLASHGEMM_WITH_CUDA=ON,)
 
 .PHONY: demo test env clean
 
-$(VENV)/.installed: pyproject.toml
+# An editable install: Python changes take effect at once; the op library (CMakeLists.txt, flashgemm/ort/csrc) is
+# rebuilt by the next make after a change to it.
+$(VENV)/.installed: pyproject.toml CMakeLists.txt $(wildcard flashgemm/ort/csrc/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRA),test]'
+	$(PY) -m pip install -q -e '.[$(EXTRA),test]' $(CMAKE_CUDA)
 	touch $@
 
 env: $(VENV)/.installed
 
 # Tune a little, build the bundle, run an ORT session with the op; prints P's error and the time.
 demo: env
-	$(PY) scripts/demo.py --target $(TARGET) --trials $(TRIALS)
+	$(VENV)/bin/flashgemm-demo --target $(TARGET) --trials $(TRIALS)
 
 # CPU tests everywhere; tests marked gpu run where a GPU is present.
 test: env

@@ -1,5 +1,5 @@
 """Accuracy table of the fused op: per dtype and variant, how far our kernel's P is from exact, and from what
-ONNX Runtime computes in FP32 (scripts/accuracy.py is the front end).
+ONNX Runtime computes in FP32 (python -m benchmarks.bench_accuracy is the front end).
 
 Protocol, per case (a workload spec, a dtype and a way to fill its mask):
   * inputs: A, B (and bias) random normal, drawn in float64 and rounded once to fp16/bf16; additive masks mix
@@ -7,11 +7,11 @@ Protocol, per case (a workload spec, a dtype and a way to fill its mask):
     80%. Every comparison below uses these very rounded inputs, so input rounding is not counted as error.
   * ours: the kernel a bundle of the target serves for the workload, built here and called directly on the
     canonical 4-D operands (run_ours: numpy feeds -> numpy P, one implementation per target kind).
-    llvm: the workload's tuned kernel from tuning_db/llvm when there is one, else the generic kernel of its variant
+    llvm: the workload's tuned kernel from flashgemm/databases/llvm when there is one, else the generic kernel of its variant
     (what the CPU EP's bundle holds), broadcast operands materialised. CUDA: benchmarks.peers.our_kernel, kind
     "best" (tuned, else the default tensor-core schedule, else generic) on stride-0 torch views, as the op passes
     them. Each row records which kernel served it.
-  * FP64 reference: tir_kernels.reference.fused_gemm_softmax_ref on the rounded inputs upcast to float64 (the
+  * FP64 reference: flashgemm.op.reference.fused_gemm_softmax_ref on the rounded inputs upcast to float64 (the
     operator's contract: masked elements are exactly 0, a fully masked row is all zeros).
   * ORT FP32 golden: the unfused ONNX graph [Transpose] -> MatMul -> Mul(scale) -> [Add(bias)] -> [Add(mask) |
     Where(mask, S, -inf)] -> [Where(causal, S, -inf)] -> Softmax(-1), in float32 on onnxruntime's CPU EP, on the
@@ -30,7 +30,7 @@ Error measures (P lies in [0, 1]):
     (bf16, ~3.9e-3) does not, so the seed tolerance cannot hold for bf16 wherever P is not tiny. The table says
     so per row instead of loosening it.
   * test tolerance: what the project's tests assert (tests/test_ort_op.py, tests/test_gpu_kernels.py,
-    scripts/demo.py): max abs error vs the FP64 reference <= 2e-3 (fp16), 1.6e-2 (bf16), rtol 0.
+    flashgemm-demo): max abs error vs the FP64 reference <= 2e-3 (fp16), 1.6e-2 (bf16), rtol 0.
 """
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ class Case:
 
     @property
     def workload(self):
-        from tir_kernels.workloads import parse  # noqa: PLC0415
-        # no name: parse's custom-<sizes>-<digest>, the tuning_db directory a tune.py run of the spec writes
+        from flashgemm.op.workloads import parse  # noqa: PLC0415
+        # no name: parse's custom-<sizes>-<digest>, the flashgemm/databases directory a tune.py run of the spec writes
         return parse(self.spec, self.dtype)
 
 
@@ -143,7 +143,7 @@ def make_feeds(wl, mask_fill: str = "keep80", seed: int = 0) -> dict:
 
 def reference(wl, feeds) -> np.ndarray:
     """FP64 P of the contract, on the (rounded) feeds."""
-    from tir_kernels.reference import fused_gemm_softmax_ref  # noqa: PLC0415
+    from flashgemm.op.reference import fused_gemm_softmax_ref  # noqa: PLC0415
     return fused_gemm_softmax_ref(feeds["A"], feeds["B"], feeds.get("bias"), feeds.get("mask"), scale=wl.scale,
                                   trans_b=wl.trans_b, causal=wl.causal)
 
@@ -153,7 +153,7 @@ def golden_model(wl):
     """The unfused float32 ONNX graph of the workload (module doc)."""
     from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
 
-    from ort_integration.model import IR_VERSION, OPSET  # noqa: PLC0415
+    from flashgemm.ort.model import IR_VERSION, OPSET  # noqa: PLC0415
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info("A", f32, list(wl.a_shape)),
               helper.make_tensor_value_info("B", f32, list(wl.b_shape))]
@@ -248,10 +248,11 @@ def _llvm_kernel(wl, db_root):
     exists, else the generic kernel of its variant."""
     import tvm  # noqa: PLC0415
 
-    from ort_integration.kernel_library import generic_schedule  # noqa: PLC0415
-    from schedules import targets  # noqa: PLC0415
-    from tir_kernels import runtime_func  # noqa: PLC0415
-    from tuning_db import best, database  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import generic_schedule  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
+    from flashgemm.tune import database
     target = targets.tvm_target("llvm")
     wl_dir = database.workload_dir(db_root or database.default_root(), "llvm", wl.dir_name)
     if (wl_dir / database.PROVENANCE).exists():
@@ -271,7 +272,7 @@ def our_runner(wl, target_name: str, db_root=None, log: Callable = print, kind: 
     """(run_ours, which kernel): run_ours(numpy feeds) -> numpy P in the workload's dtype, computed by the kernel
     the target's bundle serves for `wl`. llvm: see _llvm_kernel (kind must be "best"); CUDA:
     benchmarks.peers.our_kernel(kind)."""
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
     if targets.is_cuda(target_name):
         import torch  # noqa: PLC0415
 
@@ -352,7 +353,7 @@ def compare(p, ref: np.ndarray, golden_p: np.ndarray, dtype: str) -> dict:
 # ----------------------------------------------------------------------------- the table
 def tolerances() -> dict:
     return {
-        "reference": "tir_kernels.reference.fused_gemm_softmax_ref in float64 on the rounded inputs",
+        "reference": "flashgemm.op.reference.fused_gemm_softmax_ref in float64 on the rounded inputs",
         "golden": "unfused ONNX graph in float32 on onnxruntime's CPUExecutionProvider, same rounded inputs",
         "max_rel": f"max |P - ref| / ref over elements with ref >= {REL_FLOOR:g}",
         "rel_floor": REL_FLOOR,
@@ -364,7 +365,7 @@ def tolerances() -> dict:
                         "not tiny; the project's tests use absolute tolerances against the FP64 reference instead "
                         "(fp16 2e-3, bf16 1.6e-2, rtol 0)"},
         "tests": {d: {"atol": TEST_ATOL[d], "rtol": 0.0, "against": "FP64 reference (max abs error of P)",
-                      "where": "tests/test_ort_op.py, tests/test_gpu_kernels.py, scripts/demo.py"} for d in DTYPES},
+                      "where": "tests/test_ort_op.py, tests/test_gpu_kernels.py, flashgemm-demo"} for d in DTYPES},
         "output_rounding_rel": OUTPUT_ROUNDING_REL,
         "fully_masked_rows": "the contract gives zeros; ORT's Softmax gives NaN (all -inf) or a uniform row "
                              "(finite -1e9, bf16): compared with the FP64 reference only",
@@ -375,7 +376,7 @@ def environment(target_name: str) -> dict:
     import onnxruntime as ort  # noqa: PLC0415
     import tvm  # noqa: PLC0415
 
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
     from . import commit_id  # noqa: PLC0415
     commit = commit_id()
     env = {"target": target_name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -393,7 +394,7 @@ def accuracy_table(target_name: str, cases: Optional[Sequence[Case]] = None, log
                    db_root=None, seed: int = 0) -> dict:
     """Run every case (default: default_cases()) with our kernel for `target_name` and return
     {"env", "tolerances", "rows"}. A case whose kernel fails to build or run gets a row with "error"."""
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
     target_name = targets.resolve(target_name)
     cases = default_cases() if cases is None else list(cases)
     rows = []

@@ -5,8 +5,8 @@ compile path costs, measured on the binaries a bundle ships.
 
 Every function that both manifests list under one name (those whose name contains --only), except the generic
 kernels, runs at its own sizes (a tuned kernel's workload; an any-batch one at the tuned batch) on the same inputs
-(ort_integration.bundle_check.inputs), after both outputs are checked to agree within the dtype's tolerance. The two
-are timed in --rounds rounds of alternating order with scripts/bench.py's protocol (benchmarks.peers.time_in_rounds:
+(flashgemm.bundle.bundle_check.inputs), after both outputs are checked to agree within the dtype's tolerance. The two
+are timed in --rounds rounds of alternating order with python -m benchmarks.bench's protocol (benchmarks.peers.time_in_rounds:
 groups of back-to-back calls between CUDA events); "us" is each side's median round, B / A their ratio.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 def _load(bundle: Path):
     import tvm  # noqa: PLC0415
 
-    from ort_integration.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
     manifest = json.loads((bundle / MANIFEST).read_text())
     return tvm.runtime.load_module(str(bundle / KERNELS_SO)), {f["name"]: f for f in manifest["functions"]}
 
@@ -33,7 +33,7 @@ def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 1
     import tvm  # noqa: PLC0415
 
     from benchmarks.peers import time_in_rounds  # noqa: PLC0415
-    from ort_integration.bundle_check import ATOL, device_args, inputs  # noqa: PLC0415
+    from flashgemm.bundle.bundle_check import ATOL, device_args, inputs  # noqa: PLC0415
     (mod_a, fns_a), (mod_b, fns_b) = _load(Path(a_dir)), _load(Path(b_dir))
     dev = dev or tvm.cuda(0)
     rows = []
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     for d in (args.bundle_a, args.bundle_b):
         if not (d / "manifest.json").is_file():
-            ap.error(f"{d} is not a bundle (no manifest.json): build one with scripts/build.py --out {d}")
+            ap.error(f"{d} is not a bundle (no manifest.json): build one with flashgemm-build --out {d}")
     rows = compare_bundles(args.bundle_a, args.bundle_b, args.only, args.rounds, args.reps)
     if not rows:
         ap.error("the two bundles share no non-generic function" + (f" matching {args.only!r}" if args.only else ""))

@@ -6,9 +6,9 @@ bundle's generic kernels serve it.
 Cases:
   site-*   one attention-score site of a BERT-like layer (batch 8, 12 heads, seq 128, head 64; `copies` of it, one
            per layer of a forward pass), unfused (Transpose -> MatMul -> Mul -> Add(bias) -> Softmax) against
-           FusedGemmSoftmax (ort_integration.model.make_site_models); with transB (the exporters' K^T) and without.
+           FusedGemmSoftmax (flashgemm.ort.model.make_site_models); with transB (the exporters' K^T) and without.
   model:*  the tiny seed models in tests/data (bert-large, vit-b16, whisper-enc; float16, batch 2), original against
-           rewritten (ort_integration.rewrite.rewrite_file).
+           rewritten (flashgemm.ort.rewrite.rewrite_file).
 Both sessions of a case get the same session options: the op library registered (session_options(bundle)),
 ORT_ENABLE_ALL, CommonSubexpressionElimination off (else the site copies collapse into one), default threads. Each
 round runs `reps` timed runs of the original, then of the rewritten model (alternating which goes first), after
@@ -41,7 +41,7 @@ SITES = (
 def _options(bundle):
     import onnxruntime as ort  # noqa: PLC0415
 
-    from ort_integration.session import session_options  # noqa: PLC0415
+    from flashgemm.ort.session import session_options  # noqa: PLC0415
     so = session_options(bundle)
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return so
@@ -75,7 +75,7 @@ def _feeds_of(model, seed: int) -> dict:
 
 def time_pair(original, rewritten, feeds: dict, rounds: int, reps: int, warmup: int) -> dict:
     """Median over rounds of each side's per-round median run (ms), the two sides alternating first."""
-    from ort_integration.session import run  # noqa: PLC0415
+    from flashgemm.ort.session import run  # noqa: PLC0415
     sides = {"original": original, "rewritten": rewritten}
     outs = {k: run(s, feeds) for k, s in sides.items()}
     diff = max(float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max())
@@ -102,8 +102,8 @@ def bench(bundle, rounds: int = 5, reps: int = 10, warmup: int = 3, copies: int 
           log=print) -> list:
     import onnx  # noqa: PLC0415
 
-    from ort_integration.model import make_site_models  # noqa: PLC0415
-    from ort_integration.rewrite import rewrite_file  # noqa: PLC0415
+    from flashgemm.ort.model import make_site_models  # noqa: PLC0415
+    from flashgemm.ort.rewrite import rewrite_file  # noqa: PLC0415
     rows = []
     for name, a, b, bias, scale, tb in SITES:
         if only not in name:

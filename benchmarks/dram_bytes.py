@@ -20,7 +20,7 @@ Systems:
                or causal mask and equal batch dims of A and B, such as W1-W4)
   torch_eager  the op as a PyTorch user writes it (benchmarks.peers.torch_fn: matmul, * scale, softmax: 3 kernels)
 
-The floor is A + B + bias + mask + P bytes (each read or written once), the formula of scripts/bench.py.
+The floor is A + B + bias + mask + P bytes (each read or written once), the formula of python -m benchmarks.bench.
 Goals (the issue): ours <= 40% of the unfused pair's bytes, and <= 1.2x the floor's bytes.
 
 Caveats of the counters: ncu flushes the caches before each kernel (--cache-control all), so every kernel starts
@@ -247,12 +247,12 @@ def driver_command(wl, system, target_name, db_root, info_file) -> list:
 
 
 def add_workload_args(ap, timeout_s: int) -> None:
-    """The command-line options scripts/dram_bytes.py and scripts/stall_sites.py share."""
+    """The command-line options python -m benchmarks.bench_dram_bytes and python -m benchmarks.bench_stall_sites share."""
     ap.add_argument("--target", default="auto", help="sm_80|sm_89|sm_90|auto (a CUDA target)")
     ap.add_argument("--workload", action="append", required=True, help="preset (w1..w4, bert-large, ...) or spec")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
                     help="default: the preset's own (float16; bfloat16 for lm-head)")
-    ap.add_argument("--db", default=None, help="tuning database root (default: the repo's tuning_db)")
+    ap.add_argument("--db", default=None, help="tuning database root (default: the repo's flashgemm/databases)")
     ap.add_argument("--ncu", default=None, help="path of ncu (default: $NCU, then PATH)")
     ap.add_argument("--timeout", type=int, default=timeout_s, help="seconds per ncu run")
 
@@ -260,8 +260,8 @@ def add_workload_args(ap, timeout_s: int) -> None:
 def cuda_workloads(ap, args, script: str) -> tuple:
     """(CUDA target, workloads) of add_workload_args' options; ap.error for a target that is not CUDA or a bad
     workload."""
-    from schedules import targets  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
     try:
         target = targets.resolve(args.target)
     except targets.TargetError as err:
@@ -478,7 +478,7 @@ def _driver(argv) -> int:
     import torch  # noqa: PLC0415
 
     from benchmarks import peers  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)  # stdout stays ncu's
@@ -531,5 +531,5 @@ def _driver(argv) -> int:
 if __name__ == "__main__":
     if "--driver" not in sys.argv[1:]:
         sys.exit("this module's command line is the driver that ncu runs (--driver ...); "
-                 "to measure, run scripts/dram_bytes.py")
+                 "to measure, run python -m benchmarks.bench_dram_bytes")
     sys.exit(_driver(sys.argv[1:]))

@@ -38,10 +38,10 @@ def bench_model(name: str, bundle, work_dir, batches, lengths, warmup: int, reps
     import onnxruntime as ort  # noqa: PLC0415
 
     from benchmarks.lengths import served_by  # noqa: PLC0415
-    from ort_integration import models, rewrite  # noqa: PLC0415
-    from ort_integration.kernel_library import MANIFEST  # noqa: PLC0415
-    from ort_integration.model_bench import device_binding, providers, time_runs  # noqa: PLC0415
-    from ort_integration.session import session_options  # noqa: PLC0415
+    from flashgemm.ort import models, rewrite  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import MANIFEST  # noqa: PLC0415
+    from benchmarks.model_bench import device_binding, providers, time_runs  # noqa: PLC0415
+    from flashgemm.ort.session import session_options  # noqa: PLC0415
 
     work = Path(work_dir)
     path = work / models.file_name(name, False, "float16", True, True)
@@ -85,7 +85,7 @@ def bench_model(name: str, bundle, work_dir, batches, lengths, warmup: int, reps
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", required=True, help="a CUDA bundle directory (scripts/build.py)")
+    ap.add_argument("--bundle", required=True, help="a CUDA bundle directory (flashgemm-build)")
     ap.add_argument("--model", action="append", choices=("bert-small", "bert-large"), required=True)
     ap.add_argument("--work", default="build/models/dynamic", help="where the exports go")
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))

@@ -1,6 +1,6 @@
-"""The plain GEMM path of the space against cuBLAS (scripts/bench_gemm.py is the front end).
+"""The plain GEMM path of the space against cuBLAS (python -m benchmarks.bench_gemm is the front end).
 
-tune: Meta-Schedule over schedules/cuda_gemm's space (XGBoost cost model, evolutionary search, our builder and
+tune: Meta-Schedule over flashgemm/spaces/cuda_gemm's space (XGBoost cost model, evolutionary search, our builder and
       runner), into a JSON database in a work directory; running it again continues toward the trial budget.
 bench: the best record built as the export builds kernels, against torch.matmul (cuBLAS) in the same process on
       the same GPU, both checked against an FP32 product; CUDA events around back-to-back calls (peers.time_cuda).
@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from tuning_db import database as dbm
+from flashgemm.tune import database as dbm
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 from . import peers
 
@@ -23,7 +24,7 @@ RECORDS = "database_tuning_record.json"
 def gemm_module(size: tuple, dtype: str):
     import tvm  # noqa: PLC0415
 
-    from tir_kernels.gemm import gemm_func  # noqa: PLC0415
+    from flashgemm.kernel.gemm import gemm_func  # noqa: PLC0415
     m, n, k = size
     return tvm.IRModule({"main": gemm_func(m, n, k, dtype, trans_b=True)})
 
@@ -35,7 +36,8 @@ def measured_trials(work: Path) -> int:
 
 def _space(target_name: str, mma: str, fragment_pipeline, k_split):
     """(TVM target, design space) of the plain GEMM: cuda_gemm's mma.sync space, or cuda_wgmma's (sm_90a)."""
-    from schedules import cuda_gemm, cuda_wgmma, targets  # noqa: PLC0415
+    from flashgemm.spaces import cuda_gemm, cuda_wgmma  # noqa: PLC0415
+    from flashgemm import targets
     if mma == "wgmma":
         cuda_wgmma.check_target(target_name)
         return cuda_wgmma.target(), cuda_wgmma.design_space()
@@ -45,8 +47,9 @@ def _space(target_name: str, mma: str, fragment_pipeline, k_split):
 
 def _register(target_name: str, mma: str) -> None:
     """The tensor intrinsics a record's trace names (replayed by name)."""
-    from schedules import cuda_wgmma, targets  # noqa: PLC0415
-    targets.register_intrinsics(target_name)
+    from flashgemm.spaces import cuda_wgmma  # noqa: PLC0415
+    from flashgemm import targets
+    register_intrinsics(target_name)
     if mma == "wgmma":
         cuda_wgmma.register_all()
 
@@ -58,7 +61,7 @@ def tune(size: tuple, dtype: str, target_name: str, trials: int, work: Path, wor
     sketches where cuda_gemm.k_split_offered). mma: "mma_sync" (cuda_gemm) or "wgmma" (cuda_wgmma, sm_90 only)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_space  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
     target, space = _space(target_name, mma, fragment_pipeline, k_split)
     work.mkdir(parents=True, exist_ok=True)
     dbm.repair_jsonl(work / RECORDS, log)  # a slice killed mid-write leaves at most a torn last line
@@ -90,7 +93,7 @@ def best_module(size: tuple, dtype: str, target_name: str, work: Path, mma: str 
         raise dbm.DatabaseError(f"{work} has no valid GEMM record for {size} {dtype}: run the tuning first")
     sch = tvm.s_tir.Schedule(mod)
     top[0].trace.apply_to_schedule(sch, remove_postproc=False)
-    from schedules import cuda_gemm  # noqa: PLC0415
+    from flashgemm.spaces import cuda_gemm  # noqa: PLC0415
     return sch.mod, dbm.mean_secs(top[0]), cuda_gemm.k_split_of(top[0].trace)
 
 
@@ -126,7 +129,7 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
           rounds_n: int = 3, mma: str = "mma_sync") -> dict:
     import torch  # noqa: PLC0415
 
-    from schedules import cuda_space, cuda_wgmma  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space, cuda_wgmma  # noqa: PLC0415
     mod, tuned_secs, k_split = best_module(size, dtype, target_name, work, mma)
     fn = (cuda_wgmma.build(mod) if mma == "wgmma" else cuda_space.build(mod, target_name))["main"]
     ops = GpuOperands(size, dtype)

@@ -1,4 +1,4 @@
-"""A/B of block rasterization in the plain GEMM path (schedules/cuda_gemm: R block rows a group walk the block
+"""A/B of block rasterization in the plain GEMM path (flashgemm/spaces/cuda_gemm: R block rows a group walk the block
 columns together): the same tiling, k tiles, fetch widths and pipeline depth at R = 1, 2, 4, 8, 16 and all block
 rows (those that divide the block rows), timed in one process on one GPU beside cuBLAS. R = 1 is the row-major block
 order every kernel of the space had before the knob.
@@ -17,6 +17,7 @@ import datetime
 import json
 import sys
 from pathlib import Path
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 # The two best tilings of the 2026-11-26 192-trial run (results/h100/gemm-records-fragment-pipeline-2026-11-26.txt)
 DEFAULT_DECISIONS = ["16,8,2 32,1,8 64,4 0 0", "32,4,2 16,2,8 64,4 0 0"]
@@ -40,8 +41,8 @@ def traces(mod, decisions: list, stages: int) -> list:
     decisions, the row tiles [blocks, WM, FM] as [blocks / R, R, WM, FM]."""
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_gemm  # noqa: PLC0415
-    from schedules.cuda_space import with_decisions  # noqa: PLC0415
+    from flashgemm.spaces import cuda_gemm  # noqa: PLC0415
+    from flashgemm.spaces.cuda_space import with_decisions  # noqa: PLC0415
     sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), stages).trace
     (blocks, wm, fm), rest = decisions[0], decisions[1:]
     groups = sorted({r for r in RASTER_GROUPS + (blocks,) if blocks % r == 0})
@@ -54,10 +55,11 @@ def run(size: tuple, dtype: str, target_name: str, decision_sets: list, stage_op
     import tvm  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_gemm, cuda_space, targets  # noqa: PLC0415
+    from flashgemm.spaces import cuda_gemm, cuda_space  # noqa: PLC0415
+    from flashgemm import targets
 
     from . import gemm, peers  # noqa: PLC0415
-    targets.register_intrinsics(target_name)
+    register_intrinsics(target_name)
     mod = gemm.gemm_module(size, dtype)
     postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), task_name="main", rand_state=5,
                                space_generator=cuda_gemm.design_space(target_name)).space_generator.postprocs
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
 
     from . import gemm, peers  # noqa: PLC0415
     target = targets.resolve(args.target)

@@ -4,10 +4,10 @@ change of the compile pipeline or of the code's layout leaves the shipped kernel
     python -m benchmarks.kernel_sources --target sm_90 --out DIR          # DIR/sources/<function>.cu, DIR/sources.sha256
     python -m benchmarks.kernel_sources --compare BEFORE.sha256 AFTER.sha256
 
-Runs scripts/build.py's bundle selection (the committed databases, default schedules, any-length kernels, twins)
-with the bundle's compile replaced by one schedules.cuda_build.compile_cuda a function, kept as CUDA source (TVM
+Runs flashgemm-build's bundle selection (the committed databases, default schedules, any-length kernels, twins)
+with the bundle's compile replaced by one flashgemm.codegen.cuda_build.compile_cuda a function, kept as CUDA source (TVM
 keeps the source when there is no CUDA driver; this process never loads a stub one). nvcc still runs for the
-register caps of tuned kernels (tuning_db.best). Slow: the whole sm_90 bundle, 795 functions, takes tens of minutes
+register caps of tuned kernels (flashgemm.bundle.best). Slow: the whole sm_90 bundle, 795 functions, takes tens of minutes
 on 2 cores.
 """
 from __future__ import annotations
@@ -22,11 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _source_module(mod, target_name: str, embed_ptx: bool = False):
-    """Stands in for ort_integration.compile_worker.compile_module: each function's CUDA source, written by
+    """Stands in for flashgemm.bundle.compile_worker.compile_module: each function's CUDA source, written by
     export_library into a sources/ directory beside the library path."""
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_build, targets  # noqa: PLC0415
+    from flashgemm.codegen import cuda_build  # noqa: PLC0415
+    from flashgemm import targets
     target = targets.tvm_target(target_name)
     sources = {}
     for gv in mod.functions:
@@ -48,14 +49,15 @@ def _source_module(mod, target_name: str, embed_ptx: bool = False):
 
 
 def generate(target: str, out: Path) -> int:
-    from ort_integration import kernel_library  # noqa: PLC0415
-    from schedules import cuda_stub, targets  # noqa: PLC0415
+    from flashgemm.bundle import kernel_library  # noqa: PLC0415
+    from flashgemm.codegen import cuda_stub  # noqa: PLC0415
+    from flashgemm import targets
     if not targets.is_cuda(targets.resolve(target)):
         raise SystemExit(f"kernel_sources: error: {target} is not a CUDA target (sm_80, sm_89, sm_90)")
     os.environ[cuda_stub.GUARD] = "1"  # build.py would re-run itself with a stub driver: stay in this process
     kernel_library.compile_module = _source_module
-    from scripts import build  # noqa: PLC0415
-    return build.main(["--target", target, "--compile-limit", "0", "--no-native", "--out", str(out)])
+    from flashgemm.cli import build  # noqa: PLC0415
+    return build.main(["--target", target, "--compile-limit", "0", "--out", str(out)])
 
 
 def compare(before: Path, after: Path) -> int:

@@ -4,7 +4,7 @@
 
 At each length L the attention scores of `--batch` x `--heads` heads, M = N = L, head size `--k` (B transposed,
 scale 1/sqrt(K), no mask: the form ORT's MatMul + Softmax peer also computes), timed as:
-  * ours: the kernel the op picks for the call (the dispatch of ort_integration/src/bundle.cc, mirrored by
+  * ours: the kernel the op picks for the call (the dispatch of flashgemm/ort/csrc/bundle.cc, mirrored by
     `served_by`: exact or any-batch tuned / default kernel, else the smallest any-length bound, else generic);
   * any-length: the any-length kernel alone, where the bundle has one (the same as ours where no kernel of the
     length's own exists);
@@ -48,7 +48,7 @@ def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256)
 
 
 def _key(f: dict) -> str:
-    from tir_kernels import Variant  # noqa: PLC0415
+    from flashgemm.op.variant import Variant  # noqa: PLC0415
     return Variant(f["dtype"], bool(f["trans_b"]), bool(f["bias"]), f["mask"], bool(f["causal"])).key
 
 
@@ -59,9 +59,9 @@ def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: i
     import tvm_ffi  # noqa: PLC0415
 
     from benchmarks.peers import gpu_info, ort_unfused, time_in_rounds, torch_fn, torch_inputs  # noqa: PLC0415
-    from ort_integration.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
-    from tir_kernels import Variant  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
+    from flashgemm.op.variant import Variant  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
 
     bundle = Path(bundle)
     manifest = json.loads((bundle / MANIFEST).read_text())
@@ -161,7 +161,7 @@ def plot(result: dict, path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", required=True, help="a CUDA bundle directory (scripts/build.py)")
+    ap.add_argument("--bundle", required=True, help="a CUDA bundle directory (flashgemm-build)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--k", type=int, default=64)

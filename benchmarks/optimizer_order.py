@@ -24,7 +24,7 @@ MODEL_TYPES = {"bert-large": "bert", "vit-b16": "vit", "whisper-enc": "bert"}
 def _optimize(src: Path, dst: Path, name: str, level: int) -> Path:
     from onnxruntime.transformers.optimizer import optimize_model  # noqa: PLC0415
 
-    from ort_integration import models  # noqa: PLC0415
+    from flashgemm.ort import models  # noqa: PLC0415
     cfg = models.SPECS[name].config()
     heads = cfg.get("num_attention_heads") or cfg.get("encoder_attention_heads")
     hidden = cfg.get("hidden_size") or cfg.get("d_model")
@@ -46,9 +46,9 @@ def bench_model(name: str, bundle, work_dir, level: int, warmup: int, reps: int,
     import numpy as np  # noqa: PLC0415
     import onnxruntime as ort  # noqa: PLC0415
 
-    from ort_integration import models, rewrite  # noqa: PLC0415
-    from ort_integration.model_bench import BATCH, _inputs, device_binding, providers, time_runs  # noqa: PLC0415
-    from ort_integration.session import session_options  # noqa: PLC0415
+    from flashgemm.ort import models, rewrite  # noqa: PLC0415
+    from benchmarks.model_bench import BATCH, _inputs, device_binding, providers, time_runs  # noqa: PLC0415
+    from flashgemm.ort.session import session_options  # noqa: PLC0415
 
     batch = BATCH[name]
     work = Path(work_dir) / f"{name}-b{batch}"
@@ -91,7 +91,7 @@ def bench_model(name: str, bundle, work_dir, level: int, warmup: int, reps: int,
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", required=True, help="a CUDA bundle directory (scripts/build.py)")
+    ap.add_argument("--bundle", required=True, help="a CUDA bundle directory (flashgemm-build)")
     ap.add_argument("--model", action="append", choices=sorted(MODEL_TYPES))
     ap.add_argument("--opt-level", type=int, default=1, choices=(0, 1, 2, 99))
     ap.add_argument("--work", default="build/models/optimizer-order", help="where the exports go")

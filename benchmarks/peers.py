@@ -1,5 +1,5 @@
 """Timing and the peers of the fused op on one GPU: torch eager, torch.compile, and our own kernels as a bundle
-serves them (scripts/bench.py is the front end; benchmarks/report.py writes its tables and plots)."""
+serves them (python -m benchmarks.bench is the front end; benchmarks/report.py writes its tables and plots)."""
 from __future__ import annotations
 
 import functools
@@ -136,10 +136,12 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     import tvm  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
-    from ort_integration.kernel_library import generic_schedule  # noqa: PLC0415
-    from schedules import cuda_space, targets  # noqa: PLC0415
-    from tir_kernels import runtime_func  # noqa: PLC0415
-    from tuning_db import best, database  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import generic_schedule  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm import targets
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
+    from flashgemm.tune import database
 
     wl_dir = database.workload_dir(db_root or database.default_root(), target_name, wl.dir_name)
     c = wl.canonical
@@ -207,7 +209,7 @@ def ort_unfused(wl):
     import onnxruntime as ort  # noqa: PLC0415
     import torch  # noqa: PLC0415
 
-    from ort_integration.model import elem_type, make_site_models  # noqa: PLC0415
+    from flashgemm.ort.model import elem_type, make_site_models  # noqa: PLC0415
     if wl.mask_shape is not None or wl.causal:
         raise LookupError("the ORT peer graph has no mask or causal form (MatMul + Softmax only)")
     if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -244,8 +246,8 @@ def triton_fused(wl):
 
 def ms_default_unfused(wl, target_name, db_root):
     """prepare(feeds) for Meta-Schedule's default schedules of the unfused op (GEMM, then softmax), from the
-    databases of scripts/tune_ms_default.py; LookupError (with the command) when that workload was not tuned."""
-    from tuning_db import ms_default  # noqa: PLC0415
+    databases of flashgemm-tune-ms-default; LookupError (with the command) when that workload was not tuned."""
+    from flashgemm.tune import ms_default  # noqa: PLC0415
     return ms_default.prepare_unfused(wl, target_name, db_root)
 
 

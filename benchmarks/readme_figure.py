@@ -4,7 +4,7 @@
 
 One panel a workload (its own time axis), one labelled bar a system, the HBM floor (the time to read the inputs and
 write P once at the GPU's measured copy rate) as a dashed line. Reads the run's bench-w{1,2,3}.json
-(scripts/bench.py --out).
+(python -m benchmarks.bench --out).
 """
 from __future__ import annotations
 

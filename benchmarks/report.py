@@ -1,5 +1,5 @@
-"""Tables, plots and the regression check of a scripts/bench.py result (its JSON is the only input, so every
-figure can be regenerated from a committed file: scripts/bench_report.py)."""
+"""Tables, plots and the regression check of a python -m benchmarks.bench result (its JSON is the only input, so every
+figure can be regenerated from a committed file: python -m benchmarks.bench_report)."""
 from __future__ import annotations
 
 import json

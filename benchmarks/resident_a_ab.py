@@ -21,8 +21,8 @@ from benchmarks.staged_p_ab import WORKLOAD, _replay_with, recompute_setup
 def build(out_dir: Path, records: int, dtype: str) -> None:
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_recompute  # noqa: PLC0415
-    from tuning_db import database as dbm  # noqa: PLC0415
+    from flashgemm.spaces import cuda_recompute  # noqa: PLC0415
+    from flashgemm.tune import database as dbm  # noqa: PLC0415
     mod, top, export = recompute_setup(out_dir, dtype)
     # (the committed best are resident since 96f1b0c)
     top = [r for r in top if not cuda_recompute.is_resident(r.trace, mod)][:records]

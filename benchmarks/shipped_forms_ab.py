@@ -1,5 +1,5 @@
 """Where the time between "tuned" and "shipped" goes: a database's best record built in each form it can take, all
-timed in one process on the same inputs with scripts/bench.py's protocol (benchmarks.peers.time_cuda).
+timed in one process on the same inputs with python -m benchmarks.bench's protocol (benchmarks.peers.time_cuda).
 
   python -m benchmarks.shipped_forms_ab OUT.json lm-head:float16 [whisper-enc:bfloat16 ...] [--db DB] [--rounds 2]
       [--caps 168,128] [--guarded] [--exp-twice] [--half-sectors] [--plain-arith] [--dynamic-statistics]
@@ -9,35 +9,35 @@ timed in one process on the same inputs with scripts/bench.py's protocol (benchm
 Forms (each compiled as the export compiles it, with the record's register cap where it ships with one):
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
   static     the runtime function with static batch dims (symbolic strides, scale an argument);
-  twin       one batch dim static (the bundle's fixed-batch twin, tuning_db.best._twin);
-  twin_scale the twin specialized on the workload's scale (tuning_db.best.with_scale: what a CUDA bundle serves to
+  twin       one batch dim static (the bundle's fixed-batch twin, flashgemm.bundle.best._twin);
+  twin_scale the twin specialized on the workload's scale (flashgemm.bundle.best.with_scale: what a CUDA bundle serves to
              calls with that scale);
   any_batch  both batch dims symbolic (what serves every other batch);
   twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap;
   tuning@guarded, twin@guarded (--guarded)  those two forms with the normalize step's branch left as CodeGenCUDA
-             writes it (schedules.cuda_build.unguard_normalize off), the twin with the register cap of the tuning
+             writes it (the pass unguard_normalize off), the twin with the register cap of the tuning
              form compiled that way, as the export compiled it before;
   tuning@exp-twice, twin@exp-twice (--exp-twice)  the same with exp(logit - max) computed again by the normalize
-             step (schedules.exp_in_accumulator off, and with it schedules.sector_stores);
+             step (flashgemm.codegen.tir.keep_exp_in_accumulator off, and with it flashgemm.codegen.cuda_src.store_whole_sectors);
   tuning@half-sectors, twin@half-sectors (--half-sectors)  the same with P stored from the fragments as CodeGenCUDA
-             writes it (schedules.sector_stores off);
+             writes it (flashgemm.codegen.cuda_src.store_whole_sectors off);
   tuning@plain-arith, twin@plain-arith (--plain-arith)  the same with exp(x - m) and the division by the row sum
-             as the template writes them (schedules.softmax_arithmetic off);
+             as the template writes them (flashgemm.codegen.tir.rewrite_softmax_arithmetic off);
   tuning@dynamic-statistics, twin@dynamic-statistics (--dynamic-statistics)  the same with the row statistics left in
-             dynamic shared memory (schedules.static_statistics off: more barriers);
+             dynamic shared memory (flashgemm.codegen.tir.move_statistics_to_static_shared off: more barriers);
   tuning@shared-warp-statistics, twin@shared-warp-statistics (--shared-warp-statistics)  the same with a warp
-             allreduce's statistics in shared memory (schedules.warp_statistics off: a lane-0 store, two barriers
+             allreduce's statistics in shared memory (flashgemm.codegen.tir.keep_warp_statistics_in_registers off: a lane-0 store, two barriers
              and the warp's reloads a statistic);
   tuning@combined-statistics, twin@combined-statistics (--combined-statistics)  the same with the register sketches'
-             partial statistics combined by one warp between two barriers (schedules.quad_statistics off);
+             partial statistics combined by one warp between two barriers (flashgemm.codegen.tir.reduce_statistics_in_quads off);
   tuning@shared-rows, twin@shared-rows (--shared-rows)  the same with the one-pass form's sweeps reading each row of
-             S from shared memory three times and computing its exp twice (schedules.row_registers off);
+             S from shared memory three times and computing its exp twice (flashgemm.codegen.tir.keep_rows_in_registers off);
   tuning@cached-stores, twin@cached-stores (--cached-stores)  the same with P's stores without the streaming
-             (evict-first) cache hint (schedules.sector_stores' __stcs off);
+             (evict-first) cache hint (flashgemm.codegen.cuda_src.store_whole_sectors' __stcs off);
   tuning@scaled-max, twin_scale@scaled-max (--scaled-max)  the same with the constant scale left in the row max
-             (schedules.max_scale off; the plain twin, whose scale is an argument, never has it out);
+             (flashgemm.codegen.tir.take_scale_out_of_max off; the plain twin, whose scale is an argument, never has it out);
   tuning@two-exchanges, twin@two-exchanges, twin_scale@two-exchanges (--two-exchanges)  the same with the register
-             sketches' row statistics exchanged between warps twice a row tile (schedules.one_exchange off);
+             sketches' row statistics exchanged between warps twice a row tile (flashgemm.codegen.cuda_src.exchange_statistics_once off);
   any_batch@TAG  with any of the switches above: the any-batch kernel built that way (only when --forms names it).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
@@ -49,11 +49,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 
-# the A/B switches: form tag -> the pass of schedules.cuda_build.PASSES left out (FLASHGEMM_DISABLE_PASSES)
+# the A/B switches: form tag -> the pass of flashgemm.codegen.cuda_build.PASSES left out (FLASHGEMM_DISABLE_PASSES)
 SWITCHES = {"guarded": "unguard_normalize", "exp-twice": "keep_exp_in_accumulator",
             "half-sectors": "store_whole_sectors", "plain-arith": "rewrite_softmax_arithmetic",
             "dynamic-statistics": "move_statistics_to_static_shared",
@@ -68,13 +69,15 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
     forms named in `keep` when given (each compile takes seconds)."""
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_space, targets  # noqa: PLC0415
-    from tuning_db import best, database as dbm  # noqa: PLC0415
-    from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm import targets
+    from flashgemm.bundle import best  # noqa: PLC0415
+    from flashgemm.tune import database as dbm
+    from flashgemm.tune.tuner import form_of, tuning_modules  # noqa: PLC0415
     wl_dir = dbm.workload_dir(db_root, target_name, wl.dir_name)
     tk = best.load_tuned(wl_dir, target_name)
     modules = tuning_modules(wl, target_name)
-    targets.register_intrinsics(target_name)
+    register_intrinsics(target_name)
     rec = dbm.top_records([m for _, m in modules], [dbm.open_json_db(wl_dir)], 1)[0]
     form = form_of(rec, modules)
     tuning = tvm.s_tir.Schedule(rec.workload.mod)
@@ -91,7 +94,7 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
     if tk.twin is not None and tk.scale is not None and wanted("twin_scale"):
         mod = tvm.IRModule({"main": tk.shipped_func(tk.twin, "main", tk.scale)})
         out["twin_scale"] = (cuda_space.build(mod, target_name)["main"], True)
-    from schedules.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415
+    from flashgemm.codegen.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415
     for cap in caps:
         func = (tk.twin or tk.schedule).mod["main"].with_attr("global_symbol", "main")
         mod = tvm.IRModule({"main": func.with_attr(MAX_REGISTERS_ATTR, int(cap))})
@@ -106,7 +109,9 @@ def _switched_forms(tuning, tk, target_name: str, tag: str, wanted=lambda name: 
     """The tuning form and the twins built without the pass SWITCHES[tag] (the module doc's *@guarded, *@exp-twice)."""
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_build, cuda_space, device_pass, targets  # noqa: PLC0415
+    from flashgemm.codegen import cuda_build, device_pass  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space
+    from flashgemm import targets
     var = device_pass.DISABLE_ENV
     before = os.environ.get(var)
     os.environ[var] = ",".join(filter(None, (before, SWITCHES[tag])))  # read at every compile
@@ -152,21 +157,21 @@ def main(argv=None) -> int:
     ap.add_argument("--half-sectors", action="store_true",
                     help="also the tuning form and the twin with P's half-sector stores from the fragments (A/B)")
     ap.add_argument("--plain-arith", action="store_true",
-                    help="also the tuning form and the twin without schedules.softmax_arithmetic (A/B)")
+                    help="also the tuning form and the twin without flashgemm.codegen.tir.rewrite_softmax_arithmetic (A/B)")
     ap.add_argument("--dynamic-statistics", action="store_true",
-                    help="also the tuning form and the twin without schedules.static_statistics (A/B)")
+                    help="also the tuning form and the twin without flashgemm.codegen.tir.move_statistics_to_static_shared (A/B)")
     ap.add_argument("--shared-warp-statistics", action="store_true",
-                    help="also the tuning form and the twin without schedules.warp_statistics (A/B)")
+                    help="also the tuning form and the twin without flashgemm.codegen.tir.keep_warp_statistics_in_registers (A/B)")
     ap.add_argument("--combined-statistics", action="store_true",
-                    help="also the tuning form and the twin without schedules.quad_statistics (A/B)")
+                    help="also the tuning form and the twin without flashgemm.codegen.tir.reduce_statistics_in_quads (A/B)")
     ap.add_argument("--shared-rows", action="store_true",
-                    help="also the tuning form and the twin without schedules.row_registers (A/B)")
+                    help="also the tuning form and the twin without flashgemm.codegen.tir.keep_rows_in_registers (A/B)")
     ap.add_argument("--cached-stores", action="store_true",
-                    help="also the tuning form and the twin without sector_stores' streaming hint (A/B)")
+                    help="also the tuning form and the twin without store_whole_sectors' streaming hint (A/B)")
     ap.add_argument("--scaled-max", action="store_true",
-                    help="also the tuning form and the scale-specialized twin without schedules.max_scale (A/B)")
+                    help="also the tuning form and the scale-specialized twin without flashgemm.codegen.tir.take_scale_out_of_max (A/B)")
     ap.add_argument("--two-exchanges", action="store_true",
-                    help="also the tuning form and the twins without schedules.one_exchange (A/B)")
+                    help="also the tuning form and the twins without flashgemm.codegen.cuda_src.exchange_statistics_once (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415
@@ -174,7 +179,7 @@ def main(argv=None) -> int:
 
     from benchmarks import commit_id  # noqa: PLC0415
     from benchmarks.peers import time_in_rounds, torch_fn, torch_inputs  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
     props = torch.cuda.get_device_properties(0)
     result = {"gpu": props.name, "commit": commit_id(), "rows": []}
     for item in args.workloads:

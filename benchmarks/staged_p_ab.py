@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 WORKLOAD = "whisper-enc"
@@ -26,7 +27,7 @@ def _replay_with(decisions: list, sketch_trace, mod):
     """The sketch's trace with the given sample decisions (in order), applied to a fresh schedule of `mod`."""
     import tvm  # noqa: PLC0415
 
-    from schedules.cuda_space import with_decisions  # noqa: PLC0415
+    from flashgemm.spaces.cuda_space import with_decisions  # noqa: PLC0415
     sch = tvm.s_tir.Schedule(mod)
     with_decisions(sketch_trace, decisions).apply_to_schedule(sch, remove_postproc=True)
     return sch
@@ -38,12 +39,13 @@ def recompute_setup(out_dir: Path, dtype: str):
     postprocessed (unless it is), built with nvcc, written to OUT_DIR/<name>.so)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_space, targets  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    from tuning_db import database as dbm  # noqa: PLC0415
-    from tuning_db.tuner import form_of, tuning_modules  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
+    from flashgemm.tune import database as dbm  # noqa: PLC0415
+    from flashgemm.tune.tuner import form_of, tuning_modules  # noqa: PLC0415
     arch = "sm_90"
-    targets.register_intrinsics(arch)
+    register_intrinsics(arch)
     wl = parse(WORKLOAD, dtype)
     modules = tuning_modules(wl, arch)
     mod = next(m for f, m in modules if f.name == "recompute")
@@ -61,7 +63,7 @@ def recompute_setup(out_dir: Path, dtype: str):
         print(f"built {name} in {time.time() - t0:.0f} s", flush=True)
         return name
 
-    db_dir = Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / wl.dir_name
+    db_dir = Path(__file__).resolve().parent.parent / "flashgemm" / "databases" / "sm_90" / wl.dir_name
     top = [r for r in dbm.top_records([m for _, m in modules], [dbm.open_json_db(db_dir)], 10)
            if form_of(r, modules).name == "recompute"]
     return mod, top, export
@@ -70,8 +72,8 @@ def recompute_setup(out_dir: Path, dtype: str):
 def build(out_dir: Path, seeds: int, dtype: str) -> None:
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_recompute  # noqa: PLC0415
-    from tuning_db import database as dbm  # noqa: PLC0415
+    from flashgemm.spaces import cuda_recompute  # noqa: PLC0415
+    from flashgemm.tune import database as dbm  # noqa: PLC0415
     mod, top, export = recompute_setup(out_dir, dtype)
     pairs = []
     for rec in top[:1]:  # its decisions on both sketches (of its own kind of A fragments)
@@ -103,8 +105,8 @@ def time_pairs(out_dir: Path, out_json: Path) -> None:
     import numpy as np  # noqa: PLC0415
     import tvm  # noqa: PLC0415
 
-    from tir_kernels import fused_gemm_softmax_ref  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from flashgemm.op.reference import fused_gemm_softmax_ref  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
     meta = json.loads((out_dir / "pairs.json").read_text())
     dtype = meta["dtype"]
     wl = parse(meta["workload"], dtype)

@@ -13,7 +13,7 @@ P stores. That is the measurement the issue asks for where a target is missed ("
     summarize(kernel)    samples by instruction class (CLASSES) with the top stall reasons of each, and the
                          hottest instructions
     python -m benchmarks.stall_sites SOURCE.csv [...]   the summary of an exported source page, as Markdown
-    scripts/stall_sites.py --workload w1 ...            profile + report (results/h100/stall-sites-*)
+    python -m benchmarks.bench_stall_sites --workload w1 ...            profile + report (results/h100/stall-sites-*)
 """
 from __future__ import annotations
 

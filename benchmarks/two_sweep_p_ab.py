@@ -6,7 +6,7 @@ P = exp(x - (max + log sum))), same sketches and decisions, each version built f
   python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                        # on the GPU, once both are built
 build: each of DECISIONS on the resident-A sketches of both pipeline depths, exported to OUT_DIR/<LABEL>_<i>.so;
 OUT_DIR/pairs.json lists the kernels (kinds: the labels in build order; the time step times every kind and compares
-the first two). --max-registers: compiled with that register cap (schedules/cuda_build.MAX_REGISTERS_ATTR), e.g. to
+the first two). --max-registers: compiled with that register cap (flashgemm/codegen/cuda_build.MAX_REGISTERS_ATTR), e.g. to
 see whether more warps an SM help; --stages: only that pipeline depth.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 WORKLOAD = "whisper-enc"
@@ -27,11 +28,13 @@ def build(out_dir: Path, label: str, dtype: str, max_registers: int = 0, stages_
     import tvm  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
 
-    from schedules import cuda_build, cuda_recompute, cuda_space, targets  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    from tuning_db.tuner import tuning_modules  # noqa: PLC0415
+    from flashgemm.codegen import cuda_build  # noqa: PLC0415
+    from flashgemm.spaces import cuda_recompute, cuda_space
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
+    from flashgemm.tune.tuner import tuning_modules  # noqa: PLC0415
     arch = "sm_90"
-    targets.register_intrinsics(arch)
+    register_intrinsics(arch)
     mod = next(m for f, m in tuning_modules(parse(WORKLOAD, dtype), arch) if f.name == "recompute2")
     postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                                space_generator=cuda_space.design_space(arch)).space_generator.postprocs

@@ -20,8 +20,8 @@ from benchmarks.staged_p_ab import WORKLOAD, recompute_setup
 def build(out_dir: Path, records: int, dtype: str) -> None:
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_recompute  # noqa: PLC0415
-    from tuning_db import database as dbm  # noqa: PLC0415
+    from flashgemm.spaces import cuda_recompute  # noqa: PLC0415
+    from flashgemm.tune import database as dbm  # noqa: PLC0415
     mod, top, export = recompute_setup(out_dir, dtype)
     pairs = []
     for n, rec in enumerate([r for r in top if cuda_recompute.retiled(r.trace, mod)][:records]):

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from schedules import cuda_stub
+from flashgemm.codegen import cuda_stub
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,9 +43,9 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
     import tvm  # noqa: PLC0415  (workers only: the test process need not import TVM's CUDA side)
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
 
-    from schedules import cuda_space  # noqa: PLC0415
-    from tir_kernels import runtime_func  # noqa: PLC0415
-    from tuning_db.best import TENSOR_CORE_ALIGN  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func  # noqa: PLC0415
+    from flashgemm.bundle.best import TENSOR_CORE_ALIGN  # noqa: PLC0415
 
     sketches = ctx.generate_design_space()
     valid, builds, built = 0, [], set()
@@ -72,15 +73,16 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
 
 
 def best_record_module(db: str, target: str = "sm_90"):
-    """tuning_db/<target>/<db>'s best record applied to its tuning form: the scheduled IRModule (not compiled)."""
+    """flashgemm/databases/<target>/<db>'s best record applied to its tuning form: the scheduled IRModule (not compiled)."""
     from pathlib import Path
 
     import tvm
 
-    from schedules import targets
-    from tuning_db.database import open_json_db
-    targets.register_intrinsics(target)
-    root = Path(REPO) / "tuning_db" / target / db
+    from flashgemm import targets
+    from flashgemm.tune import database
+    from flashgemm.tune.database import open_json_db
+    register_intrinsics(target)
+    root = database.default_root() / target / db
     rec = min(open_json_db(root).get_all_tuning_records(), key=lambda r: sum(float(s) for s in r.run_secs))
     sch = tvm.s_tir.Schedule(rec.workload.mod)
     rec.trace.apply_to_schedule(sch, remove_postproc=False)
@@ -88,14 +90,14 @@ def best_record_module(db: str, target: str = "sm_90"):
 
 
 def disable_pass(monkeypatch, name: str) -> None:
-    """Leave schedules.cuda_build's pass `name` out of this process's compiles for the rest of the test."""
-    from schedules import device_pass
+    """Leave flashgemm.codegen.cuda_build's pass `name` out of this process's compiles for the rest of the test."""
+    from flashgemm.codegen import device_pass
     monkeypatch.setenv(device_pass.DISABLE_ENV, ",".join(sorted(device_pass.disabled_passes() | {name})))
 
 
 def enable_pass(monkeypatch, name: str) -> None:
     """Undo disable_pass(name) for the rest of the test."""
-    from schedules import device_pass
+    from flashgemm.codegen import device_pass
     off = device_pass.disabled_passes() - {name}
     if off:
         monkeypatch.setenv(device_pass.DISABLE_ENV, ",".join(sorted(off)))
@@ -104,8 +106,8 @@ def enable_pass(monkeypatch, name: str) -> None:
 
 
 def pass_runs(name: str) -> bool:
-    """Whether the compile pipeline runs the pass `name` now (schedules/cuda_build.enabled_passes)."""
-    from schedules import cuda_build
+    """Whether the compile pipeline runs the pass `name` now (flashgemm/codegen/cuda_build.enabled_passes)."""
+    from flashgemm.codegen import cuda_build
     return any(p.name == name for stage in (cuda_build.SCHEDULED, cuda_build.DEVICE, cuda_build.SOURCE)
                for p in cuda_build.enabled_passes(stage))
 
@@ -117,8 +119,9 @@ def best_record_source_switched(db: str, monkeypatch, name: str, off: bool) -> s
 
 
 def best_record_source(db: str, target: str = "sm_90") -> str:
-    """The CUDA source of tuning_db/<target>/<db>'s best record in its tuning form, compiled by
-    schedules.cuda_build.compile_cuda (the device pipeline and the source hook as the export runs them)."""
-    from schedules import cuda_build, targets
+    """The CUDA source of flashgemm/databases/<target>/<db>'s best record in its tuning form, compiled by
+    flashgemm.codegen.cuda_build.compile_cuda (the device pipeline and the source hook as the export runs them)."""
+    from flashgemm.codegen import cuda_build
+    from flashgemm import targets
     mod = best_record_module(db, target)
     return cuda_build.compile_cuda(mod, targets.tvm_target(target)).mod.imports[0].inspect_source("cuda")

@@ -28,12 +28,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def stand_in_measurement(monkeypatch):
-    """tuning_db.tuner's builder and runner replaced by stand-ins (every candidate builds, and runs in 1 ms plus
+    """flashgemm.tune.tuner's builder and runner replaced by stand-ins (every candidate builds, and runs in 1 ms plus
     1 us per place in its batch): the list they fill with the runner inputs is returned. For tests of what the tuner
     measures and records, on machines without a GPU."""
     from types import SimpleNamespace
 
-    from tuning_db import tuner
+    from flashgemm.tune import tuner
     measured = []
 
     class Builder:

@@ -1,4 +1,4 @@
-"""The accuracy table (benchmarks/accuracy.py, scripts/accuracy.py) on the CPU: its numbers for a few tiny llvm
+"""The accuracy table (benchmarks/accuracy.py, python -m benchmarks.bench_accuracy) on the CPU: its numbers for a few tiny llvm
 cases are computed and plausible, its error measures catch a wrong P, and the CLI writes JSON + markdown.
 About 15 s on 2 cores (TVM's import and six generic-kernel compiles; the CLI runs in-process)."""
 import importlib.util
@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import commands
 import pytest
 
 from benchmarks import accuracy
@@ -13,12 +14,9 @@ from benchmarks import accuracy
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _cli():
-    """scripts/accuracy.py as a module: its main() runs in this process, where TVM is loaded already."""
-    spec = importlib.util.spec_from_file_location("accuracy_cli", REPO / "scripts" / "accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def usage():
+    """python -m benchmarks.bench_accuracy as a module: its main() runs in this process, where TVM is loaded already."""
+    return commands.module("benchmarks.bench_accuracy")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +94,7 @@ def test_compare_catches_a_perturbed_p():
 
 def test_cli_writes_json_and_markdown(tmp_path, capsys):
     out = tmp_path / "acc" / "accuracy.json"
-    rc = _cli().main(["--target", "llvm", "--dtype", "bfloat16", "--case", "k1", "--case", "boolmask",
+    rc = usage().main(["--target", "llvm", "--dtype", "bfloat16", "--case", "k1", "--case", "boolmask",
                       "--out", str(out)])
     stdout = capsys.readouterr().out
     assert rc == 0, stdout
@@ -113,6 +111,6 @@ def test_cli_writes_json_and_markdown(tmp_path, capsys):
 
 def test_cli_rejects_an_unknown_target(capsys):
     with pytest.raises(SystemExit) as exit_:
-        _cli().main(["--target", "sm_75"])
+        usage().main(["--target", "sm_75"])
     assert exit_.value.code == 2
     assert "choose one of: auto, llvm, sm_80, sm_89, sm_90" in capsys.readouterr().err

@@ -1,20 +1,23 @@
-"""Any-length kernels (tuning_db/any_length.py): the template's any-length form computes the op at every M <= Mb,
+"""Any-length kernels (flashgemm/bundle/any_length.py): the template's any-length form computes the op at every M <= Mb,
 N <= Nb (checked on the CPU against the FP64 reference, special values included), the models' symbolic sites are
 found, and the CUDA kernels compile with their bounds guarded (compile-only here; tests/test_gpu_kernels.py and
-scripts/check_bundle.py run them)."""
+flashgemm-check-bundle run them)."""
 import dataclasses
 import json
 import re
 from pathlib import Path
 
 import numpy as np
+import commands
 import pytest
 import tvm
 
 from compile_worker import run_compile_worker
-from ort_integration.bundle_check import _any_length_sizes, compare, inputs, poke_special_values
-from tir_kernels import Variant, fused_gemm_softmax_ref, runtime_func
-from tir_kernels.variant import canonicalize
+from flashgemm.bundle.bundle_check import _any_length_sizes, compare, inputs, poke_special_values
+from flashgemm.op.variant import Variant
+from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.kernel.fused_gemm_softmax import runtime_func
+from flashgemm.op.variant import canonicalize
 
 DATA = Path(__file__).parent / "data"
 VARIANTS = [Variant("float16", True), Variant("float16", True, True), Variant("float16", False, False, "add"),
@@ -64,10 +67,10 @@ def test_any_length_form_matches_the_reference_below_its_bound(variant, recomput
 
 
 def test_any_length_recompute_twin_matches_the_reference_at_the_calls_it_serves():
-    """The twin of an any-length recompute kernel (tuning_db.best.ANY_LENGTH_TWIN: B0 = 1, P's column test for N a
+    """The twin of an any-length recompute kernel (flashgemm.bundle.best.ANY_LENGTH_TWIN: B0 = 1, P's column test for N a
     multiple of 4): every length up to the bound with N a multiple of 4, special values included (bundle_check's
     runs of a twin)."""
-    from tuning_db.best import ANY_LENGTH_TWIN
+    from flashgemm.bundle.best import ANY_LENGTH_TWIN
     bound = (48, 64)
     fn = {"sizes": [1, 1, *bound, 16], "fixed_batch": list(ANY_LENGTH_TWIN["fixed_batch"]),
           "n_multiple": ANY_LENGTH_TWIN["n_multiple"]}
@@ -91,7 +94,7 @@ def test_any_length_form_rejects_what_it_cannot_serve():
 
 
 def test_model_sites_with_symbolic_lengths_are_found():
-    from ort_integration.rewrite import model_any_length, workloads_of_models
+    from flashgemm.ort.rewrite import model_any_length, workloads_of_models
     found = model_any_length(DATA / "bert-large-tiny-dyn.f16.onnx")
     assert found == [(Variant("float16", True, True, "none", False), 32, 2)]
     assert model_any_length(DATA / "bert-large-tiny.f16.onnx") == []
@@ -102,7 +105,7 @@ def test_model_sites_with_symbolic_lengths_are_found():
 
 
 def test_common_set_and_ladder():
-    from tuning_db import any_length
+    from flashgemm.bundle import any_length
     bounds = any_length.LENGTH_BOUNDS
     assert list(bounds) == sorted(bounds) and bounds[-1] >= 2048
     assert all(b % 32 == 0 and (b <= 64 or b % 64 == 0) for b in bounds)  # cuda_space._pad_factors: no re-padding
@@ -118,9 +121,9 @@ def test_common_set_and_ladder():
 WORKER = r'''
 import json, os, sys
 sys.path.insert(0, ".")
-from ort_integration.compile_worker import compile_module
-from tir_kernels import Variant
-from tuning_db import any_length
+from flashgemm.bundle.compile_worker import compile_module
+from flashgemm.op.variant import Variant
+from flashgemm/databases import any_length
 import tvm
 out = []
 for arch, dtype, trans_b, bias, mask, causal, k, bounds in json.loads(sys.argv[1]):
@@ -157,7 +160,7 @@ def test_cuda_kernels_guard_their_bounds(compiled):
 
 
 def test_skip_rows_changes_only_the_block_index(compiled):
-    """schedules/skip_rows remaps blockIdx.x over the row groups below M and nothing else: the same statements,
+    """flashgemm/codegen/tir/skip_rows_past_m remaps blockIdx.x over the row groups below M and nothing else: the same statements,
     barriers and warp shuffles as without it (once, its remapped bindings kept TVM from lowering the row statistics'
     cross-thread reduction, which then raced in shared memory: wrong on every call, invisible without a GPU)."""
     for r in compiled:
@@ -170,17 +173,18 @@ def test_skip_rows_changes_only_the_block_index(compiled):
 
 
 def test_tuning_specs_of_a_dynamic_model():
-    from tuning_db import any_length
-    reqs = any_length.model_requests([DATA / "bert-large-tiny-dyn.f16.onnx"], log=lambda msg: None, heads=True)
+    from flashgemm.bundle import any_length
+    from flashgemm.ort.rewrite import any_length_requests
+    reqs = any_length_requests([DATA / "bert-large-tiny-dyn.f16.onnx"], log=lambda msg: None, heads=True)
     specs = any_length.tuning_specs(reqs, [16, 100, 128, 5000])  # 5000: past the ladder, the generic kernel's
     assert [s.split("name=")[1] for s in specs] == [
         f"anylen-f16-tb1-bias1-masknone-causal0-k32-h2-len{b}" for b in (32, 128)]
-    from tir_kernels.workloads import parse
+    from flashgemm.op.workloads import parse
     wl = parse(specs[1])
     assert wl.any_length and wl.bound == (128, 128) and wl.canonical.sizes == (8, 2, 128, 128, 32)
     assert parse(wl.spec()) == dataclasses.replace(wl, name=parse(wl.spec()).name)
     # a long bound of a variant without bias or mask is tuned in the recompute form over the bound (its one form)
-    from tuning_db import tuner
+    from flashgemm.tune import tuner
     (spec,) = any_length.tuning_specs([(Variant("float16", True), 64, 12)], [1500])
     (form,) = tuner.forms(parse(spec), "sm_90")
     assert form.name == "any-length-recompute" and form.bound == (1536, 1536) and form.pad == (1536, 1536, 64)
@@ -190,7 +194,7 @@ def test_tune_py_on_llvm_says_the_generic_kernels_serve_symbolic_lengths(tmp_pat
     import subprocess
     import sys
     repo = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, str(repo / "scripts" / "tune.py"), "--target", "llvm", "--from-model",
+    proc = subprocess.run([sys.executable, "-m", "flashgemm.cli.tune", "--target", "llvm", "--from-model",
                            str(DATA / "bert-large-tiny-dyn.f16.onnx"), "--db", str(tmp_path)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "generic kernels serve on the CPU" in proc.stderr, proc.stderr[-2000:]
@@ -206,19 +210,18 @@ def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path
 
     import onnxruntime as ort
 
-    from ort_integration import rewrite
-    from ort_integration.session import session_options
+    from flashgemm.ort import rewrite
+    from flashgemm.ort.session import session_options
     repo = Path(__file__).resolve().parent.parent
     model = DATA / "bert-large-tiny-dyn.f16.onnx"
     db, out = tmp_path / "db", tmp_path / "bundle"
-    from schedules import targets
+    from flashgemm import targets
     target = targets.resolve("auto")
-    for cmd in (["tune.py", "--target", target, "--from-model", str(model), "--lengths", "16", "--trials", "8",
+    for cmd in (["tune", "--target", target, "--from-model", str(model), "--lengths", "16", "--trials", "8",
                  "--db", str(db)],
-                ["build.py", "--target", target, "--db", str(db), "--out", str(out), "--any-length", "model",
+                ["build", "--target", target, "--db", str(db), "--out", str(out), "--any-length", "model",
                  "--from-model", str(model)]):
-        proc = subprocess.run([sys.executable, str(repo / "scripts" / cmd[0]), *cmd[1:]], capture_output=True,
-                              text=True, timeout=900)
+        proc = subprocess.run(commands.argv(cmd[0]) + cmd[1:], capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, f"{cmd[0]}: {proc.stderr[-3000:]}"
     manifest = json.loads((out / "manifest.json").read_text())
     bounded = sorted((f["sizes"][2], f["schedule"]) for f in manifest["functions"] if f.get("any_length"))
@@ -246,22 +249,22 @@ def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path
 
 
 def test_skip_rows_grid_covers_the_row_groups_below_m():
-    """schedules/skip_rows on a default any-length kernel: its blocks enumerate every (batch, row group) whose first
+    """flashgemm/codegen/tir/skip_rows_past_m on a default any-length kernel: its blocks enumerate every (batch, row group) whose first
     row is below M exactly once, and nothing else (each block's first row read from the "P" block's binding)."""
     import tvm_ffi
     from tvm import tirx
 
-    from schedules import skip_rows
-    from schedules.exp_in_accumulator import _substitute as _subst
-    from tuning_db import any_length
+    from flashgemm.codegen.tir import skip_rows_past_m
+    from flashgemm.codegen.tir.keep_exp_in_accumulator import substitute as _subst
+    from flashgemm.bundle import any_length
     (tk,) = any_length.default_kernels(Variant("float16", True, True), 32, "sm_90", [192], log=lambda m: None)
     func = tk.shipped_func(tk.schedule, "k")
-    bx, g, bm, _ = skip_rows.row_groups(func)
+    bx, g, bm, _ = skip_rows_past_m.row_groups(func)
     assert g * bm == 192
-    assert skip_rows.row_groups(runtime_func(Variant("float16", True), canonicalize((1, 1, 64, 32), (1, 1, 64, 32),
+    assert skip_rows_past_m.row_groups(runtime_func(Variant("float16", True), canonicalize((1, 1, 64, 32), (1, 1, 64, 32),
                                                                                     True))) is None
-    skipped = skip_rows.skip(func)
-    new_bx = skip_rows._block_x_loop(skipped)
+    skipped = skip_rows_past_m.skip(func)
+    new_bx = skip_rows_past_m._block_x_loop(skipped)
     loops, binding = [], []
     tvm_ffi.structural_walk(new_bx.body, ((tirx.For, loops.append),
                                           (tvm.s_tir.SBlockRealize, lambda r: binding.extend(
@@ -293,17 +296,17 @@ RECOMPUTE_WORKER = r'''
 import json, sys
 sys.path.insert(0, ".")
 import tvm
-from schedules import cuda_space
+from flashgemm.spaces import cuda_space
 from tests.compile_worker import best_record_module
-from tir_kernels import runtime_func
-from tir_kernels.workloads import parse
-from tuning_db import best
-from tuning_db.database import open_json_db
+from flashgemm.kernel.fused_gemm_softmax import runtime_func
+from flashgemm.op.workloads import parse
+from flashgemm/databases import best
+from flashgemm.tune.database import open_json_db
 from pathlib import Path
 out = []
 for db, spec, bound in json.loads(sys.argv[1]):
     best_record_module(db)  # registers the target's tensor intrinsics
-    rec = min(open_json_db(Path("tuning_db/sm_90") / db).get_all_tuning_records(),
+    rec = min(open_json_db(Path("flashgemm/databases/sm_90") / db).get_all_tuning_records(),
               key=lambda r: sum(float(s) for s in r.run_secs))
     wl = parse(spec)
     sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=best.TENSOR_CORE_ALIGN, any_batch=True,
@@ -318,7 +321,7 @@ print("RESULT" + json.dumps(out))
 def test_tuned_recompute_record_replays_on_the_any_length_recompute_form(tmp_path_factory):
     """W3's best tuned record (the recompute form at 1500 x 1500, padded to 1536) replays unchanged on the
     any-length recompute form of the 1536 bound and compiles for sm_90: a tuned kernel for every length up to 1536,
-    M and N guarded and the grid over M's row groups (schedules/skip_rows)."""
+    M and N guarded and the grid over M's row groups (flashgemm/codegen/tir/skip_rows_past_m)."""
     (r,) = run_compile_worker(RECOMPUTE_WORKER, [["whisper-enc.f16", "a=8x20x1500x64,b=8x20x1500x64,transB=1,"
                                                                      "scale=0.125,dtype=float16", 1536]],
                               tmp_path_factory)
@@ -328,12 +331,12 @@ def test_tuned_recompute_record_replays_on_the_any_length_recompute_form(tmp_pat
 
 
 def test_long_bounds_are_the_recompute_form():
-    """tuning_db.tuner.any_length_form: the recompute form over the bound on CUDA with B transposed, from
+    """flashgemm.tune.tuner.any_length_form: the recompute form over the bound on CUDA with B transposed, from
     ANY_LENGTH_RECOMPUTE_MIN_BOUND for variants without bias or mask and from ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND
     for the others; the one-pass any-length form everywhere else."""
-    from tuning_db.tuner import ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND as masked_bound
-    from tuning_db.tuner import ANY_LENGTH_RECOMPUTE_MIN_BOUND as long_bound
-    from tuning_db.tuner import any_length_form
+    from flashgemm.tune.tuner import ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND as masked_bound
+    from flashgemm.tune.tuner import ANY_LENGTH_RECOMPUTE_MIN_BOUND as long_bound
+    from flashgemm.tune.tuner import any_length_form
     short = max(b for b in (32, 64, 128, 192, 256, 384, 512, 768) if b < long_bound)
     assert long_bound < masked_bound
     cases = [(Variant("float16", True), long_bound, "sm_90", "any-length-recompute"),
@@ -354,11 +357,12 @@ def test_long_bounds_are_the_recompute_form():
 
 
 def test_any_length_twins_are_the_recompute_form_from_their_bound():
-    """tuning_db.best.any_length_twin (through any_length.default_kernels): from ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND a
+    """flashgemm.bundle.best.any_length_twin (through any_length.default_kernels): from ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND a
     kernel without bias or mask has a twin in the recompute form over its bound (B0 = 1, N a multiple of 4), also
     where the kernel itself is the one-pass form (then with that form's default schedule); shorter bounds and
     variants with a bias none."""
-    from tuning_db import any_length, tuner
+    from flashgemm.bundle import any_length
+    from flashgemm.tune import tuner
     twin_bound, long_bound = tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND, tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND
     assert twin_bound < long_bound
     below = max(b for b in any_length.LENGTH_BOUNDS if b < twin_bound)
@@ -380,15 +384,15 @@ def test_any_length_twins_are_the_recompute_form_from_their_bound():
 
 
 def test_the_recompute_default_rule_is_w3s_best_record():
-    """schedules/cuda_default.choose_recompute_decisions' first candidate is the decisions of W3's best tuned record
+    """flashgemm/spaces/cuda_default.choose_recompute_decisions' first candidate is the decisions of W3's best tuned record
     in each dtype (the rule says it is), at W3's padded sizes."""
     from compile_worker import best_record_module
-    from schedules import cuda_default, cuda_recompute
-    from tuning_db.database import open_json_db
+    from flashgemm.spaces import cuda_default, cuda_recompute
+    from flashgemm.tune.database import open_json_db
     repo = Path(__file__).resolve().parent.parent
     for db in ("whisper-enc.f16", "whisper-enc.bf16"):
         best_record_module(db)  # registers the target's tensor intrinsics
-        rec = min(open_json_db(repo / "tuning_db" / "sm_90" / db).get_all_tuning_records(),
+        rec = min(open_json_db(repo / "flashgemm" / "databases" / "sm_90" / db).get_all_tuning_records(),
                   key=lambda r: sum(float(s) for s in r.run_secs))
         mod = rec.workload.mod
         assert cuda_recompute.pipeline_stages(rec.trace) == cuda_default.RECOMPUTE_SKETCH["stages"]
@@ -404,9 +408,9 @@ RECOMPUTE_PASSES_WORKER = r'''
 import json, os, sys
 sys.path.insert(0, ".")
 import tvm
-from ort_integration.compile_worker import compile_module
-from tir_kernels import Variant
-from tuning_db import any_length
+from flashgemm.bundle.compile_worker import compile_module
+from flashgemm.op.variant import Variant
+from flashgemm/databases import any_length
 out = []
 for dtype, causal, k, bound in json.loads(sys.argv[1]):
     (tk,) = any_length.default_kernels(Variant(dtype, True, causal=causal), k, "sm_90", [bound], log=lambda m: None)
@@ -427,7 +431,7 @@ print("RESULT" + json.dumps(out))
 
 def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(tmp_path_factory):
     """The recompute form over the 1536 bound as a bundle ships it (sm_90): its grid covers the 64-row groups below M
-    (schedules/skip_rows) and each of its three sweeps the 64-column chunks below N (schedules/skip_chunks), and
+    (flashgemm/codegen/tir/skip_rows_past_m) and each of its three sweeps the 64-column chunks below N (flashgemm/codegen/tir/skip_chunks_past_n), and
     nothing else changes: with either pass off, the same barriers, mma and copies."""
     (r,) = run_compile_worker(RECOMPUTE_PASSES_WORKER, [["float16", True, 64, 1536]], tmp_path_factory)
     assert r["form"] == "any-length-recompute"
@@ -451,27 +455,27 @@ def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(t
 
 
 def test_skip_chunks_finds_each_sweep_and_its_chunk_width():
-    """schedules/skip_chunks.chunk_width on the scheduled recompute form over a bound: the three sweeps' loops, 64
+    """schedules/skip_chunks_past_n.chunk_width on the scheduled recompute form over a bound: the three sweeps' loops, 64
     columns a chunk (the default rule's); no chunk loop in a one-pass any-length kernel or a static one."""
     import tvm_ffi
     from tvm import tirx
 
-    from schedules import skip_chunks
-    from tuning_db import any_length
+    from flashgemm.codegen.tir import skip_chunks_past_n
+    from flashgemm.bundle import any_length
     (tk,) = any_length.default_kernels(Variant("float16", True), 64, "sm_90", [1024], log=lambda m: None)
     func = tk.shipped_func(tk.schedule, "k")
-    b_buf, n = skip_chunks._b_rows(func)
+    b_buf, n = skip_chunks_past_n._b_rows(func)
     assert b_buf.name == "Bm" and n.name == "N"
     loops = []
     tvm_ffi.structural_walk(func.body, ((tirx.For, lambda lp: loops.append(lp)
                                          if "software_pipeline_stage" in lp.annotations else None),))
-    assert [skip_chunks.chunk_width(lp, b_buf) for lp in loops] == [64, 64, 64]
+    assert [skip_chunks_past_n.chunk_width(lp, b_buf) for lp in loops] == [64, 64, 64]
     assert [int(lp.extent) for lp in loops] == [16, 16, 16]
-    skipped = skip_chunks.skip(func)
+    skipped = skip_chunks_past_n.skip(func)
     new = []
     tvm_ffi.structural_walk(skipped.body, ((tirx.For, lambda lp: new.append(lp)
                                             if "software_pipeline_stage" in lp.annotations else None),))
     assert all(str(lp.extent) == "T.min(16, (N + 63) // 64)" for lp in new), [str(lp.extent) for lp in new]
     (one_pass,) = any_length.default_kernels(Variant("float16", True, True), 64, "sm_90", [1024], log=lambda m: None)
     f1 = one_pass.shipped_func(one_pass.schedule, "k")
-    assert tvm_ffi.structural_equal(skip_chunks.skip(f1), f1)
+    assert tvm_ffi.structural_equal(skip_chunks_past_n.skip(f1), f1)

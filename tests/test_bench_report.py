@@ -1,4 +1,4 @@
-"""The benchmark's report (benchmarks/report.py, scripts/bench_report.py): table, plots and the regression check,
+"""The benchmark's report (benchmarks/report.py, python -m benchmarks.bench_report): table, plots and the regression check,
 on synthetic results (the measuring half needs a GPU; its JSON is what these functions read)."""
 import json
 import os
@@ -71,43 +71,42 @@ def test_bench_report_cli_regenerates_table_plots_and_exit_status(tmp_path):
     new, old = tmp_path / "new.json", tmp_path / "old.json"
     new.write_text(json.dumps(_result(120.0)))
     old.write_text(json.dumps(_result(100.0)))
-    script = os.path.join(REPO, "scripts", "bench_report.py")
-    proc = subprocess.run([sys.executable, script, str(new), "--compare", str(old)], capture_output=True, text=True)
+    script = ["-m", "benchmarks.bench_report"]
+    proc = subprocess.run([sys.executable, *script, str(new), "--compare", str(old)], capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr  # a regression fails the command
     for suffix in (".md", "-bars.png", "-roofline.png"):
         path = tmp_path / f"new{suffix}"
         assert path.exists() and path.stat().st_size > 0
     assert "REGRESSED" in (tmp_path / "new.md").read_text()
-    ok = subprocess.run([sys.executable, script, str(old)], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, *script, str(old)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    bad = subprocess.run([sys.executable, script, str(broken)], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, *script, str(broken)], capture_output=True, text=True)
     assert bad.returncode == 2 and "broken.json" in bad.stderr
 
 
 def test_bench_cli_refuses_cpu_target_and_empty_runs():
-    script = os.path.join(REPO, "scripts", "bench.py")
-    proc = subprocess.run([sys.executable, script, "--target", "llvm", "--workload", "w1"], capture_output=True,
+    script = ["-m", "benchmarks.bench"]
+    proc = subprocess.run([sys.executable, *script, "--target", "llvm", "--workload", "w1"], capture_output=True,
                           text=True)
     assert proc.returncode == 2 and "GPU machine" in proc.stderr
-    proc = subprocess.run([sys.executable, script, "--target", "sm_90"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, *script, "--target", "sm_90"], capture_output=True, text=True)
     assert proc.returncode == 2 and "--suite" in proc.stderr
-    proc = subprocess.run([sys.executable, script, "--target", "sm_90", "--workload", "w1", "--systems", "cublas"],
+    proc = subprocess.run([sys.executable, *script, "--target", "sm_90", "--workload", "w1", "--systems", "cublas"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "cublas" in proc.stderr
 
 
 def test_suite_workloads_parse_in_both_dtypes():
-    sys.path.insert(0, os.path.join(REPO, "scripts"))
-    import bench  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from benchmarks import bench  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
     names = [parse(w, d).dir_name for w in bench.SUITE for d in ("float16", "bfloat16")]
     assert len(set(names)) == 2 * len(bench.SUITE)
 
 
 def test_rounds_alternate_the_systems_and_keep_each_ones_median_round():
-    """scripts/bench.py --rounds: a clock that slows down within the run (each timing 10 us slower than the one
+    """python -m benchmarks.bench --rounds: a clock that slows down within the run (each timing 10 us slower than the one
     before) must not favour the system timed first: the order reverses every other round, and each system keeps
     its median round."""
     from benchmarks.peers import time_in_rounds

@@ -1,4 +1,4 @@
-"""bf16 -> fp32 conversions in the CUDA sources (schedules/cuda_build.bf16_to_f32_by_shift): every `((float)x)` of a
+"""bf16 -> fp32 conversions in the CUDA sources (flashgemm/codegen/cuda_src/convert_bf16_by_shift.py): every `((float)x)` of a
 source that uses nv_bfloat16 becomes a call that converts a bf16 by a bit shift (no inline asm), so that ptxas can
 merge the bf16 loads from shared memory (decode-m1 bf16: 18.8 -> 11.0 us on the H100, results/h100/README.md).
 CPU only: the rewrite itself, and nvcc compiling a tuned bf16 kernel with it; the GPU numerics and timing are the
@@ -16,7 +16,7 @@ SOURCE = ('#include <cuda_bf16.h>\n__device__ float keep(half h) { return ((floa
 
 
 def test_every_float_cast_of_a_bf16_source_goes_through_the_shift_helper():
-    from schedules.cuda_build import BF16_TO_F32, bf16_to_f32_by_shift
+    from flashgemm.codegen.cuda_src.convert_bf16_by_shift import BF16_TO_F32, bf16_to_f32_by_shift
     out = bf16_to_f32_by_shift(SOURCE)
     kernel = out[out.index('extern "C"'):]
     assert "((float)" not in kernel
@@ -28,7 +28,7 @@ def test_every_float_cast_of_a_bf16_source_goes_through_the_shift_helper():
 
 
 def test_sources_without_bf16_or_with_the_switch_off_are_unchanged(monkeypatch):
-    from schedules.cuda_build import bf16_to_f32_by_shift
+    from flashgemm.codegen.cuda_src.convert_bf16_by_shift import bf16_to_f32_by_shift
     fp16 = SOURCE.replace("nv_bfloat16", "half")
     assert bf16_to_f32_by_shift(fp16) == fp16
     assert bf16_to_f32_by_shift(SOURCE) != SOURCE and pass_runs("convert_bf16_by_shift")
@@ -42,9 +42,10 @@ def test_sources_without_bf16_or_with_the_switch_off_are_unchanged(monkeypatch):
 def test_a_tuned_bf16_gemv_compiles_with_the_shift():
     """The committed decode-m1 bf16 kernel (the one-row GEMV that reads B from shared memory element by element),
     compiled as the export compiles it: nvcc takes the rewritten source and no fp32 cast is left in the kernel."""
-    from schedules import cuda_build, targets
-    from tuning_db import best
-    tuned = best.load_tuned(REPO / "tuning_db" / "sm_90" / "decode-m1.bf16", "sm_90")
+    from flashgemm.codegen import cuda_build
+    from flashgemm import targets
+    from flashgemm.bundle import best
+    tuned = best.load_tuned(REPO / "flashgemm" / "databases" / "sm_90" / "decode-m1.bf16", "sm_90")
     import tvm
     src = cuda_build.compile_cuda(tvm.IRModule({"main": tuned.shipped_func(tuned.schedule, "main")}),
                                   targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")

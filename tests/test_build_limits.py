@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ort_integration import kernel_library
-from schedules import cuda_stub, llvm
-from tir_kernels import runtime_func
-from tir_kernels.workloads import parse
-from tuning_db.best import TunedKernel
+from flashgemm.bundle import kernel_library
+from flashgemm.codegen import cuda_stub
+from flashgemm.spaces import llvm
+from flashgemm.kernel.fused_gemm_softmax import runtime_func
+from flashgemm.op.workloads import parse
+from flashgemm.bundle.best import TunedKernel
 
 STUB_WORKER = r'''
 import os, subprocess, sys, time
@@ -183,8 +184,8 @@ def test_a_hung_register_measurement_leaves_the_kernel_uncapped(hung_nvcc):
 
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_generic  # noqa: PLC0415
-    from tuning_db import best  # noqa: PLC0415
+    from flashgemm.spaces import cuda_generic  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
     wl = parse("demo")
     func = runtime_func(wl.variant, wl.canonical, align=64)
     # a record whose workload is already scheduled (the generic kernel's schedule) and whose trace is empty
@@ -200,11 +201,9 @@ def test_build_py_reports_a_failing_bundle_compile_in_one_line(tmp_path, monkeyp
     script = tmp_path / "failing_worker.py"
     script.write_text("import sys\nsys.exit('error: the compiler gave up')\n")
     monkeypatch.setattr(kernel_library, "WORKER", [sys.executable, str(script)])
-    spec = importlib.util.spec_from_file_location("build_script", Path(kernel_library.REPO) / "scripts" / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    from flashgemm.cli import build  # noqa: PLC0415
     with pytest.raises(SystemExit) as exit_:
-        build.main(["--target", "llvm", "--db", str(tmp_path / "db"), "--out", str(tmp_path / "out"), "--no-native"])
+        build.main(["--target", "llvm", "--db", str(tmp_path / "db"), "--out", str(tmp_path / "out")])
     rc = exit_.value.code
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err

@@ -1,4 +1,4 @@
-"""scripts/check_bundle.py: every kernel of a bundle run once against the reference (CPU bundle here; the same
+"""flashgemm-check-bundle: every kernel of a bundle run once against the reference (CPU bundle here; the same
 command runs the CUDA bundle on the GPU machine, also under compute-sanitizer)."""
 import json
 import os
@@ -6,23 +6,23 @@ import shutil
 import subprocess
 import sys
 
+import commands
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHECK = os.path.join(REPO, "scripts", "check_bundle.py")
+CHECK = commands.argv("check_bundle")
 
 
 @pytest.fixture(scope="module")
 def llvm_bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("bundle") / "llvm"
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "build.py"), "--target", "llvm", "--out",
-                           str(out), "--no-native"], capture_output=True, text=True)
+    proc = subprocess.run([*commands.argv("build"), "--target", "llvm", "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
 
 def _check(*args):
-    return subprocess.run([sys.executable, CHECK, *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([*CHECK, *map(str, args)], capture_output=True, text=True)
 
 
 def test_every_kernel_of_a_bundle_matches_the_reference(llvm_bundle):

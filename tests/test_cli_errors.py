@@ -1,11 +1,11 @@
 """Every command-line mistake is one line, `<script>: error: <what> (<fix>)`, with exit status 2: a wrong target,
 a missing file, a file that is not what the script expects, a bad number. Each case runs the script in a process of
-its own, as a user would (scripts/_cli.py is what they share)."""
+its own, as a user would (flashgemm.cli.usage is what they share)."""
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import commands
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,34 +37,34 @@ def _not_a_bench_result(tmp: Path) -> Path:
 
 # (script, arguments: str, or a function of the temporary directory for a path; what stderr must say, the fix last)
 CASES = {
-    "bench-unknown-target": ("bench.py", ["--target", "sm_999", "--workload", "w1"],
+    "bench-unknown-target": ("benchmarks.bench", ["--target", "sm_999", "--workload", "w1"],
                              ["unknown target 'sm_999'", "choose one of: auto, llvm, sm_80, sm_89, sm_90"]),
-    "bench-zero-reps": ("bench.py", ["--target", "sm_90", "--workload", "w1", "--reps", "0"],
+    "bench-zero-reps": ("benchmarks.bench", ["--target", "sm_90", "--workload", "w1", "--reps", "0"],
                         ["--reps: invalid value '0'", "give a whole number of at least 1"]),
-    "build-unknown-target": ("build.py", ["--target", "sm_999", "--no-native"], ["choose one of: auto, llvm"]),
-    "build-model-not-onnx": ("build.py", ["--target", "llvm", "--no-native", "--out", lambda t: t / "out",
+    "build-unknown-target": ("build", ["--target", "sm_999"], ["choose one of: auto, llvm"]),
+    "build-model-not-onnx": ("build", ["--target", "llvm", "--out", lambda t: t / "out",
                                           "--from-model", _not_onnx],
-                             ["is not an ONNX model", "give an .onnx model, e.g. one exported by scripts/getmodel.py"]),
-    "build-negative-limit": ("build.py", ["--compile-limit", "-5"], ["give a number at least 0"]),
-    "rewrite-not-onnx": ("rewrite_model.py", [_not_onnx, lambda t: t / "out.onnx"],
-                         ["notes.onnx is not an ONNX model", "scripts/getmodel.py"]),
-    "rewrite-missing-file": ("rewrite_model.py", [lambda t: t / "missing.onnx", lambda t: t / "out.onnx"],
+                             ["is not an ONNX model", "give an .onnx model, e.g. one exported by flashgemm-getmodel"]),
+    "build-negative-limit": ("build", ["--compile-limit", "-5"], ["give a number at least 0"]),
+    "rewrite-not-onnx": ("rewrite", [_not_onnx, lambda t: t / "out.onnx"],
+                         ["notes.onnx is not an ONNX model", "flashgemm-getmodel"]),
+    "rewrite-missing-file": ("rewrite", [lambda t: t / "missing.onnx", lambda t: t / "out.onnx"],
                              ["missing.onnx: no such file", "give an .onnx model"]),
-    "tune-unknown-workload": ("tune.py", ["--target", "llvm", "--workload", "nonsense"],
+    "tune-unknown-workload": ("tune", ["--target", "llvm", "--workload", "nonsense"],
                               ["unknown workload 'nonsense'", "use a preset"]),
-    "tune-trials-not-a-number": ("tune.py", ["--workload", "demo", "--trials", "many"],
+    "tune-trials-not-a-number": ("tune", ["--workload", "demo", "--trials", "many"],
                                  ["--trials: invalid value 'many'", "give a whole number"]),
-    "check-bundle-cut-kernels": ("check_bundle.py", [_cut_bundle], ["truncated: ", "rebuild the bundle"]),
-    "accuracy-unknown-target": ("accuracy.py", ["--target", "sm_999"], ["--target: unknown target", "choose one of"]),
-    "getmodel-zero-batch": ("getmodel.py", ["--batch", "0"], ["--batch: invalid value '0'", "at least 1"]),
-    "getmodel-dynamic-seq-vit": ("getmodel.py", ["--model", "vit-b16", "--dynamic-seq"],
+    "check-bundle-cut-kernels": ("check_bundle", [_cut_bundle], ["truncated: ", "rebuild the bundle"]),
+    "accuracy-unknown-target": ("benchmarks.bench_accuracy", ["--target", "sm_999"], ["--target: unknown target", "choose one of"]),
+    "getmodel-zero-batch": ("getmodel", ["--batch", "0"], ["--batch: invalid value '0'", "at least 1"]),
+    "getmodel-dynamic-seq-vit": ("getmodel", ["--model", "vit-b16", "--dynamic-seq"],
                                  ["--dynamic-seq: the sequence length of vit-b16 is fixed by its input size",
                                   "use --dynamic-seq with --model bert-large or bert-small only"]),
-    "bench-report-not-json": ("bench_report.py", [_not_a_bench_result],
-                              ["bench.json", "give a JSON that scripts/bench.py --out wrote"]),
-    "dram-bytes-cpu-target": ("dram_bytes.py", ["--target", "llvm", "--workload", "w1"],
+    "bench-report-not-json": ("benchmarks.bench_report", [_not_a_bench_result],
+                              ["bench.json", "give a JSON that python -m benchmarks.bench --out wrote"]),
+    "dram-bytes-cpu-target": ("benchmarks.bench_dram_bytes", ["--target", "llvm", "--workload", "w1"],
                               ["resolves to llvm", "run it on a GPU machine"]),
-    "bench-gemm-odd-size": ("bench_gemm.py", ["--target", "sm_90", "--size", "100", "100", "100", "--out",
+    "bench-gemm-odd-size": ("benchmarks.bench_gemm", ["--target", "sm_90", "--size", "100", "100", "100", "--out",
                                               lambda t: t / "r.json"], ["multiples of 16", "round them up"]),
 }
 
@@ -74,13 +74,14 @@ def test_mistake_is_one_line_with_the_fix(case, tmp_path):
     script, args, says = CASES[case]
     argv = [str(a(tmp_path)) if callable(a) else a for a in args]
     # from another directory: the messages must not depend on the current one being the repository
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / script), *argv], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    # (the benchmarks are not installed: they run from the repository, as python -m benchmarks.<name>)
+    proc = subprocess.run(commands.argv(script) + argv, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)} if script.startswith("benchmarks.") else None)
     err = proc.stderr.strip()
     assert proc.returncode in (1, 2), (proc.returncode, err[-3000:])
     assert "Traceback" not in err, err[-3000:]
     last = err.splitlines()[-1] if err else ""
-    assert last.startswith(f"{script}: error: ") and last.endswith(")"), err[-3000:]
+    assert last.startswith(f"{commands.prog(script)}: error: ") and last.endswith(")"), err[-3000:]
     assert "\nusage:" not in "\n" + err, err  # no usage block: --help has it
     for needle in says:
         assert needle in last, last
@@ -89,8 +90,9 @@ def test_mistake_is_one_line_with_the_fix(case, tmp_path):
 
 def test_every_script_uses_the_shared_parser():
     """A script written with argparse.ArgumentParser would print the usage block and no fix."""
-    for path in sorted((REPO / "scripts").glob("*.py")):
-        if path.name.startswith("_"):
+    paths = [*(REPO / "flashgemm" / "cli").glob("*.py"), *(REPO / "benchmarks").glob("bench*.py")]
+    for path in sorted(paths):
+        if path.name in ("__init__.py", "usage.py"):
             continue
         text = path.read_text()
         assert "argparse.ArgumentParser(" not in text and "ArgumentParser(" in text, path.name
@@ -99,7 +101,7 @@ def test_every_script_uses_the_shared_parser():
 def test_argparse_mistakes_name_the_fix(capsys):
     """argparse's own errors (a missing argument, an unknown option, a bad int) get a fix; one already ending in a
     parenthesis keeps its own."""
-    from scripts._cli import ArgumentParser, count, number
+    from flashgemm.cli.usage import ArgumentParser, count, number
     ap = ArgumentParser(prog="x.py")
     ap.add_argument("--n", type=int)
     ap.add_argument("--k", type=count(1))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from schedules import cuda_stub
+from flashgemm.codegen import cuda_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHES = ("sm_80", "sm_89", "sm_90")
@@ -34,7 +34,7 @@ VALID_FLOOR = 0.5     # measured: 12/12 valid on W2 (the postprocs reject nothin
 WORKLOAD = "a=2x3x197x64,b=2x3x197x64,transB=1,scale=0.125"
 # rows too long for shared memory on every arch: the split-N form (M = 100 and K = 40 padded)
 SPLIT_N_WORKLOAD = "a=2x100x40,b=2x40x8192,bias=8192,scale=0.125"
-# M = 1 (decoding): the row-vector space (schedules/cuda_row_vector), one shape per arch: N padded to 256
+# M = 1 (decoding): the row-vector space (flashgemm/spaces/cuda_row_vector), one shape per arch: N padded to 256
 # (transB, add mask), K = 3 with B [K, N] and a bias, the decode shape's N and K with causal
 ROW_VECTOR_WORKLOADS = {
     "sm_80": ("float16", "a=2x3x1x64,b=2x3x300x64,transB=1,mask=2x1x1x300:add,scale=0.125"),
@@ -50,9 +50,11 @@ WORKER = textwrap.dedent(r'''
     import tvm.support.nvcc  # noqa: F401  (registers tvm_callback_cuda_compile)
     from tvm.s_tir.schedule import Trace
     from tvm.s_tir import meta_schedule as ms
-    from tir_kernels import Variant, runtime_func, tuning_func
-    from tir_kernels.workloads import parse
-    from schedules import cuda_generic, cuda_space, targets
+    from flashgemm.op.variant import Variant
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func, tuning_func
+    from flashgemm.op.workloads import parse
+    from flashgemm.spaces import cuda_generic, cuda_space
+    from flashgemm import targets
 
     assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
     fatbins = []
@@ -78,7 +80,7 @@ WORKER = textwrap.dedent(r'''
 
     req = json.loads(sys.argv[1])
     res = {"space": [], "generic": []}
-    from tuning_db.tuner import tuning_module
+    from flashgemm.tune.tuner import tuning_module
     for arch, dtype, spec in req["space"]:
         wl = parse(spec, dtype)
         mod = tuning_module(wl, arch)  # the one-pass form, or the split-N form for long rows
@@ -109,7 +111,7 @@ WORKER = textwrap.dedent(r'''
         except Exception as err:  # noqa: BLE001
             res["generic"].append({"arch": arch, "variant": v.key, "ok": False, "error": str(err)[-2000:]})
     res["default"] = []
-    from tuning_db import best
+    from flashgemm/databases import best
     for arch, spec in req.get("default", []):
         wl = parse(spec)
         tk = best.default_kernel(wl, arch, log=lambda *_: None)
@@ -184,7 +186,7 @@ def test_space_valid_rate_and_codegen(results, arch, dtype):
         assert "extern __shared__" in src  # S lives in dynamic shared memory
         # every mma fragment is per-thread registers: 8 elements a 16x16 fragment, at most 4x4 fragments
         # a warp. TVM 0.27's single LowerWarpMemory pass left A/B fragments as 32x larger arrays indexed
-        # by threadIdx.x (local memory; schedules/cuda_build.py).
+        # by threadIdx.x (local memory; flashgemm/codegen/cuda_build.py).
         frags = re.findall(r"alignas\(64\) \w+ (\w+warp\w*)\[(\d+)\]", src)
         assert frags and all(int(n) <= 128 for _, n in frags), frags
         assert b["fatbin_archs"] and all(a == sm for a in b["fatbin_archs"]), b["fatbin_archs"]
@@ -240,7 +242,7 @@ def test_generic_builds(results, arch):
         assert r["fatbin_archs"] and all(a == sm for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
-# default (untuned) schedules, schedules/cuda_default.py: one odd shape per arch, both dtypes, all variant features
+# default (untuned) schedules, flashgemm/spaces/cuda_default.py: one odd shape per arch, both dtypes, all variant features
 DEFAULT_CASES = [
     ("sm_80", "a=2x3x1500x64,b=2x3x1500x64,transB=1,scale=0.125"),  # Whisper rows
     ("sm_89", "a=2x3x197x64,b=2x3x197x64,transB=1,bias=2x1x197x197,dtype=bfloat16"),  # the ViT site, bf16
@@ -253,7 +255,7 @@ DEFAULT_CASES = [
 
 @pytest.mark.parametrize("arch, spec", DEFAULT_CASES)
 def test_fixed_batch_twin_has_constant_batch_index_math(results, arch, spec):
-    """An any-batch kernel ships with a twin (tuning_db.best) that keeps B0 = 1 (tuned with B0 = 1) or B1 at its
+    """An any-batch kernel ships with a twin (flashgemm.bundle.best) that keeps B0 = 1 (tuned with B0 = 1) or B1 at its
     tuned value (B0 > 1): its blockIdx split divides by constants, so the sign corrections of floordiv/floormod by
     a symbolic size ("rmod" temporaries) that the any-batch kernel's addresses carry are gone."""
     (r,) = [x for x in results["default"] if x["arch"] == arch and x["spec"] == spec]
@@ -282,9 +284,9 @@ def test_default_schedule_builds(results, arch, spec):
 
 
 def test_default_decisions_follow_the_tuned_winners():
-    """The rule reproduces the structure the H100/H200 tuning chose (tuning_db/sm_90 top records): BERT's
+    """The rule reproduces the structure the H100/H200 tuning chose (flashgemm/databases/sm_90 top records): BERT's
     512-row site 64 rows a block and 16 warps over 2 chunks, ViT's 197 16 rows a block, K tiles of 32."""
-    from schedules import cuda_default  # noqa: PLC0415
+    from flashgemm.spaces import cuda_default  # noqa: PLC0415
     bert = cuda_default.choose_decisions(512, 512, 64, True, 32, 32, 4)[0]
     assert (bert["i"], bert["j"], bert["k"]) == ([8, 4], [2, 16, 1], [2, 2])
     vit = cuda_default.choose_decisions(197, 197, 64, True, 14, 16, 4)[0]
@@ -301,9 +303,9 @@ def test_default_decisions_follow_the_tuned_winners():
 def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_default, cuda_space  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    from tuning_db.tuner import tuning_module  # noqa: PLC0415
+    from flashgemm.spaces import cuda_default, cuda_space  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
+    from flashgemm.tune.tuner import tuning_module  # noqa: PLC0415
     for spec, needle in (("a=2x1x64,b=2x64x65536", "M=1 with N=65536"),  # one row of S beyond shared memory
                          ("a=64x512,b=512x32001,dtype=bfloat16", "multiple of 16")):
         with pytest.raises(cuda_space.UnsupportedShapeError, match=needle):
@@ -319,9 +321,9 @@ def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
 
 
 def test_row_vector_default_decisions():
-    """M = 1: the structure the H100 tuning of decode-m1 chose (tuning_db/sm_90/decode-m1.f16): one column a thread,
+    """M = 1: the structure the H100 tuning of decode-m1 chose (flashgemm/databases/sm_90/decode-m1.f16): one column a thread,
     16 warps and the rest of the row in chunks, k vectors of 4 in k tiles of 32; K = 3: scalar k steps."""
-    from schedules import cuda_default  # noqa: PLC0415
+    from flashgemm.spaces import cuda_default  # noqa: PLC0415
     dec = cuda_default.choose_row_vector_decisions(2048, 64, 2048)[0]
     assert (dec["j"], dec["w"], dec["kb"]) == ([2048, 1], [4, 16], [2, 8]) and dec["kv"] == 2  # kv = 4
     short = cuda_default.choose_row_vector_decisions(300, 64, 512)[0]
@@ -331,7 +333,7 @@ def test_row_vector_default_decisions():
 
 
 def test_long_rows_rejected_clearly():
-    from schedules import cuda_space  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
     with pytest.raises(cuda_space.LongRowError, match="split-N form"):
         cuda_space.check_shape("sm_90", 4096, 32000, 4096)
     cuda_space.check_shape("sm_90", 1500, 1500, 64)   # W3 fits on H100 (96 KB of S at BM=16)
@@ -344,8 +346,10 @@ def test_generic_recompute_rewrite_is_exact_on_cpu():
     build the rewritten (unscheduled) function for llvm and compare with the reference."""
     import numpy as np  # noqa: PLC0415
     import tvm  # noqa: PLC0415
-    from schedules.cuda_generic import recompute_s_per_pass  # noqa: PLC0415
-    from tir_kernels import Variant, canonicalize, fused_gemm_softmax_ref, runtime_func  # noqa: PLC0415
+    from flashgemm.spaces.cuda_generic import recompute_s_per_pass  # noqa: PLC0415
+    from flashgemm.op.variant import Variant, canonicalize  # noqa: PLC0415
+    from flashgemm.op.reference import fused_gemm_softmax_ref
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func
 
     rng = np.random.default_rng(0)
     v = Variant("float16", trans_b=True, has_bias=False, mask="add", causal=True)
@@ -370,7 +374,7 @@ def test_generic_recompute_rewrite_is_exact_on_cpu():
 def test_m1_takes_the_row_vector_space():
     """The tensor-core space refuses M = 1 and names the space that serves it; that one refuses only rows of S
     beyond shared memory."""
-    from schedules import cuda_row_vector, cuda_space  # noqa: PLC0415
+    from flashgemm.spaces import cuda_row_vector, cuda_space  # noqa: PLC0415
     with pytest.raises(cuda_space.UnsupportedShapeError, match="cuda_row_vector"):
         cuda_space.check_shape("sm_90", 1, 256, 64)
     assert cuda_row_vector.applies(1) and not cuda_row_vector.applies(2)
@@ -386,8 +390,10 @@ def test_space_generates_for_edge_shapes(m, n, k):
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
 
-    from schedules import cuda_space, targets  # noqa: PLC0415
-    from tir_kernels import Variant, canonicalize, tuning_func  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm import targets
+    from flashgemm.op.variant import Variant, canonicalize  # noqa: PLC0415
+    from flashgemm.kernel.fused_gemm_softmax import tuning_func
 
     v = Variant("bfloat16", True)
     c = canonicalize((2, 2, m, k), (2, 2, n, k), True)
@@ -406,18 +412,18 @@ def test_space_generates_for_edge_shapes(m, n, k):
 
 def test_meta_schedule_builder_workers_build_candidates():
     """Meta-Schedule's builder runs f_build in fresh worker processes that never import TVM's tensor
-    intrinsics (schedules/cuda_build.py): a sampled candidate must build there too (without a driver the
+    intrinsics (flashgemm/codegen/cuda_build.py): a sampled candidate must build there too (without a driver the
     CUDA codegen still runs; nvcc does not). Regression: the mma_store index map was missing there and
     every candidate of a tuning run failed to build."""
     import tvm  # noqa: PLC0415
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
 
-    from schedules import cuda_space, targets  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    from tuning_db.tuner import _export_repo_path, tuning_module  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
+    from flashgemm.tune.tuner import tuning_module  # noqa: PLC0415
 
-    _export_repo_path()
     mod = tuning_module(parse(WORKLOAD))
     target = targets.tvm_target("sm_90")
     ctx = ms.TuneContext(mod=mod, target=target, space_generator=cuda_space.design_space("sm_90"),
@@ -464,7 +470,8 @@ def test_warp_memory_fallback_only_with_one_accumulator(monkeypatch, n_accumulat
     accumulator: that pipeline lowers only the first "warp" buffer, and a second accumulator left as a per-lane
     array computed wrong answers (the two-sweep recompute draft on the H100, 2026-11-25). With several it raises."""
     import tvm  # noqa: PLC0415
-    from schedules import cuda_build, targets  # noqa: PLC0415
+    from flashgemm.codegen import cuda_build  # noqa: PLC0415
+    from flashgemm import targets
     mod = _warp_buffers_func(n_accumulators)
     assert cuda_build.warp_accumulators(mod) == ["acc0", "acc1"][:n_accumulators]
     calls = []

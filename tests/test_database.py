@@ -1,4 +1,4 @@
-"""tuning_db/database.py never loses data silently: only a torn final line (a write cut by a kill) is dropped, and
+"""flashgemm/tune/database.py never loses data silently: only a torn final line (a write cut by a kill) is dropped, and
 that is said; reading never writes; any other unreadable line is an error naming file and line; the top-k files
 are replaced as a set (a write cut between two renames is refused by readers, never read as a mix). CPU only."""
 import os
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tuning_db import database as dbm
-from tuning_db import ms_default as md
+from flashgemm.tune import database as dbm
+from flashgemm.tune import ms_default as md
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = Path(__file__).resolve().parent.parent
 LLVM_DB = REPO / "tests" / "data" / "llvm-slow-export" / "llvm" / "demo.f16"  # one record, no sha256 (older)
@@ -58,7 +59,7 @@ def test_a_torn_final_line_in_a_work_directory_is_cut_off_in_place_and_said(work
     assert str(work_dir / RECORDS) in msg and f"torn final line ({len(TORN)} bytes" in msg
     # the tuner's ledger in work/ likewise
     (work_dir / "runs.jsonl").write_bytes(b'{"trials": 2}\n{"tri')
-    from tuning_db import tuner
+    from flashgemm.tune import tuner
     tuner._append_ledger(work_dir, {"trials": 3})
     assert [r["trials"] for r in tuner._read_ledger(work_dir)] == [2, 3]
 
@@ -74,7 +75,7 @@ def test_a_torn_final_line_in_a_database_opened_for_reading_is_read_without_writ
     (msg,) = said
     assert str(llvm_db / RECORDS) in msg and f"({len(TORN)} bytes" in msg and "left as it is" in msg
     # through best.py, which build.py reads with: nothing written either (the message goes to stderr)
-    from tuning_db import best
+    from flashgemm.bundle import best
     assert best.load_tuned(llvm_db, "llvm").run_secs > 0
     assert snapshot(llvm_db) == before
 
@@ -108,7 +109,7 @@ def test_a_last_line_that_ends_in_a_newline_but_is_not_json_is_an_error(llvm_db,
         with pytest.raises(dbm.DatabaseError, match=r"database_tuning_record\.json, line 2: not JSON"):
             dbm.open_json_db(where, create=where == work_dir)
         assert (where / RECORDS).read_bytes().endswith(b'{"cut":\n')
-    from tuning_db import tuner
+    from flashgemm.tune import tuner
     (work_dir / "runs.jsonl").write_bytes(b'{"trials": \n{"trials": 2}\n')  # the tuner's ledger in work/
     with pytest.raises(dbm.DatabaseError, match=rf"runs\.jsonl, line 1: not JSON .*delete {re.escape(str(work_dir))} "
                                                 rf"and tune again"):
@@ -123,11 +124,11 @@ def test_a_conflict_in_provenance_names_the_conflict(llvm_db):
 
 
 def test_committed_databases_are_byte_identical_after_a_build_style_read():
-    from schedules import targets
-    targets.register_intrinsics("sm_90")
-    dirs = sorted(d for d in (REPO / "tuning_db" / "sm_90").iterdir() if (d / dbm.PROVENANCE).exists())
+    from flashgemm import targets
+    register_intrinsics("sm_90")
+    dirs = sorted(d for d in (REPO / "flashgemm" / "databases" / "sm_90").iterdir() if (d / dbm.PROVENANCE).exists())
     dirs += sorted(p.parent for p in (REPO / "tests" / "data").glob("*/*/*/" + dbm.PROVENANCE))
-    ms_dirs = sorted(p.parent for p in (REPO / "tuning_db" / "ms_default").glob("*/*/" + md.META))
+    ms_dirs = sorted(p.parent for p in (REPO / "flashgemm" / "databases" / "ms_default").glob("*/*/" + md.META))
     assert len(dirs) >= 20 and LLVM_DB in dirs and ms_dirs
     before = snapshot(*dirs, *ms_dirs)
     for wl_dir in dirs:  # what best.load_tuned does before it replays the best record

@@ -1,4 +1,4 @@
-"""benchmarks/dram_bytes.py and scripts/dram_bytes.py on the CPU: ncu's CSV (raw and details pages, base and scaled
+"""benchmarks/dram_bytes.py and python -m benchmarks.bench_dram_bytes on the CPU: ncu's CSV (raw and details pages, base and scaled
 units), the floor, ratios and goals, the ncu command line, measure() end to end against a stand-in ncu, the
 permission error, and the front end's refusal of a CPU target. The real measurement needs the GPU machine."""
 import importlib.util
@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from benchmarks import dram_bytes as D
-from tir_kernels.workloads import parse
+from flashgemm.op.workloads import parse
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -274,10 +274,8 @@ def test_measure_stops_on_the_permission_error(tmp_path):
 
 
 def _front_end():
-    spec = importlib.util.spec_from_file_location("dram_bytes_cli", os.path.join(REPO, "scripts", "dram_bytes.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from benchmarks import bench_dram_bytes  # noqa: PLC0415
+    return bench_dram_bytes
 
 
 @pytest.mark.parametrize("target,says", [("llvm", "run it on a GPU machine"), ("sm_75", "unknown target")])

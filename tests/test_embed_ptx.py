@@ -1,4 +1,4 @@
-"""scripts/build.py --embed-ptx (schedules.cuda_build.embedded_ptx): the kernels' fatbin holds their PTX beside the
+"""flashgemm-build --embed-ptx (flashgemm.codegen.cuda_build.embedded_ptx): the kernels' fatbin holds their PTX beside the
 machine code, so that a newer GPU's driver can compile and run an sm_80 or sm_89 bundle (how those bundles are checked
 on an sm_90 GPU); a plain build holds machine code only. Compile-only: no GPU needed."""
 import pytest
@@ -8,8 +8,10 @@ from compile_worker import run_compile_worker
 WORKER = r'''
 import json, struct, sys
 import tvm, tvm_ffi
-from schedules import cuda_build, cuda_generic
-from tir_kernels import Variant, runtime_func
+from flashgemm.codegen import cuda_build
+from flashgemm.spaces import cuda_generic
+from flashgemm.op.variant import Variant
+from flashgemm.kernel.fused_gemm_softmax import runtime_func
 
 blobs = []
 _inner = tvm_ffi.get_global_func("tvm_callback_cuda_compile")
@@ -37,7 +39,7 @@ def entries(blob):
 res = {}
 mod = cuda_generic.generic_schedule(runtime_func(Variant("float16", True, False, "none", False))).mod
 for arch in json.loads(sys.argv[1]):
-    from schedules import targets
+    from flashgemm import targets
     for ptx in (False, True):
         del blobs[:]
         if ptx:
@@ -60,6 +62,6 @@ def test_embedded_ptx_rides_beside_the_machine_code(tmp_path_factory):
 
 
 def test_embed_ptx_is_for_cuda_targets_only(tmp_path):
-    from ort_integration.kernel_library import export_bundle
+    from flashgemm.bundle.kernel_library import export_bundle
     with pytest.raises(ValueError, match="only CUDA targets have PTX"):
         export_bundle(tmp_path, "llvm", variants=[], embed_ptx=True)

@@ -1,4 +1,4 @@
-"""The plain GEMM path of the space (tir_kernels/gemm.py, schedules/cuda_gemm.py, benchmarks/gemm.py).
+"""The plain GEMM path of the space (flashgemm/kernel/gemm.py, flashgemm/spaces/cuda_gemm.py, benchmarks/gemm.py).
 
 CPU (compile-only, stub driver): sampled candidates build for sm_80 / sm_89 / sm_90 with mma.sync, ldmatrix and
 cp.async, accumulators in registers; bad sizes and dtypes are refused with the reason.
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +49,13 @@ WORKER = textwrap.dedent(r'''
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
-    from tir_kernels.gemm import gemm_func
-    from schedules import cuda_gemm, cuda_space, targets
+    from flashgemm.kernel.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm, cuda_space
+    from flashgemm import targets
 
     out = []
     for arch, dtype, (m, n, k), seeds, k_split in json.loads(sys.argv[1]):
-        targets.register_intrinsics(arch)
+        register_intrinsics(arch)
         mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
         ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main", rand_state=5,
                              space_generator=cuda_gemm.design_space(arch, (False, True), k_split))
@@ -76,7 +78,7 @@ WORKER = textwrap.dedent(r'''
 
 
 def test_gemm_func_refuses_what_it_cannot_define():
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.kernel.gemm import gemm_func
     with pytest.raises(ValueError, match="float16 or bfloat16"):
         gemm_func(16, 16, 16, "float32")
     with pytest.raises(ValueError, match="positive"):
@@ -86,8 +88,8 @@ def test_gemm_func_refuses_what_it_cannot_define():
 def test_gemm_space_refuses_sizes_off_the_16_grid():
     import tvm
 
-    from schedules import cuda_gemm, cuda_space
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm, cuda_space
+    from flashgemm.kernel.gemm import gemm_func
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(100, 64, 64)}))
     with pytest.raises(cuda_space.UnsupportedShapeError, match="multiples of 16"):
         cuda_gemm.schedule(sch, "sm_90")
@@ -96,8 +98,8 @@ def test_gemm_space_refuses_sizes_off_the_16_grid():
 def test_gemm_space_leaves_the_fragment_pipeline_out_unless_asked():
     import tvm
 
-    from schedules import cuda_gemm
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm
+    from flashgemm.kernel.gemm import gemm_func
     mod = tvm.IRModule({"main": gemm_func(64, 64, 64)})
     assert len(cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90")) == len(cuda_gemm.STAGES)
     both = cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90", fragment_pipeline=(False, True))
@@ -107,12 +109,12 @@ def test_gemm_space_leaves_the_fragment_pipeline_out_unless_asked():
 
 
 def test_bench_gemm_refuses_bad_arguments():
-    script = str(ROOT / "scripts" / "bench_gemm.py")
+    script = ["-m", "benchmarks.bench_gemm"]
     for args, needle in ((["--target", "llvm"], "CUDA tensor-core space"),
                          (["--target", "sm_90", "--size", "100", "64", "64"], "multiples of 16"),
                          (["--target", "sm_90", "--size", "64", "64", "64", "--k-split", "on"], "no factor"),
                          (["--target", "sm_90", "--rounds", "0"], "at least 1")):
-        proc = subprocess.run([sys.executable, script, *args, "--out", "x.json"], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, *script, *args, "--out", "x.json"], capture_output=True, text=True,
                               cwd=ROOT, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
 
@@ -155,8 +157,9 @@ def test_gemm_candidate_numerics(arch_dtype_size):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
 
-    from schedules import cuda_gemm, cuda_space, targets
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm, cuda_space
+    from flashgemm import targets
+    from flashgemm.kernel.gemm import gemm_func
     _, dtype, (m, n, k) = arch_dtype_size
     mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=3,
@@ -191,7 +194,7 @@ K_SPLIT_CASES = [("sm_90", "float16", (128, 128, 1024)), ("sm_80", "bfloat16", (
 
 
 def test_k_split_factors_and_when_the_space_offers_them():
-    from schedules import cuda_gemm
+    from flashgemm.spaces import cuda_gemm
     assert cuda_gemm.k_split_factors(128, 128, 1024) == [2, 4, 8, 16]
     assert cuda_gemm.k_split_factors(128, 128, 192) == [2]  # 12 steps of 16: 4 and 8 leave slices under 64 / uneven
     assert cuda_gemm.k_split_factors(128, 128, 64) == []
@@ -202,8 +205,8 @@ def test_k_split_factors_and_when_the_space_offers_them():
 def test_k_split_sketches_and_refusal():
     import tvm
 
-    from schedules import cuda_gemm, cuda_space
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm, cuda_space
+    from flashgemm.kernel.gemm import gemm_func
     mod = tvm.IRModule({"main": gemm_func(128, 128, 1024)})
     forms = [cuda_gemm.k_split_of(s.trace) > 1 for s in cuda_gemm.schedule(tvm.s_tir.Schedule(mod), "sm_90")]
     assert forms == [False] * len(cuda_gemm.STAGES) + [True] * len(cuda_gemm.STAGES)
@@ -245,8 +248,8 @@ def _raster_schedule(mod, r: int, stages: int = 2):
     import tvm
 
     from benchmarks.gemm_raster_ab import parse_decisions
-    from schedules import cuda_gemm
-    from schedules.cuda_space import with_decisions
+    from flashgemm.spaces import cuda_gemm
+    from flashgemm.spaces.cuda_space import with_decisions
     sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), stages).trace
     sch = tvm.s_tir.Schedule(mod)
     with_decisions(sketch, [RASTER_ROWS[r]] + parse_decisions("6,1,2 2,2,2 2,2 0 0")[1:]).apply_to_schedule(
@@ -257,8 +260,8 @@ def _raster_schedule(mod, r: int, stages: int = 2):
 def test_gemm_rasterization_is_a_level_of_the_row_tile():
     import tvm
 
-    from schedules import cuda_gemm
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm
+    from flashgemm.kernel.gemm import gemm_func
     mod = tvm.IRModule({"main": gemm_func(*RASTER_SIZE)})
     sketch = cuda_gemm._schedule(tvm.s_tir.Schedule(mod), 2)
     tiles = [i for i in sketch.trace.insts if i.kind.name == "SamplePerfectTile"]
@@ -284,11 +287,12 @@ def test_gemm_rasterized_numerics(r):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from schedules import cuda_gemm, cuda_space, targets
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm, cuda_space
+    from flashgemm import targets
+    from flashgemm.kernel.gemm import gemm_func
     m, n, k = RASTER_SIZE
     mod = tvm.IRModule({"main": gemm_func(m, n, k, "float16")})
-    targets.register_intrinsics(g.ARCH)
+    register_intrinsics(g.ARCH)
     sch = _raster_schedule(mod, r)
     postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=5,
                                space_generator=cuda_gemm.design_space(g.ARCH)).space_generator.postprocs
@@ -310,8 +314,9 @@ def test_k_split_numerics(dtype, size):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
 
-    from schedules import cuda_gemm, cuda_space, targets
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_gemm, cuda_space
+    from flashgemm import targets
+    from flashgemm.kernel.gemm import gemm_func
     m, n, k = size
     mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype)})
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(g.ARCH), task_name="main", rand_state=7,

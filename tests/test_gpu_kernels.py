@@ -15,10 +15,13 @@ os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 import tvm  # noqa: E402
 
-from schedules import targets  # noqa: E402
-from tir_kernels import Variant, canonicalize, fused_gemm_softmax_ref, runtime_func, tuning_func  # noqa: E402
-from tir_kernels.workloads import Workload  # noqa: E402
-from tuning_db.best import TENSOR_CORE_ALIGN  # noqa: E402
+from flashgemm import targets  # noqa: E402
+from flashgemm.op.variant import Variant, canonicalize  # noqa: E402
+from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.kernel.fused_gemm_softmax import runtime_func, tuning_func
+from flashgemm.op.workloads import Workload  # noqa: E402
+from flashgemm.bundle.best import TENSOR_CORE_ALIGN  # noqa: E402
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 
 def _gpu_arch():
@@ -117,10 +120,10 @@ def committed_twin_case(db: str):
     batch the twin serves (B0 = 1 with 4 heads, or 2 x the tuned heads)."""
     from pathlib import Path
 
-    from tir_kernels.workloads import parse
-    from tuning_db import best
-    targets.register_intrinsics("sm_90")
-    tk = best.load_tuned(Path(__file__).resolve().parent.parent / "tuning_db" / "sm_90" / db, "sm_90")
+    from flashgemm.op.workloads import parse
+    from flashgemm.bundle import best
+    register_intrinsics("sm_90")
+    tk = best.load_tuned(Path(__file__).resolve().parent.parent / "flashgemm" / "databases" / "sm_90" / db, "sm_90")
     dtype = "bfloat16" if db.endswith("bf16") else "float16"
     wl = parse(db.split(".")[0], dtype)
     _, b1, m, n, k = wl.canonical.sizes
@@ -131,7 +134,7 @@ def committed_twin_case(db: str):
 def _generic(variant):
     """Compile the generic (symbolic-size) kernel of `variant` once per session."""
     if variant not in _GENERIC:
-        from schedules import cuda_generic, cuda_space  # noqa: PLC0415
+        from flashgemm.spaces import cuda_generic, cuda_space  # noqa: PLC0415
         sch = cuda_generic.generic_schedule(runtime_func(variant))
         _GENERIC[variant] = cuda_space.build(sch.mod, ARCH)
     return _GENERIC[variant]
@@ -178,14 +181,14 @@ def test_generic_causal_shapes(dtype, m, n):
 def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False,
                       recompute_chunk=0, accept=None, stat_cols=0, split_chunk=0):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
-    postprocessors), replayed on the runtime function; pad: of the template's padded form (tir_kernels), with
+    postprocessors), replayed on the runtime function; pad: of the template's padded form (the template), with
     recompute: its recompute form (stat_cols: the two-sweep form's column groups); split_chunk: the split-N form with
     this chunk instead of chunk_for's (the wide form); accept: a test of a sampled schedule's decisions (list, in
     trace order)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
-    from schedules import cuda_space  # noqa: PLC0415
-    from schedules import cuda_split_n  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm.spaces import cuda_split_n  # noqa: PLC0415
     # long rows: the split-N form (not for the recompute forms, whose template takes a chunk only for the two-sweep
     # form's chunk statistics: recompute_chunk)
     chunk = recompute_chunk if recompute else split_chunk or cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
@@ -225,7 +228,7 @@ SPACE_CASES = {
     "causal-mn": ((2, 2, 96, 160, 64), dict(causal=True)),
     "rows1500": ((1, 2, 1500, 1500, 64), dict()),
     "m2": ((4, 2, 2, 256, 64), dict()),
-    # M = 1 (decoding): the row-vector space (schedules/cuda_row_vector)
+    # M = 1 (decoding): the row-vector space (flashgemm/spaces/cuda_row_vector)
     "m1-decode": ((8, 16, 1, 2048, 64), dict()),
     "m1-n300-addmask": ((2, 3, 1, 300, 64), dict(mask="add")),  # N padded; batch 0's row fully masked
     "m1-k1-bias": ((2, 2, 1, 200, 1), dict(trans_b=False, bias=True)),
@@ -243,7 +246,7 @@ SPACE_CASES = {
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(SPACE_CASES))
 def test_space_candidates(dtype, case):
-    from schedules import cuda_space  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
     (b, h, m, n, k), feat = SPACE_CASES[case]
     if case == "m1-n32000" and ARCH == "sm_89":
         pytest.skip("128 KB of S exceeds sm_89's 99 KB; test_cuda_codegen checks that it is refused clearly")
@@ -257,7 +260,7 @@ def test_space_candidates(dtype, case):
 def test_space_rejects_ragged_long_rows():
     """A long row whose N is not a multiple of 16 has no split-N form: the one-pass space refuses it clearly
     (the generic kernel serves it)."""
-    from schedules import cuda_space  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
     wl = Workload("lm", (64, 512), (512, 32001), dtype="bfloat16")
     func = tuning_func(wl.variant, wl.canonical, 1.0).with_attr("global_symbol", "main")
     with pytest.raises(Exception, match="multiple of 16"):
@@ -286,10 +289,10 @@ DEFAULT_CASES = {  # (b, h, m, n, k), features: what build.py --workload / --fro
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(DEFAULT_CASES))
 def test_default_schedule(dtype, case):
-    """The default schedule of a shape (tuning_db.best.default_kernel, as build.py ships it) at its own batch and,
+    """The default schedule of a shape (flashgemm.bundle.best.default_kernel, as build.py ships it) at its own batch and,
     batch dims being symbolic, at another one."""
-    from schedules import cuda_space  # noqa: PLC0415
-    from tuning_db import best  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
     (b, h, m, n, k), feat = DEFAULT_CASES[case]
     c = _case(dtype, b, h, m, n, k, **feat)
     wl = Workload("t", c["a"].shape, c["b"].shape, dtype=dtype, trans_b=c["trans_b"], scale=c["scale"],

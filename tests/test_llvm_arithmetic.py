@@ -1,5 +1,5 @@
 """The arithmetic the generic llvm kernels are rewritten to so that LLVM vectorizes their row loops
-(schedules/llvm.py): `vector_exp` against float64 with its special values, and `nan_propagating_max` as a row
+(flashgemm/spaces/llvm.py): `vector_exp` against float64 with its special values, and `nan_propagating_max` as a row
 reduction; compiled for the CPU as the kernels are."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
-from schedules import llvm
+from flashgemm.spaces import llvm
 
 N = 1 << 16
 
@@ -97,8 +97,8 @@ def test_the_generic_kernels_compile_to_vector_code(trans_b, bias, mask, causal)
     """A generic llvm kernel keeps no libm exp call, does its GEMM on whole vectors and its row max and row sum as
     vector reductions: generic_schedule's tiles and the rewrites above reach the machine code. (With two of bias,
     mask and causal LLVM keeps the row loops scalar: generic_schedule's docstring.)"""
-    from tir_kernels import Variant  # noqa: PLC0415
-    from tir_kernels.fused_gemm_softmax import runtime_func  # noqa: PLC0415
+    from flashgemm.op.variant import Variant  # noqa: PLC0415
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func  # noqa: PLC0415
     sch = llvm.generic_schedule(runtime_func(Variant("float16", bool(trans_b), bias, mask, causal)))
     lib = _compile(sch.mod["main"])
     ir = lib.mod.inspect_source("ll")
@@ -114,9 +114,9 @@ def test_the_generic_kernels_compile_to_vector_code(trans_b, bias, mask, causal)
 def test_the_generic_schedule_on_static_sizes_whole_tiles_or_not(trans_b, n):
     """generic_schedule on a static-size kernel (a tuned llvm record's fallback, tests/test_build_limits): N a whole
     number of tiles (nothing padded), a part of one, or a single column; against the FP64 reference."""
-    from tir_kernels import Variant, canonicalize  # noqa: PLC0415
-    from tir_kernels.fused_gemm_softmax import runtime_func  # noqa: PLC0415
-    from tir_kernels.reference import fused_gemm_softmax_ref  # noqa: PLC0415
+    from flashgemm.op.variant import Variant, canonicalize  # noqa: PLC0415
+    from flashgemm.kernel.fused_gemm_softmax import runtime_func  # noqa: PLC0415
+    from flashgemm.op.reference import fused_gemm_softmax_ref  # noqa: PLC0415
     a_shape, b_shape = [2, 3, 5, 16], ([2, 3, n, 16] if trans_b else [2, 3, 16, n])
     v = Variant("float16", bool(trans_b))
     shape = canonicalize(a_shape, b_shape, trans_b=trans_b)

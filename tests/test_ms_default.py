@@ -1,4 +1,4 @@
-"""tuning_db/ms_default.py and scripts/tune_ms_default.py (the peer "Meta-Schedule's default space on the unfused
+"""flashgemm/tune/ms_default.py and flashgemm-tune-ms-default (the peer "Meta-Schedule's default space on the unfused
 op") on the CPU: the unfused kernels' numerics, a tiny llvm tuning run (resume, load, run on torch tensors), a task
 whose candidates all fail, the CUDA default space compiled for sm_90 without a GPU, and the errors.
 
@@ -15,14 +15,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import commands
 import pytest
 
-from tir_kernels.reference import fused_gemm_softmax_ref
-from tir_kernels.workloads import parse
-from tuning_db import ms_default as md
+from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.op.workloads import parse
+from flashgemm.tune import ms_default as md
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "scripts" / "tune_ms_default.py"
+SCRIPT = commands.argv("tune_ms_default")
 TINY = "a=2x16x8,b=8x16,mask=2x1x16:bool,scale=0.5,name=tiny-msd"
 
 
@@ -125,19 +126,19 @@ def test_unsupported_and_missing_databases_are_clear_errors(tmp_path):
         md.unfused_module(parse("a=0x4,b=4x5"))
     wl = parse("a=3x5x7,b=7x9,name=never-tuned-msd")
     for where in (None, tmp_path):
-        with pytest.raises(LookupError, match=r"scripts/tune_ms_default\.py --target llvm --workload "
+        with pytest.raises(LookupError, match=r"flashgemm/cli/tune_ms_default\.py --target llvm --workload "
                                               r"'a=3x5x7,b=7x9.*name=never-tuned-msd'"):
             md.prepare_unfused(wl, "llvm", where)
     assert not any(tmp_path.iterdir()), "looking up a database must not create one"
     # a fused-op database (same JSON files, plus provenance.json) is never mistaken for ours ...
     vit = parse("vit-b16")
-    if (REPO / "tuning_db" / "sm_90" / vit.dir_name / "provenance.json").exists():
-        if (REPO / "tuning_db" / "ms_default" / "sm_90" / vit.dir_name / md.META).exists():
-            found = md.find_dir(vit, "sm_90", REPO / "tuning_db")  # the committed peer database, not ours
-            assert found == REPO / "tuning_db" / "ms_default" / "sm_90" / vit.dir_name
+    if (REPO / "flashgemm" / "databases" / "sm_90" / vit.dir_name / "provenance.json").exists():
+        if (REPO / "flashgemm" / "databases" / "ms_default" / "sm_90" / vit.dir_name / md.META).exists():
+            found = md.find_dir(vit, "sm_90", REPO / "flashgemm" / "databases")  # the committed peer database, not ours
+            assert found == REPO / "flashgemm" / "databases" / "ms_default" / "sm_90" / vit.dir_name
         else:
             with pytest.raises(LookupError):
-                md.find_dir(vit, "sm_90", REPO / "tuning_db")
+                md.find_dir(vit, "sm_90", REPO / "flashgemm" / "databases")
     # ... and never written into
     fused = tmp_path / "fused"
     fused.mkdir()
@@ -145,16 +146,16 @@ def test_unsupported_and_missing_databases_are_clear_errors(tmp_path):
     with pytest.raises(md.TuningError, match="fused op"):
         md.tune_unfused(wl, "llvm", 2, fused)
     # the target names: ms_default is not one
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
     with pytest.raises(targets.TargetError):
         targets.resolve("ms_default")
 
 
 def test_cli_refuses_cuda_tuning_without_a_gpu():
-    from schedules import cuda_stub  # noqa: PLC0415
+    from flashgemm.codegen import cuda_stub  # noqa: PLC0415
     if cuda_stub.real_driver_present():
         pytest.skip("a CUDA driver is present: the refusal is for GPU-less machines")
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "sm_90", "--workload", "demo"],
+    proc = subprocess.run([*SCRIPT, "--target", "sm_90", "--workload", "demo"],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 2
     assert "measures every candidate on the GPU" in proc.stderr and "--check" in proc.stderr
@@ -193,7 +194,7 @@ def test_tiny_llvm_tuning_resumes_and_loads(tuned):
     # the budget is met: a third call measures nothing
     again = md.tune_unfused(wl, "llvm", 4, wl_dir, log=logs.append, workers=2, strategy=_small_search())
     assert again["trials"] == 4 and len(again["runs"]) == 2
-    # load: one compiled function per task; found from the workload dir, the ms_default root or a tuning_db root
+    # load: one compiled function per task; found from the workload dir, the ms_default root or a flashgemm/databases root
     assert len(md.load_unfused(wl, "llvm", wl_dir)) == 2
     assert md.find_dir(wl, "llvm", root) == wl_dir
     tdb = root.parent / (root.name + "-tuning_db")
@@ -201,7 +202,7 @@ def test_tiny_llvm_tuning_resumes_and_loads(tuned):
     os.symlink(root / "llvm", tdb / "ms_default" / "llvm")
     assert md.find_dir(wl, "llvm", tdb) == tdb / "ms_default" / "llvm" / wl.dir_name
     # our fused-op loader, pointed at the ms_default root, sees no tuned kernel there
-    from tuning_db import best  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
     assert best.load_all("llvm", root, log=lambda *_: None) == []
 
 
@@ -246,7 +247,7 @@ def test_a_pruned_database_keeps_its_trial_count_and_tuning_continues_from_it(tm
     md.tune_unfused(wl, "llvm", 6, wl_dir, log=lambda *_: None, workers=2, strategy=_small_search(), batch_size=2)
     records = wl_dir / "database_tuning_record.json"
     assert len(records.read_text().splitlines()) == 6
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", TINY, "--prune", "1",
+    proc = subprocess.run([*SCRIPT, "--target", "llvm", "--workload", TINY, "--prune", "1",
                            "--db", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "kept the fastest valid records, at most 1 distinct ones per task (gemm 1, softmax 1), of 6 trials" \
@@ -262,13 +263,13 @@ def test_a_pruned_database_keeps_its_trial_count_and_tuning_continues_from_it(tm
     assert again["trials"] == 8 and again["pruned"]["keep"] == 1 and len(again["runs"]) == 2
     assert len(records.read_text().splitlines()) == 4  # the 2 kept + the 2 just measured
     # nothing tuned there: a clear error, not a traceback
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", "demo", "--prune", "10",
+    proc = subprocess.run([*SCRIPT, "--target", "llvm", "--workload", "demo", "--prune", "10",
                            "--db", str(tmp_path / "empty")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "nothing tuned there to prune" in proc.stderr, proc.stderr
 
 
 def test_cli_refuses_a_non_positive_max_minutes():
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "llvm", "--workload", TINY, "--max-minutes", "0"],
+    proc = subprocess.run([*SCRIPT, "--target", "llvm", "--workload", TINY, "--max-minutes", "0"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--max-minutes must be positive" in proc.stderr
 
@@ -294,7 +295,7 @@ def test_a_task_whose_candidates_all_fail_is_a_clear_error(tmp_path, monkeypatch
 
 # ----------------------------------------------------------------------------- CUDA, compile-only
 def test_cuda_default_space_compiles_for_sm_90():
-    """scripts/tune_ms_default.py --check: each kernel's default space (cuda-tensorcore rules on sm_90) yields a
+    """flashgemm-tune-ms-default --check: each kernel's default space (cuda-tensorcore rules on sm_90) yields a
     candidate that nvcc compiles (through the stub libcuda on a machine without a driver)."""
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if nvcc is None:
@@ -304,7 +305,7 @@ def test_cuda_default_space_compiles_for_sm_90():
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(nvcc) + os.pathsep + env.get("PATH", "")
     spec = "a=2x2x64x32,b=2x2x64x32,transB=1,scale=0.25,mask=2x1x1x64:bool,causal=1"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "sm_90", "--workload", spec, "--check"],
+    proc = subprocess.run([*SCRIPT, "--target", "sm_90", "--workload", spec, "--check"],
                           capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

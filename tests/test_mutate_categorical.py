@@ -1,4 +1,4 @@
-"""schedules/mutate_categorical.py: the evolutionary search moves every categorical knob of the CUDA spaces.
+"""flashgemm/spaces/mutate_categorical.py: the evolutionary search moves every categorical knob of the CUDA spaces.
 
 CPU only: the design space of W1 on sm_90 is generated (no build), mutated and searched with a random cost model.
 """
@@ -8,17 +8,19 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from schedules import cuda_space, targets
-from schedules.mutate_categorical import MutateCategorical
-from tir_kernels.workloads import parse
-from tuning_db.tuner import tuning_module
+from flashgemm.spaces import cuda_space
+from flashgemm import targets
+from flashgemm.spaces.mutate_categorical import MutateCategorical
+from flashgemm.op.workloads import parse
+from flashgemm.tune.tuner import tuning_module
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 ARCH = "sm_90"
 
 
 @pytest.fixture(scope="module")
 def w1():
-    targets.register_intrinsics(ARCH)
+    register_intrinsics(ARCH)
     mod = tuning_module(parse("bert-large", "float16"), ARCH)
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(ARCH), space_generator=cuda_space.design_space(ARCH),
                          task_name="main", rand_state=3, num_threads=2)

@@ -3,7 +3,7 @@ reference and ORT's own ops.
 
 Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 48
 generic kernels, ~20 s; CUDA: the local GPU's arch with the committed tuning_db's kernels, ~1 min, or a prebuilt
-one from $FLASHGEMM_TEST_CUDA_BUNDLE: scripts/build.py --target <arch> --no-native --out DIR)
+one from $FLASHGEMM_TEST_CUDA_BUNDLE: flashgemm-build --target <arch> --out DIR)
 into a temp dir and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
 onnxruntime-gpu; with plain onnxruntime on a GPU machine it fails (it is not skipped).
 
@@ -32,14 +32,14 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from ort_integration import native
-from ort_integration.elf_check import elf_problem
-from ort_integration.kernel_library import export_bundle
-from ort_integration.model import make_model
-from ort_integration.session import (BUNDLE_DIR_CONFIG_KEY, LIBRARY, LibraryError, library_path, providers, run,
-                                     session_options)
-from tir_kernels import ShapeError, canonicalize
-from tir_kernels.reference import fused_gemm_softmax_ref
+from flashgemm.ort import native
+from flashgemm.bundle.elf_check import elf_problem
+from flashgemm.bundle.kernel_library import export_bundle
+from flashgemm.ort.model import make_model
+from flashgemm import get_library_path
+from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, LIBRARY, LibraryError, providers, run, session_options
+from flashgemm.op.variant import ShapeError, canonicalize
+from flashgemm.op.reference import fused_gemm_softmax_ref
 
 DTYPES = ["float16", "bfloat16"]
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -64,13 +64,13 @@ def device(request):
 
 
 def _local_cuda_target() -> str:
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
     return targets.resolve("auto")
 
 
 @pytest.fixture(scope="session")
 def bundle(tmp_path_factory, device):
-    os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)  # the library must find its bundle next to itself
+    os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)  # session_options names the bundle (config entry)
     d = tmp_path_factory.mktemp(f"bundle-{device}")
     if device == "cpu":
         export_bundle(d, "llvm", log=lambda *a: None)
@@ -82,12 +82,19 @@ def bundle(tmp_path_factory, device):
             assert manifest["target"] == _local_cuda_target(), (prebuilt, manifest["target"])
             for name in ("manifest.json", manifest["kernels"]):
                 shutil.copy(Path(prebuilt) / name, d)
-        else:  # as scripts/build.py makes it: the committed tuning_db's kernels for this arch + the generic ones
-            from tuning_db import best  # noqa: PLC0415
+        else:  # as flashgemm-build makes it: the committed tuning_db's kernels for this arch + the generic ones
+            from flashgemm.bundle import best  # noqa: PLC0415
             target = _local_cuda_target()
             export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None)
-    native.build_custom_op_library(d, with_cuda=device == "cuda", log=lambda *a: None)
     return d
+
+
+@pytest.fixture(scope="session")
+def dev_library(tmp_path_factory, device) -> Path:
+    """A development build of the op library (flashgemm.ort.native): its RUNPATH is absolute, so a copy of it loads
+    from any directory (the installed one finds TVM relative to itself)."""
+    d = tmp_path_factory.mktemp(f"dev-library-{device}")
+    return native.build_custom_op_library(d, with_cuda=device == "cuda", log=lambda *a: None)
 
 
 @pytest.fixture(scope="session")
@@ -405,9 +412,8 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
         dict(by_name["fgs_f16_tb0_bias1_masknone_causal0_generic"], **tuned, any_batch=True, fixed_batch=[0, 1],
              scale=0.25)]
     (d / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
-    so2 = opts(bundle, device)  # same library, bundle from the environment
+    so2 = opts(d, device)
     rng = np.random.default_rng(9)
     for a_shape, with_bias, causal, tag in (([2, 4, 5], False, 0, "tuned"), ([3, 4, 5], False, 0, "generic"),
                                             ([3, 4, 5], True, 0, "tuned, B0=1"), ([1, 4, 5], True, 0, "tuned, B0=1"),
@@ -450,9 +456,8 @@ def test_scale_specialized_twin_dispatch(bundle, device, tmp_path, monkeypatch, 
     generic = by_name["fgs_f16_tb0_bias0_masknone_causal0_generic"]
     manifest["functions"] += [dict(generic, **twin), dict(generic, **twin, scale=float(np.float32(0.1)))]
     (d / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
-    so2 = opts(bundle, device)
+    so2 = opts(d, device)
     rng = np.random.default_rng(11)
     for scale, tag in ((0.1, "tuned, B0=1, scale=0.100000001"), (0.125, "tuned, B0=1"),
                        (float(np.nextafter(np.float32(0.1), np.float32(1))), "tuned, B0=1")):
@@ -494,9 +499,8 @@ def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
         any_length(biased, 256, 256), any_length(biased, 256, 256, schedule="tuned"),
         any_length(biased, 256, 256, fixed_batch=[0, 1])]
     (d / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
-    so2 = opts(bundle, device)
+    so2 = opts(d, device)
     rng = np.random.default_rng(12)
     for a_shape, b_shape, with_bias, tag in (
             ([2, 100, k], [k, 100], False, "default, N%4=0, any length <= 128x128"),  # N a multiple of 4: that one
@@ -540,8 +544,8 @@ def test_generic_kernel_warning(so, device, capfd):
         assert "generic kernel" not in err, err
         return
     assert err.count("generic kernel") == 1, err
-    for needle in ("FusedGemmSoftmax (node 'fgs')", "[1,3,7,9,5]", "much slower", "scripts/build.py --target sm_",
-                   "--from-model", "scripts/tune.py --from-model"):
+    for needle in ("FusedGemmSoftmax (node 'fgs')", "[1,3,7,9,5]", "much slower", "flashgemm-build --target sm_",
+                   "--from-model", "flashgemm-tune --from-model"):
         assert needle in err, (needle, err)
 
 
@@ -580,9 +584,7 @@ def test_tvm_error_becomes_status(bundle, device, tmp_path, monkeypatch):
         if f["name"] == "fgs_f16_tb0_bias0_masknone_causal0_generic":
             f["name"] = "fgs_f16_tb0_bias1_masknone_causal0_generic"  # expects 5 arguments, gets 4
     (d / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
-    so2 = opts(bundle, device)
-    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+    so2 = opts(d, device)
     sess = session(so2, make_model("float16", [2, 3], [3, 4]))
     with pytest.raises(Exception, match="kernel fgs_f16_tb0_bias1_masknone_causal0_generic failed"):
         run(sess, {"A": _z([2, 3]), "B": _z([3, 4])})
@@ -765,7 +767,7 @@ def _bad_bundle(bundle, tmp_path, what):
     return d
 
 
-FIX = {"cpu": "run scripts/build.py --target llvm", "cuda": "run scripts/build.py --target auto"}
+FIX = {"cpu": "run flashgemm-build --target llvm", "cuda": "run flashgemm-build --target auto"}
 
 
 @pytest.mark.parametrize("what,needles", [
@@ -792,21 +794,21 @@ def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, wh
         pytest.skip("a CUDA build of the library serves CUDA bundles; the CPU build covers this case")
     needles = [FIX[device] if n == "FIX" else n for n in needles]
     d = _bad_bundle(bundle, tmp_path, what)
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
+    so = ort.SessionOptions()
+    so.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(d))  # named: the library itself checks the bundle
     with pytest.raises(Exception) as ei:
-        session_options(bundle)
+        session_options(so=so)
     msg = str(ei.value)
     for needle in needles + [str(d)]:
         assert needle in msg, msg
-    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
     check(opts(bundle, device), "float16", [2, 3, 4], [4, 5])  # registering the good bundle still works
 
 
 def test_cpu_bundle_names_the_cpu_its_kernels_need(bundle, device):
-    """An llvm bundle records the -mcpu its kernels were compiled for (schedules/llvm.export_mcpu); on x86-64 that is
+    """An llvm bundle records the -mcpu its kernels were compiled for (flashgemm/spaces/llvm.export_mcpu); on x86-64 that is
     the x86-64-v3 level where this CPU has it, which the op checks when it loads the bundle (the session fixture did:
     this CPU has it), so a bundle copied to an older CPU fails with the fix instead of an illegal instruction."""
-    from schedules import llvm
+    from flashgemm.spaces import llvm
     manifest = json.loads((bundle / "manifest.json").read_text())
     if device != "cpu":
         assert "cpu" not in manifest
@@ -817,23 +819,25 @@ def test_cpu_bundle_names_the_cpu_its_kernels_need(bundle, device):
         assert {"avx2", "fma", "f16c"} <= set(flags)
 
 
-def test_library_without_bundle_next_to_it(bundle, tmp_path):
-    """Without FLASHGEMM_BUNDLE_DIR the bundle is the library's own directory (dladdr)."""
-    shutil.copy(library_path(bundle), tmp_path / LIBRARY)
+def test_library_without_bundle_next_to_it(dev_library, tmp_path, monkeypatch):
+    """Without the config entry and FLASHGEMM_BUNDLE_DIR the bundle is the library's own directory (dladdr)."""
+    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR", raising=False)
+    shutil.copy(dev_library, tmp_path / LIBRARY)
     with pytest.raises(Exception, match=f"no kernel bundle in {tmp_path}"):
-        session_options(tmp_path)
+        ort.SessionOptions().register_custom_ops_library(str(tmp_path / LIBRARY))
 
 
-def test_bundle_dir_from_the_session_config_entry(bundle, device, tmp_path, monkeypatch):
+def test_bundle_dir_from_the_session_config_entry(bundle, dev_library, device, tmp_path, monkeypatch):
     """The session config entry flashgemm.bundle_dir names the bundle (over $FLASHGEMM_BUNDLE_DIR and the library's
     own directory), so one library serves another directory's bundle and two sessions of a process two bundles."""
     lib_dir = tmp_path / "lib"
     lib_dir.mkdir()
-    shutil.copy(library_path(bundle), lib_dir / LIBRARY)  # no bundle next to this copy
+    lib = lib_dir / LIBRARY
+    shutil.copy(dev_library, lib)  # no bundle next to this copy
     monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(tmp_path / "nowhere"))
     so = ort.SessionOptions()
     so.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(bundle))
-    so = session_options(lib_dir, so)
+    so = session_options(so=so, library=lib)
     model = make_model("float16", [2, 5, 8], [2, 8, 7])
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=providers(device))
     rng = np.random.default_rng(3)
@@ -846,10 +850,10 @@ def test_bundle_dir_from_the_session_config_entry(bundle, device, tmp_path, monk
     other = ort.SessionOptions()
     other.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(empty))
     with pytest.raises(LibraryError, match=f"no kernel bundle in {empty}"):
-        session_options(lib_dir, other)
+        session_options(so=other, library=lib)
     monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
-    with pytest.raises(LibraryError, match=f"no kernel bundle in {lib_dir}"):  # no entry: the library's directory
-        session_options(lib_dir)
+    with pytest.raises(Exception, match=f"no kernel bundle in {lib_dir}"):  # no entry: the library's directory
+        ort.SessionOptions().register_custom_ops_library(str(lib))
 
 
 # Registers the library in a process of its own: a loader that crashes (SIGBUS in dlopen) then fails the test with
@@ -888,7 +892,7 @@ def _load_segment_middle(data: bytes) -> int:
 def test_corrupt_kernels_so_fails_registration(bundle, device, tmp_path, what):
     """A kernels .so cut short at any length, or not a library of this machine, fails register_custom_ops_library
     with the path, what is wrong and the fix; nothing is dlopened (before the check, a truncation inside a loadable
-    segment killed the process with SIGBUS). The Python check (scripts/check_bundle.py) says the same."""
+    segment killed the process with SIGBUS). The Python check (flashgemm-check-bundle) says the same."""
     d = tmp_path / what
     d.mkdir()
     shutil.copy(bundle / "manifest.json", d)
@@ -914,30 +918,32 @@ def test_corrupt_kernels_so_fails_registration(bundle, device, tmp_path, what):
               "garbage": "not an ELF file", "elf32": "a 32-bit ELF file", "big_endian": "a big-endian ELF file",
               "other_machine": f"built for {'aarch64' if host == 62 else 'x86-64'}; this process is "}.get(
                   what, f"truncated: {cut} of {size} bytes expected")
-    msg = _register_in_subprocess(library_path(bundle), d)
+    msg = _register_in_subprocess(Path(get_library_path()), d)
     for needle in (f"corrupt kernel library {so_path}", expect, elf_problem(so_path), FIX[device]):
         assert needle in msg, msg
 
 
 def test_session_options_names_the_fix(bundle, tmp_path, monkeypatch):
     """session_options fails with one line naming the absolute path tried and the fix: a relative bundle directory
-    that does not resolve from the current directory (or a relative FLASHGEMM_BUNDLE_DIR), a truncated op library (ORT's dlopen would die of SIGBUS), a
-    library whose dependency is missing (dlopen's error alone names no fix)."""
+    that does not resolve from the current directory (and the library: a relative FLASHGEMM_BUNDLE_DIR), a missing or
+    truncated op library (ORT's dlopen would die of SIGBUS), a library whose dependency is missing (dlopen's error
+    alone names no fix)."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LibraryError) as ei:
         session_options("no/such/llvm")
     msg = str(ei.value)
-    assert f"no op library at {tmp_path}/no/such/llvm/{LIBRARY}" in msg and "scripts/build.py --target llvm" in msg
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", "rel/bundle")  # the library names the absolute directory too
-    with pytest.raises(LibraryError, match=f"no kernel bundle in {tmp_path}/rel/bundle "):
-        session_options(bundle)
-    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
+    assert f"no bundle at {tmp_path}/no/such/llvm (no manifest.json" in msg, msg
+    assert f"flashgemm-build --target llvm --out {tmp_path}/no/such/llvm" in msg, msg
+    msg = _register_in_subprocess(Path(get_library_path()), Path("rel/bundle"))  # the library names it absolute
+    assert f"no kernel bundle in {tmp_path}/rel/bundle " in msg, msg
+    with pytest.raises(LibraryError, match=f"no op library at {tmp_path}/none/{LIBRARY} "):
+        session_options(bundle, library="none/" + LIBRARY)
 
     cut = tmp_path / "cut"
     cut.mkdir()
-    (cut / LIBRARY).write_bytes(library_path(bundle).read_bytes()[:100_000])
+    (cut / LIBRARY).write_bytes(Path(get_library_path()).read_bytes()[:100_000])
     with pytest.raises(LibraryError) as ei:
-        session_options("cut")
+        session_options(bundle, library=cut / LIBRARY)
     assert f"corrupt op library {cut}/{LIBRARY}: truncated: 100000 of " in str(ei.value), ei.value
 
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -952,10 +958,10 @@ def test_session_options_names_the_fix(bundle, tmp_path, monkeypatch):
                     str(tmp_path), "-lfgdep"], check=True)
     (tmp_path / "libfgdep.so").unlink()
     with pytest.raises(LibraryError) as ei:
-        session_options(lib_dir)
+        session_options(bundle, library=lib_dir / LIBRARY)
     msg = str(ei.value)
     assert f"cannot load {lib_dir}/{LIBRARY}: libfgdep.so: cannot open shared object file" in msg, msg
-    assert f"rebuild it in this one: scripts/build.py --target auto --out {lib_dir}" in msg, msg
+    assert "install flashgemm into the environment that has its dependencies" in msg, msg
 
 
 # ------------------------------------------------------------------------------ canonical shape (C++ = Py)
@@ -1107,16 +1113,14 @@ def test_cuda_bundle_for_another_arch(bundle, device, tmp_path, monkeypatch):
     local = manifest["target"]
     manifest["target"] = "sm_80" if local.startswith("sm_9") else "sm_90"
     (d / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
-    other = opts(bundle, device)
+    other = opts(d, device)
     sess = session(other, make_model("float16", [2, 3, 4], [4, 5]))
     with pytest.raises(Exception) as ei:
         run(sess, {"A": _z([2, 3, 4]), "B": _z([4, 5])})
     msg = str(ei.value)
-    for needle in (f"was built for {manifest['target']} but GPU 0 is {local}", "scripts/build.py --target auto",
+    for needle in (f"was built for {manifest['target']} but GPU 0 is {local}", "flashgemm-build --target auto",
                    str(d)):
         assert needle in msg, msg
-    monkeypatch.delenv("FLASHGEMM_BUNDLE_DIR")
     check(opts(bundle, device), "float16", [2, 3, 4], [4, 5])
 
 
@@ -1146,13 +1150,14 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
     batch dim, or one more head)."""
     manifest = json.loads((bundle / "manifest.json").read_text())
     tuned = [f for f in manifest["functions"] if f["tuned"] and f["any_batch"] and not f.get("fixed_batch")]
-    assert tuned, "the committed tuning_db has tuned kernels for this arch; the bundle should list them"
+    assert tuned, "the committed flashgemm/databases has tuned kernels for this arch; the bundle should list them"
     def key(f):  # a kernel's variant and sizes: a twin's are its plain kernel's
         return (f["dtype"], f["trans_b"], f["bias"], f["mask"], f["causal"], *f["sizes"])
     fixed = [f for f in manifest["functions"] if f["tuned"] and f.get("fixed_batch")]
     twins = {key(f): f for f in fixed if f.get("scale") is None}
     scaled = {key(f): f for f in fixed if f.get("scale") is not None}  # the twins specialized on their scale
-    from tuning_db import database, twins as verdicts  # noqa: PLC0415
+    from flashgemm.tune import database  # noqa: PLC0415
+    from flashgemm.bundle import twins as verdicts
     left_out = {p.name for p in (database.default_root() / manifest["target"]).iterdir()
                 if (p / database.PROVENANCE).exists() and not verdicts.ships_twin(database.read_provenance(p))}
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
@@ -1163,7 +1168,7 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
             continue  # the LM head: its reference in float64 takes minutes on the host
         dtype, twin, twin_scaled = f["dtype"], twins.get(key(f)), scaled.get(key(f))
         calls = [([batch, b1], [batch, b1], None) for batch in (b0, 1, b0 + 3)]  # (A's batch dims, B's, scale)
-        if twin is None:  # left out by a benchmark's verdict (tuning_db/twins.py): the plain kernel serves every call
+        if twin is None:  # left out by a benchmark's verdict (flashgemm/bundle/twins.py): the plain kernel serves every call
             assert f["workload"] in left_out, f"{f['name']}: no fixed-batch twin in the bundle"
             dim, value = 0, None
         else:
@@ -1206,7 +1211,7 @@ def test_cuda_lm_head_tuned_kernel(bundle, so, monkeypatch, capfd):
     manifest = json.loads((bundle / "manifest.json").read_text())
     heads = [f for f in manifest["functions"] if f["tuned"] and f["workload"].startswith("lm-head.")
              and not f.get("fixed_batch")]
-    assert heads, "the committed tuning_db has the LM head for this arch; the bundle should list it"
+    assert heads, "the committed flashgemm/databases has the LM head for this arch; the bundle should list it"
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     rng = np.random.default_rng(3)
     for f in heads:
@@ -1230,19 +1235,18 @@ def test_cuda_lm_head_tuned_kernel(bundle, so, monkeypatch, capfd):
 @pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cuda"], indirect=True)
 def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, capfd):
-    """build.py --workload for an untuned shape: the bundle's default-schedule kernel (schedules/cuda_default) serves
+    """build.py --workload for an untuned shape: the bundle's default-schedule kernel (flashgemm/spaces/cuda_default) serves
     that shape at any batch through ORT, right; another shape of the variant still gets the generic kernel."""
-    from tir_kernels.workloads import parse  # noqa: PLC0415
-    from tuning_db import best  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
     target = _local_cuda_target()
     wl = parse("a=2x6x100x72,b=2x6x300x72,transB=1,bias=2x1x100x300,name=odd")
     kernels = best.with_defaults([], [wl], target, log=lambda *a: None)
     assert [k.kind for k in kernels] == ["default"]
     d = tmp_path / "with-default"
     export_bundle(d, target, kernels, variants=[wl.variant], log=lambda *a: None)
-    monkeypatch.setenv("FLASHGEMM_BUNDLE_DIR", str(d))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
-    so = opts(bundle, device)
+    so = opts(d, device)
     # its B1 = 6 twin serves 6 heads at any batch, the plain default kernel 5 heads, the generic kernel M = 99
     for batch, heads, m, kind in ((2, 6, 100, "default, B1=6"), (5, 6, 100, "default, B1=6"), (2, 5, 100, "default"),
                                   (2, 6, 99, "generic")):

@@ -1,14 +1,14 @@
 """The rewrite composes with ONNX Runtime's transformers optimizer (`optimize_model`, the usual preprocessing, which
 fuses LayerNorm/Gelu and, where it can, attention into com.microsoft.Attention), in both orders, on the tiny seed
 models: every attention-score site ends up fused (by the rewrite, or by the optimizer's own Attention), and the
-optimizer's other fusions survive the rewrite (they need P's shape: ort_integration/op_schema.py)."""
+optimizer's other fusions survive the rewrite (they need P's shape: flashgemm/ort/op_schema.py)."""
 import warnings
 from pathlib import Path
 
 import onnx
 import pytest
 
-from ort_integration import rewrite
+from flashgemm.ort import rewrite
 
 DATA = Path(__file__).parent / "data"
 MODELS = {"bert-large-tiny.f16.onnx": "bert", "bert-large-tiny-dyn.f16.onnx": "bert", "vit-b16-tiny.f16.onnx": "vit",

@@ -1,11 +1,11 @@
-"""The compile pipeline's table of passes (schedules/cuda_build.PASSES) and its one switch, FLASHGEMM_DISABLE_PASSES."""
+"""The compile pipeline's table of passes (flashgemm/codegen/cuda_build.PASSES) and its one switch, FLASHGEMM_DISABLE_PASSES."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from schedules import cuda_build, device_pass
+from flashgemm.codegen import cuda_build, device_pass
 
 
 def test_each_pass_once_by_a_verb_object_name_stages_in_pipeline_order():
@@ -37,7 +37,7 @@ def test_an_unknown_or_required_pass_is_an_error_naming_the_passes(monkeypatch):
 
 
 def test_the_streaming_hint_is_its_own_pass_over_the_sector_stores():
-    from schedules import sector_stores  # noqa: PLC0415
+    from flashgemm.codegen.cuda_src import store_whole_sectors  # noqa: PLC0415
     src = "    *(uint2*)(P_ptr + ((i * 8) + 4)) = fg_v;\n    *(half2*)(P_ptr + i) = v;\n"
-    assert sector_stores.stream(src) == ("    __stcs((uint2*)(P_ptr + ((i * 8) + 4)), fg_v);\n"
+    assert store_whole_sectors.stream(src) == ("    __stcs((uint2*)(P_ptr + ((i * 8) + 4)), fg_v);\n"
                                          "    *(half2*)(P_ptr + i) = v;\n")

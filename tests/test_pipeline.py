@@ -1,5 +1,5 @@
-"""The whole chain on the CPU: Meta-Schedule tuning -> tuning_db -> scripts/build.py -> bundle (.so + manifest +
-op library) -> ORT session that dispatches the tuned kernel for the tuned shape and a generic one otherwise."""
+"""The whole chain on the CPU: Meta-Schedule tuning -> a database -> flashgemm-build -> bundle (kernels .so + manifest)
+-> ORT session with the installed op library that dispatches the tuned kernel for the tuned shape and a generic one otherwise."""
 import json
 import shutil
 import subprocess
@@ -8,16 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import commands
 import pytest
 
-from ort_integration import session
-from ort_integration.model import make_model
-from tir_kernels import fused_gemm_softmax_ref
-from tir_kernels.workloads import parse
-from tuning_db import tuner
+from flashgemm.ort import session
+from flashgemm.ort.model import make_model
+from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.op.workloads import parse
+from flashgemm.tune import tuner
 
 REPO = Path(__file__).resolve().parent.parent
-BUILD = [sys.executable, str(REPO / "scripts" / "build.py")]
+BUILD = commands.argv("build")
 SPEC = "a=2x3x16x8,b=2x3x16x8,transB=1,mask=2x1x1x16:bool,scale=0.35,name=pipe"
 
 
@@ -40,8 +41,8 @@ def test_manifest_lists_the_tuned_kernel_and_every_generic_one(built):
     assert len(tuned) == 1 and tuned[0]["sizes"] == [2, 3, 16, 16, 8]
     assert tuned[0]["workload"] == "pipe.f16" and tuned[0]["run_secs"] > 0
     assert sum(not f["tuned"] for f in manifest["functions"]) == 48
-    for f in ("flashgemm_kernels.so", "libflashgemm_ort.so"):
-        assert (bundle / f).is_file()
+    assert (bundle / "flashgemm_kernels.so").is_file()
+    assert not (bundle / "libflashgemm_ort.so").exists()  # the op library is the package's
 
 
 def _run(bundle, a_shape, b_shape, mask_shape, seed=0):
@@ -80,7 +81,7 @@ def test_build_refuses_a_corrupt_database(built, tmp_path):
     subprocess.run(["cp", "-r", str(db), str(bad)], check=True)
     records = next((bad / "llvm").iterdir()) / "database_tuning_record.json"
     records.write_text("{not json\n")
-    out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(bad), "--out", str(tmp_path / "b"), "--no-native"],
+    out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(bad), "--out", str(tmp_path / "b")],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and f"{records}, line 1: not JSON" in out.stderr, out.stderr[-2000:]
     assert records.read_text() == "{not json\n"  # reported, not cut
@@ -91,16 +92,16 @@ def test_build_refuses_a_database_of_another_target(tmp_path):
     wl_dir.mkdir(parents=True)
     (wl_dir / "provenance.json").write_text(json.dumps({"target": "sm_90", "workload": {"spec": SPEC}}))
     out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(tmp_path), "--out", str(tmp_path / "b"),
-                                  "--no-native"], capture_output=True, text=True, timeout=600)
+                                 ], capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and "tuned for target 'sm_90', not 'llvm'" in out.stderr
 
 
 def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
-    """tuning_db/sm_90 (tuned on the H100) must load without a GPU and replay onto the runtime form that
+    """flashgemm/databases/sm_90 (tuned on the H100) must load without a GPU and replay onto the runtime form that
     build.py exports (a CUDA database needs the tensor intrinsics registered first)."""
-    from tuning_db import best  # noqa: PLC0415
+    from flashgemm.bundle import best  # noqa: PLC0415
 
-    from schedules import cuda_build  # noqa: PLC0415
+    from flashgemm.codegen import cuda_build  # noqa: PLC0415
 
     kernels = best.load_all("sm_90", log=lambda *_: None)
     assert {k.workload for k in kernels} >= {"bert-large.f16", "vit-b16.f16"}
@@ -108,9 +109,9 @@ def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
     for k in kernels:
         assert k.run_secs > 0
         text = k.schedule.mod.script()
-        if k.shape.m == 1:  # the row-vector space (schedules/cuda_row_vector): a GEMV, no tensor cores
+        if k.shape.m == 1:  # the row-vector space (flashgemm/spaces/cuda_row_vector): a GEMV, no tensor cores
             assert "mma" not in text and "software_pipeline_stage" in text and "shared.dyn" in text, k.workload
-        elif cuda_build.uses_wgmma(k.schedule.mod):  # Hopper's wgmma (schedules/cuda_wgmma): no ldmatrix
+        elif cuda_build.uses_wgmma(k.schedule.mod):  # Hopper's wgmma (flashgemm/spaces/cuda_wgmma): no ldmatrix
             assert "T.ptx.wgmma" in text and "software_pipeline_stage" in text, k.workload
             wgmma.add(k.workload)
         else:
@@ -128,9 +129,9 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
     untuned = "a=2x4x100x72,b=2x4x72x300,mask=2x1x100x300:bool,name=odd"
     db = tmp_path / "db"
     for name in ("bert-large.f16", "vit-b16.f16", "whisper-enc.f16", "lm-head.bf16"):
-        shutil.copytree(REPO / "tuning_db" / "sm_90" / name, db / "sm_90" / name)
+        shutil.copytree(REPO / "flashgemm" / "databases" / "sm_90" / name, db / "sm_90" / name)
     bundle = tmp_path / "bundle"
-    out = subprocess.run(BUILD + ["--target", arch, "--out", str(bundle), "--no-native", "--db", str(db),
+    out = subprocess.run(BUILD + ["--target", arch, "--out", str(bundle), "--db", str(db),
                                   "--workload", "vit-b16", "--workload", untuned, "--any-length", "none"],
                          capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -1,5 +1,5 @@
 """Property tests of flashgemm::FusedGemmSoftmax through ONNX Runtime's CPU EP (llvm bundle: the generic kernels), by
-hypothesis, against the FP64 reference (tir_kernels.fused_gemm_softmax_ref):
+hypothesis, against the FP64 reference (flashgemm.op.reference.fused_gemm_softmax_ref):
 
 * any shapes (M, N, K from 0 or 1 to 9, up to three batch dims that A, B, the bias and the mask each broadcast in their
   own way), masks (bool or additive, -inf and -1e9 included), causal, transB, a scale, and NaN / +-inf written into
@@ -23,11 +23,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ort_integration import native  # noqa: E402
-from ort_integration.kernel_library import export_bundle  # noqa: E402
-from ort_integration.model import make_model  # noqa: E402
-from ort_integration.session import run, session_options  # noqa: E402
-from tir_kernels.reference import fused_gemm_softmax_ref  # noqa: E402
+from flashgemm.bundle.kernel_library import export_bundle  # noqa: E402
+from flashgemm.ort.model import make_model  # noqa: E402
+from flashgemm.ort.session import run, session_options  # noqa: E402
+from flashgemm.op.reference import fused_gemm_softmax_ref  # noqa: E402
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
@@ -40,7 +39,6 @@ def so(tmp_path_factory):
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
     d = tmp_path_factory.mktemp("bundle_properties")
     export_bundle(d, "llvm", log=lambda *a: None)
-    native.build_custom_op_library(d, log=lambda *a: None)
     return session_options(d)
 
 

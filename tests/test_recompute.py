@@ -1,4 +1,4 @@
-"""The recompute sketches (schedules/cuda_recompute.py): S recomputed over column chunks in three sweeps.
+"""The recompute sketches (flashgemm/spaces/cuda_recompute.py): S recomputed over column chunks in three sweeps.
 
 CPU (compile-only, no GPU): where the form applies, that tune() offers it by default on long rows only, and for sm_80 / sm_89 /
 sm_90 that sampled candidates are valid at a stated rate, build with nvcc with the accumulators in registers and the
@@ -14,6 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 SEEDS = 10
@@ -28,14 +29,15 @@ WORKER = textwrap.dedent(r'''
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tests.compile_worker import sample_and_build
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_modules
-    from schedules import cuda_space, targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces import cuda_space
+    from flashgemm import targets
 
     assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
     out = []
     for arch, dtype, spec, seeds, form_name in json.loads(sys.argv[1]):
-        targets.register_intrinsics(arch)
+        register_intrinsics(arch)
         wl = parse(spec, dtype)
         modules = tuning_modules(wl, arch)
         assert any(f.name == form_name for f, _ in modules), [f for f, _ in modules]
@@ -50,10 +52,10 @@ WORKER = textwrap.dedent(r'''
 
 
 def test_where_the_recompute_form_applies():
-    from schedules import cuda_recompute
-    from tir_kernels import Variant
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuned_forms
+    from flashgemm.spaces import cuda_recompute
+    from flashgemm.op.variant import Variant
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuned_forms
     plain = Variant("float16", True)
     assert cuda_recompute.padded_sizes(plain, 1500, 1500, 64) == (1536, 1536, 64)   # W3
     assert cuda_recompute.padded_sizes(plain, 197, 197, 64) == (224, 256, 64)       # W2
@@ -82,16 +84,16 @@ def test_where_the_recompute_form_applies():
 
 
 def test_tune_refuses_a_form_the_shape_lacks_before_any_work(tmp_path):
-    from tir_kernels.workloads import parse
-    from tuning_db import tuner
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune import tuner
     with pytest.raises(ValueError, match="has no form padded"):
         tuner.tune(parse("demo"), "llvm", 4, db_root=tmp_path, only_forms=("padded",))
     assert not any(tmp_path.rglob("database_*.json"))  # nothing tuned, no database written
 
 
 def test_recompute_template_form_needs_padded_sizes():
-    from tir_kernels import tuning_func
-    from tir_kernels.workloads import parse
+    from flashgemm.kernel.fused_gemm_softmax import tuning_func
+    from flashgemm.op.workloads import parse
     wl = parse("whisper-enc")
     with pytest.raises(ValueError, match="pad="):
         tuning_func(wl.variant, wl.canonical, wl.scale, recompute=True)
@@ -167,8 +169,8 @@ def test_recompute_sketches_build_with_chunks_of_s_in_registers(codegen, arch, d
         # P leaves the fragments two elements a store where N is even (1.7x faster at W3 than one: results/h100);
         # an odd N (197) keeps scalar stores, its rows being only 2-byte aligned. Staged (sketches 2, 3, 6, 7), P is
         # stored p_vector_width(N) elements a store, read from the fp32 tile as wide
-        from schedules.cuda_recompute import p_vector_width
-        from tir_kernels.workloads import parse
+        from flashgemm.spaces.cuda_recompute import p_vector_width
+        from flashgemm.op.workloads import parse
         n = parse(spec, dtype).canonical.sizes[3]
         assert (_a_fragment_buffers(src) == 1) == resident  # else one a sweep at least (see the two-sweep test)
         lanes = p_vector_width(n) if staged else 2
@@ -189,9 +191,11 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
     arch)."""
     import tvm
 
-    from schedules import cuda_build, cuda_recompute, cuda_space, targets
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_modules
+    from flashgemm.codegen import cuda_build
+    from flashgemm.spaces import cuda_recompute, cuda_space
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuning_modules
     mod = next(m for f, m in tuning_modules(parse("whisper-enc"), arch) if f.name == "recompute")
     sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
     # BM 96 = 3 warp rows x 2 fragments, CW 64 = 2 warp columns x 2 fragments; k tiles 4 x 1; fetch widths 1, 8
@@ -203,7 +207,7 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
     sch = tvm.s_tir.Schedule(mod)
     sketch.apply_to_schedule(sch, remove_postproc=True)
     from tvm.s_tir import meta_schedule as ms
-    targets.register_intrinsics(arch)
+    register_intrinsics(arch)
     postprocs = ms.TuneContext(mod=mod, target=targets.tvm_target(arch), task_name="main",
                                space_generator=cuda_space.design_space(arch)).space_generator.postprocs
     assert all(p.apply(sch) for p in postprocs)
@@ -219,16 +223,16 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
 
 
 def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, stand_in_measurement):
-    """tune(migrate_records=N) (tuning_db.tuner._migrate): the best resident W3 records of session 22 (one warp column,
+    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate): the best resident W3 records of session 22 (one warp column,
     tuned before warp columns were sampled; tests/data holds those two with their provenance) re-expressed at every
     warp tiling of their blocks, each measured (here by a stand-in runner) and committed to the work database,
     once."""
-    from schedules import targets
-    from tir_kernels.workloads import parse
-    from tuning_db import database as dbm
-    from tuning_db import tuner
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune import database as dbm
+    from flashgemm.tune import tuner
     measured = stand_in_measurement
-    targets.register_intrinsics("sm_90")
+    register_intrinsics("sm_90")
     wl = parse("whisper-enc")
     fixture = REPO / "tests" / "data" / "w3-resident-one-column" / "sm_90" / "whisper-enc.f16"
     committed = dbm.open_json_db(fixture)
@@ -287,7 +291,7 @@ def test_recompute_sketch_numerics(dtype, case, form):
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
-    from schedules import cuda_recompute, cuda_space
+    from flashgemm.spaces import cuda_recompute, cuda_space
     (b, h, m, n, k), feat = CASES[case]
     c = g._case(dtype, b, h, m, n, k, **feat)
     variant, shape = g._variant(dtype, c), g._canon(c)

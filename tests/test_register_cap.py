@@ -1,4 +1,4 @@
-"""The register cap of shipped CUDA kernels (schedules/cuda_build.py, MAX_REGISTERS_ATTR; tuning_db.best's
+"""The register cap of shipped CUDA kernels (flashgemm/codegen/cuda_build.py, MAX_REGISTERS_ATTR; flashgemm.bundle.best's
 TunedKernel.max_registers): a tuned kernel's runtime forms are compiled with no more registers a thread than its
 measured (tuning) form took, so that their extra index math cannot cost an occupancy step. CPU only: nvcc compiles
 and its cubin is read; the GPU timing is a benchmark's (results/h200/README.md)."""
@@ -9,19 +9,20 @@ import pytest
 from tests.compile_worker import disable_pass
 
 REPO = Path(__file__).resolve().parent.parent
-W3 = REPO / "tuning_db" / "sm_90" / "whisper-enc.f16"
+W3 = REPO / "flashgemm" / "databases" / "sm_90" / "whisper-enc.f16"
 
 
 @pytest.fixture(scope="module")
 def w3():
-    from tuning_db import best
+    from flashgemm.bundle import best
     return best.load_tuned(W3, "sm_90")
 
 
 def test_a_tuned_cuda_kernel_ships_with_the_registers_it_was_measured_with(w3):
     import tvm
 
-    from schedules import cuda_build, targets
+    from flashgemm.codegen import cuda_build
+    from flashgemm import targets
     target = targets.tvm_target("sm_90")
     assert w3.max_registers and w3.max_registers % 8 == 0 and w3.max_registers <= 255
     capped_mod = tvm.IRModule({"main": w3.shipped_func(w3.twin, "main")})
@@ -34,7 +35,8 @@ def test_a_tuned_cuda_kernel_ships_with_the_registers_it_was_measured_with(w3):
 def test_the_cap_is_per_function_and_leaves_others_alone(w3):
     import tvm
 
-    from schedules import cuda_build, targets
+    from flashgemm.codegen import cuda_build
+    from flashgemm import targets
     funcs = {"capped": w3.shipped_func(w3.twin, "capped"),
              "plain": w3.twin.mod["main"].with_attr("global_symbol", "plain")}
     src = cuda_build.compile_cuda(tvm.IRModule(funcs), targets.tvm_target("sm_90")).mod.imports[0].inspect_source(
@@ -44,7 +46,7 @@ def test_the_cap_is_per_function_and_leaves_others_alone(w3):
 
 
 def test_no_cap_on_llvm_or_when_asked_not_to(monkeypatch):
-    from tuning_db import best
+    from flashgemm.bundle import best
     llvm_db = REPO / "tests" / "data" / "llvm-slow-export" / "llvm" / "demo.f16"  # (a committed llvm database)
     assert best.load_tuned(llvm_db, "llvm").max_registers is None
     disable_pass(monkeypatch, "cap_registers")
@@ -52,6 +54,6 @@ def test_no_cap_on_llvm_or_when_asked_not_to(monkeypatch):
 
 
 def test_cubin_registers_reads_a_cubin_and_refuses_other_bytes():
-    from schedules import cuda_build
+    from flashgemm.codegen import cuda_build
     with pytest.raises(ValueError, match="ELF"):
         cuda_build.cubin_registers(b"not a cubin at all")

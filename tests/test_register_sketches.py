@@ -1,4 +1,4 @@
-"""The register-resident sketches (schedules/cuda_registers.py): S stays in the mma accumulators.
+"""The register-resident sketches (flashgemm/spaces/cuda_registers.py): S stays in the mma accumulators.
 
 CPU (compile-only, no GPU): where they apply, which sketches the space offers, and for sm_80 / sm_89 / sm_90
 that sampled candidates are valid, build with nvcc (through the stub driver, as in test_cuda_codegen), keep
@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 SEEDS = 12
 VALID_FLOOR = 0.5  # measured: 9/12 .. 12/12 (invalid: more than 1024 threads a block)
@@ -31,9 +32,10 @@ WORKER = textwrap.dedent(r'''
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
     from tests.compile_worker import sample_and_build
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_modules
-    from schedules import cuda_registers, cuda_space, targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces import cuda_registers, cuda_space
+    from flashgemm import targets
 
     assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
     out = []
@@ -55,9 +57,9 @@ def test_where_the_register_sketches_apply():
     import tvm
     import tvm_ffi
 
-    from schedules import cuda_registers
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_module
+    from flashgemm.spaces import cuda_registers
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuning_module
     assert cuda_registers.applies(512, 512, 64) and cuda_registers.applies(16, 64, 1)
     assert not cuda_registers.applies(197, 256, 64)   # M not a multiple of 16 (padded S)
     assert not cuda_registers.applies(256, 1500, 64)  # N not a multiple of 64
@@ -73,10 +75,10 @@ def test_padded_form_where_the_register_sketches_need_it():
     import tvm
     import tvm_ffi
 
-    from schedules import cuda_registers
-    from tir_kernels import Variant
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import forms, tuning_modules
+    from flashgemm.spaces import cuda_registers
+    from flashgemm.op.variant import Variant
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import forms, tuning_modules
     plain, biased = Variant("float16", True), Variant("float16", True, has_bias=True)
     assert cuda_registers.padded_sizes("sm_90", plain, 1500, 1500, 64) == (1536, 1536, 64)   # W3
     assert cuda_registers.padded_sizes("sm_90", plain, 197, 197, 64) == (224, 256, 64)       # W2
@@ -108,10 +110,11 @@ def test_space_offers_register_sketches_where_they_apply(spec, expected):
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
-    from schedules import cuda_space, targets
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_module
-    from tuning_db.tuner import tuning_modules
+    from flashgemm.spaces import cuda_space
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuning_module
+    from flashgemm.tune.tuner import tuning_modules
     modules = tuning_modules(parse(spec), "sm_90")
     counts = []
     for _, mod in modules:
@@ -152,13 +155,13 @@ def test_register_sketches_build_with_accumulators_in_registers(codegen, padded_
         for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
             assert needle in src
         # S is a per-thread register array (the warp's fragments: 8 floats each) that the softmax reads directly (no
-        # fp32 S tile in shared memory), and no shuffles of S (only P's whole-sector stores, schedules/sector_stores,
+        # fp32 S tile in shared memory), and no shuffles of S (only P's whole-sector stores, flashgemm/codegen/cuda_src/store_whole_sectors,
         # and the partial statistics' quad reductions): every element of S is read by the lane that holds it
         (acc,) = re.findall(r"alignas\(64\) float S\w*_warp_ptr\[(\d+)\];", src)
         assert int(acc) % 8 == 0 and int(acc) <= 128, acc
         assert re.search(r"=[^;\n]*\bS\w*_warp_ptr\[", src)  # the softmax reads the accumulators themselves
         kernel = src[src.index('extern "C" __global__'):]  # (TVM's preamble defines shuffle macros)
-        # (and the quad reductions of the partial statistics: schedules/quad_statistics)
+        # (and the quad reductions of the partial statistics: flashgemm/codegen/tir/reduce_statistics_in_quads)
         quad = re.findall(r"__shfl_xor_sync\(\(uint\)4294967295, row_(?:max|sum)_rf\w*_ptr\w*\[0\], [12], 32\)", kernel)
         assert kernel.count("__shfl") == kernel.count("__shfl_sync(0xffffffffu, fg_pair[") + len(quad)
         assert len(re.findall(r'__global__ void __launch_bounds__\(\d+\) (\w+)\(', src)) == 2  # decl + def: 1 kernel
@@ -182,7 +185,7 @@ def test_register_sketch_numerics(dtype, case, forms):
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
-    from schedules import cuda_registers, cuda_space
+    from flashgemm.spaces import cuda_registers, cuda_space
     (b, h, m, n, k), feat = CASES[case]
     c = g._case(dtype, b, h, m, n, k, **feat)
     variant, shape = g._variant(dtype, c), g._canon(c)
@@ -215,7 +218,7 @@ def test_padded_register_sketch_numerics(dtype, case):
     import tests.test_gpu_kernels as g
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
-    from schedules import cuda_registers, cuda_space
+    from flashgemm.spaces import cuda_registers, cuda_space
     (b, h, m, n, k), feat = PADDED_CASES[case]
     c = g._case(dtype, b, h, m, n, k, **feat)
     variant, shape = g._variant(dtype, c), g._canon(c)
@@ -236,13 +239,14 @@ def test_database_keeps_and_replays_records_of_every_form(tmp_path):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
 
-    from schedules import cuda_space, targets
-    from tir_kernels.workloads import parse
-    from tuning_db import database as dbm
-    from tuning_db.best import load_tuned
-    from tuning_db.tuner import tuning_modules
+    from flashgemm.spaces import cuda_space
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune import database as dbm
+    from flashgemm.bundle.best import load_tuned
+    from flashgemm.tune.tuner import tuning_modules
     target, wl = "sm_90", parse("a=1x2x100x64,b=1x2x200x64,transB=1,name=odd")
-    targets.register_intrinsics(target)
+    register_intrinsics(target)
     modules = tuning_modules(wl, target)
     assert [f.name for f, _ in modules] == ["one-pass", "padded", "recompute", "recompute2"]
     traces = []
@@ -273,5 +277,5 @@ def test_database_keeps_and_replays_records_of_every_form(tmp_path):
         assert tk.run_secs == 1e-5
         assert tk.form == modules[fast][0].name  # replayed on the form it was tuned in
         guarded = re.search(r"if v\w+ < 100 and v\w+ < 200:", tk.schedule.mod.script())
-        assert bool(guarded) == (fast > 0)  # the padded forms' guarded P store (tir_kernels._padded)
+        assert bool(guarded) == (fast > 0)  # the padded forms' guarded P store (flashgemm.kernel.fused_gemm_softmax._padded)
         assert ('"S_sum' in tk.schedule.mod.script()) == (fast == 2)  # the recompute form's second GEMM

@@ -1,12 +1,12 @@
-"""The attention-score rewrite (ort_integration/rewrite.py) on the tiny seed models and on hand-made graphs.
+"""The attention-score rewrite (flashgemm/ort/rewrite.py) on the tiny seed models and on hand-made graphs.
 
 The tiny models in tests/data/ were exported by
-    scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 --out tests/data
+    flashgemm-getmodel --model all --tiny --dtype float16 --batch 2 --out tests/data
 (2 layers each, so 2 attention sites each); the regeneration test re-exports them when torch and transformers are
 installed and checks that the graphs are the same. The dynamic ones (torch 2.14.1, transformers 5.24.0: see their
 metadata) by
-    scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 --dynamic-batch --out tests/data       (-dynb)
-    scripts/getmodel.py --model bert-large --tiny --dtype float16 --batch 2 --dynamic-batch --dynamic-seq \
+    flashgemm-getmodel --model all --tiny --dtype float16 --batch 2 --dynamic-batch --out tests/data       (-dynb)
+    flashgemm-getmodel --model bert-large --tiny --dtype float16 --batch 2 --dynamic-batch --dynamic-seq \
         --out tests/data                                                                                   (-dyn)
 
 Numerics: the tiny float16 originals run on ORT's CPU EP, so the rewritten model is compared with the original
@@ -29,10 +29,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from ort_integration import native, rewrite
-from ort_integration.kernel_library import export_bundle
-from ort_integration.session import run, session_options
-from tir_kernels import Variant
+from flashgemm.ort import rewrite
+from flashgemm.bundle.kernel_library import export_bundle
+from flashgemm.ort.session import run, session_options
+from flashgemm.op.variant import Variant
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -48,12 +48,11 @@ P_ATOL = 2e-3
 
 @pytest.fixture(scope="module")
 def so(tmp_path_factory):
-    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1: ~6 s), and the op library."""
+    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1: ~6 s), the op library registered."""
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
     d = tmp_path_factory.mktemp("bundle_rewrite")
     variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)]
     export_bundle(d, "llvm", variants=variants, log=lambda *a: None)
-    native.build_custom_op_library(d, log=lambda *a: None)
     return session_options(d)
 
 
@@ -86,7 +85,7 @@ def _ops(model, op_type, domain=""):
 @pytest.mark.parametrize("name", MODELS)
 def test_tiny_model_files(name):
     path = TINY[name]
-    assert path.is_file(), f"{path} missing: scripts/getmodel.py --model all --tiny --dtype float16 --batch 2 " \
+    assert path.is_file(), f"{path} missing: flashgemm-getmodel --model all --tiny --dtype float16 --batch 2 " \
                            f"--out tests/data"
     assert path.stat().st_size < 400_000
     m = onnx.load(str(path))
@@ -212,18 +211,18 @@ def test_without_symbolic_inference_dynamic_sequence_left_alone(tmp_path, monkey
 
 def test_rewrite_cli(tmp_path):
     out = tmp_path / "bert.fused.onnx"
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "rewrite_model.py"), str(TINY["bert-large"]), str(out),
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(TINY["bert-large"]), str(out),
                         "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
     assert "2 site(s) fused, 0 candidate site(s) left alone" in r.stdout, r.stdout
     assert out.is_file() and '"fused": 2' in (tmp_path / "r.json").read_text()
-    assert f"scripts/build.py --target auto --from-model {out}" in r.stdout  # what to do next
+    assert f"flashgemm-build --target auto --from-model {out}" in r.stdout  # what to do next
 
 
 def test_regenerate_tiny_models_match(tmp_path):
     pytest.importorskip("torch", reason="regenerating the tiny models needs torch (pip install -e '.[models]')")
     pytest.importorskip("transformers", reason="regenerating the tiny models needs transformers "
                                                "(pip install -e '.[models]')")
-    from ort_integration import models  # noqa: PLC0415
+    from flashgemm.ort import models  # noqa: PLC0415
     cases = [(name, TINY[name], {}) for name in MODELS] + \
             [(name, DYN[f"{name}-dynb"], {"dynamic_batch": True}) for name in MODELS] + \
             [("bert-large", DYN["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True})]
@@ -395,7 +394,7 @@ def test_float32_left_untouched(tmp_path):
     reason = report.left_alone[0].reasons[0]
     assert "float32" in reason and "float16/bfloat16 only" in reason, reason
     assert dst.read_bytes() == src.read_bytes()
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "rewrite_model.py"), str(src), str(tmp_path / "o.onnx")],
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(src), str(tmp_path / "o.onnx")],
                        capture_output=True, text=True, check=True)
     assert "0 site(s) fused, 1 candidate site(s) left alone" in r.stdout and "float32" in r.stdout, r.stdout
     assert "--from-model" not in r.stdout
@@ -514,8 +513,8 @@ def test_min_broadcast_rule():
 
 def test_model_workloads_of_the_tiny_models(tmp_path):
     """tune.py --from-model: one workload per distinct site shape, parseable, with the rewrite's scale and bias."""
-    from ort_integration.rewrite import model_workloads  # noqa: PLC0415
-    from tir_kernels.workloads import parse  # noqa: PLC0415
+    from flashgemm.ort.rewrite import model_workloads  # noqa: PLC0415
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
     specs = model_workloads(DATA / "bert-large-tiny.f16.onnx")
     assert specs == ["a=2x2x16x32,b=2x2x16x32,transB=1,causal=0,scale=0.176757812,dtype=float16,bias=2x1x16x16,"
                      "name=bert-large-tiny-m16n16k32"]
@@ -531,7 +530,7 @@ def test_model_workloads_of_the_tiny_models(tmp_path):
 def test_workloads_of_models_for_tune_and_build(tmp_path):
     """--from-model of tune.py and build.py: every model's specs, logged; a missing file or a model without a
     fusable site is an error that says so."""
-    from ort_integration.rewrite import workloads_of_models  # noqa: PLC0415
+    from flashgemm.ort.rewrite import workloads_of_models  # noqa: PLC0415
     lines = []
     models = [DATA / "bert-large-tiny.f16.onnx", DATA / "whisper-enc-tiny.f16.onnx"]
     specs = workloads_of_models(models, log=lines.append)

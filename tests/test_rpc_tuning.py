@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tir_kernels.workloads import parse
-from tuning_db import database as dbm
-from tuning_db import rpc_cluster, rpc_runner, tuner
+from flashgemm.op.workloads import parse
+from flashgemm.tune import database as dbm
+from flashgemm.tune import rpc_cluster, rpc_runner, tuner
 
 REPO = Path(__file__).resolve().parent.parent
-TUNE = [sys.executable, str(REPO / "scripts" / "tune.py")]
-CLUSTER = [sys.executable, str(REPO / "scripts" / "rpc_cluster.py")]
+TUNE = [sys.executable, "-m", "flashgemm.cli.tune"]
+CLUSTER = [sys.executable, "-m", "flashgemm.cli.rpc_cluster"]
 
 
 def _free_port() -> int:
@@ -186,10 +186,7 @@ def test_an_explicit_non_loopback_host_warns(fake_spawn, tmp_path, capsys):
     assert rpc_cluster.is_loopback("127.0.0.1") and rpc_cluster.is_loopback("::1")
     assert rpc_cluster.is_loopback("localhost") and not rpc_cluster.is_loopback("0.0.0.0")
     # the script: the warning on stderr, one line
-    import importlib.util  # noqa: PLC0415
-    spec = importlib.util.spec_from_file_location("rpc_cluster_script", REPO / "scripts" / "rpc_cluster.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from flashgemm.cli import rpc_cluster as script  # noqa: PLC0415
     capsys.readouterr()
     assert script.main(["start", "--gpus", "none", "--host", "0.0.0.0", "--port", str(_free_port()),
                         "--state", str(tmp_path / "s.json"), "--log-dir", str(tmp_path)]) == 0
@@ -393,7 +390,7 @@ def test_searches_argument_is_checked(tmp_path):
 def test_rpc_tuning_on_the_local_gpu_times_each_candidate(tmp_path):
     """One GPU server on this machine: every candidate valid, and timed as itself. (A session kept across
     candidates once loaded every candidate's library from one path and timed the first kernel each time.)"""
-    from schedules import targets  # noqa: PLC0415
+    from flashgemm import targets  # noqa: PLC0415
 
     target = targets.detect_local()
     c = rpc_cluster.start(devices=["0"], port=_free_port(), log_dir=tmp_path / "rpc-logs",

@@ -1,4 +1,4 @@
-"""schedules/shallow_stack.py: TVM's and our tensor intrinsics parsed with the shallow stack are the ones parsed with
+"""flashgemm/tvm_ext/shallow_stack.py: TVM's and our tensor intrinsics parsed with the shallow stack are the ones parsed with
 Python's own inspect.stack(). (How much faster is printed, not asserted: timings are not tests.)"""
 import json
 import subprocess
@@ -13,10 +13,10 @@ _DUMP = r"""
 import contextlib, hashlib, importlib, json, pkgutil, sys, time
 sys.path.insert(0, sys.argv[2])
 if sys.argv[1] == "python-stack":
-    import schedules.shallow_stack as ss
+    import flashgemm.tvm_ext.shallow_stack as ss
     ss.shallow_stack = lambda *a, **k: contextlib.nullcontext()
 t = time.perf_counter()
-from schedules import tensor_intrin as ours
+from flashgemm.tvm_ext import tensor_intrin as ours
 seconds = time.perf_counter() - t
 import tvm.s_tir.tensor_intrin as pkg
 from tvm.s_tir import TensorIntrin
@@ -61,10 +61,9 @@ def _imports_of_tvm_intrinsics(path: Path) -> list:
 
 def test_only_schedules_tensor_intrin_imports_tvm_intrinsics():
     """Whichever module imports TVM's intrinsic modules first pays for parsing all 546: cuda_space importing
-    tvm.s_tir.tensor_intrin.cuda ahead of schedules.tensor_intrin cost tune.py ~50 s of start-up on the H100
-    (2026-11-24). So the package's modules reach them through schedules.tensor_intrin only."""
-    files = [p for d in ("schedules", "tir_kernels", "tuning_db", "ort_integration", "scripts")
-             for p in sorted((REPO / d).rglob("*.py")) if p.name != "tensor_intrin.py"]
+    tvm.s_tir.tensor_intrin.cuda ahead of flashgemm.tvm_ext.tensor_intrin cost tune.py ~50 s of start-up on the H100
+    (2026-11-24). So the package's modules reach them through flashgemm.tvm_ext.tensor_intrin only."""
+    files = [p for p in sorted((REPO / "flashgemm").rglob("*.py")) if p.name != "tensor_intrin.py"]
     assert len(files) > 20
     assert [hit for p in files for hit in _imports_of_tvm_intrinsics(p)] == []
 
@@ -79,8 +78,8 @@ def counting(*a, **k):
     calls[0] += 1
     return real(*a, **k)
 inspect.getouterframes = counting  # what inspect.stack() calls
-import tuning_db.tuner, schedules.cuda_space, schedules.cuda_gemm, schedules.cuda_split_n  # noqa: E401
-import schedules.cuda_registers, schedules.cuda_recompute, schedules.cuda_row_vector, schedules.cuda_default  # noqa
+import flashgemm.tune.tuner, flashgemm.spaces.cuda_space, flashgemm.spaces.cuda_gemm, flashgemm.spaces.cuda_split_n  # noqa: E401
+import flashgemm.spaces.cuda_registers, flashgemm.spaces.cuda_recompute, flashgemm.spaces.cuda_row_vector, flashgemm.spaces.cuda_default  # noqa
 import tvm.s_tir.tensor_intrin.cuda
 assert "tvm.s_tir.tensor_intrin.cuda" in sys.modules
 print(calls[0])

@@ -7,9 +7,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_every_form_of_a_tuned_record_builds_with_its_calling_convention():
     from benchmarks.shipped_forms_ab import forms_of
-    from tir_kernels.workloads import parse
+    from flashgemm.op.workloads import parse
     import os
-    forms = forms_of(parse("vit-b16", "float16"), "sm_90", REPO / "tuning_db", caps=(64,),
+    forms = forms_of(parse("vit-b16", "float16"), "sm_90", REPO / "flashgemm" / "databases", caps=(64,),
                      switches=("guarded", "exp-twice"))
     assert list(forms) == ["tuning", "static", "any_batch", "twin", "twin_scale", "twin@cap64", "tuning@guarded",
                            "twin@guarded", "twin_scale@guarded", "tuning@exp-twice", "twin@exp-twice",

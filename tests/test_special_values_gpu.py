@@ -2,7 +2,7 @@
 kernels, tuned kernels of each form the committed databases ship (one pass with S in shared memory, S in registers
 with its fixed-batch and scale-specialized twins, the recompute form, split-N, the M = 1 row-vector form) and
 default-schedule kernels of untuned shapes (one pass, split-N, row vector), every function run by
-ort_integration.bundle_check with NaN and +inf poked into a few rows (poke_special_values) and compared with the FP64
+flashgemm.bundle.bundle_check with NaN and +inf poked into a few rows (poke_special_values) and compared with the FP64
 reference: NaN rows exactly where the reference has them, zeros where a NaN sits in a fully masked row."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 
 import tvm  # noqa: E402
 
-from schedules import targets  # noqa: E402
+from flashgemm import targets  # noqa: E402
 
 TUNED = ["vit-b16.f16", "bert-large.bf16", "whisper-enc.f16", "long-row-n65536.f16", "decode-m1.bf16"]
 UNTUNED = ["a=2x12x100x64,b=2x12x100x64,transB=1,scale=0.125,bias=2x1x100x100,name=one-pass",
@@ -38,11 +38,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(ARCH is None, reason="no CUDA 
 
 
 def test_every_kernel_kind_gives_nan_rows_where_the_reference_does(tmp_path):
-    from ort_integration.bundle_check import check_bundle
-    from ort_integration.kernel_library import export_bundle
-    from tir_kernels import Variant
-    from tir_kernels.workloads import parse
-    from tuning_db import best, database
+    from flashgemm.bundle.bundle_check import check_bundle
+    from flashgemm.bundle.kernel_library import export_bundle
+    from flashgemm.op.variant import Variant
+    from flashgemm.op.workloads import parse
+    from flashgemm.bundle import best
+    from flashgemm.tune import database
 
     root = database.default_root()
     tuned = [best.load_tuned(database.workload_dir(root, "sm_90", d), "sm_90") if ARCH == "sm_90" else

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import tvm
 
-from schedules import cuda_split_n
-from tir_kernels import Variant, canonicalize, fused_gemm_softmax_ref, tuning_func
-from tir_kernels.workloads import parse
-from tuning_db.tuner import split_n_chunk, tuning_module
+from flashgemm.spaces import cuda_split_n
+from flashgemm.op.variant import Variant, canonicalize
+from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.kernel.fused_gemm_softmax import tuning_func
+from flashgemm.op.workloads import parse
+from flashgemm.tune.tuner import split_n_chunk, tuning_module
 
 
 @pytest.mark.parametrize("target, spec, chunk", [

@@ -1,6 +1,6 @@
 """benchmarks/stall_sites.py on synthetic ncu pages (CPU): the source page of a two-kernel report parses per kernel,
 samples group by instruction class with their stall reasons, the report renders, and bad input fails clearly.
-Profiling itself needs ncu and a GPU (scripts/stall_sites.py; results/h100/stall-sites-*)."""
+Profiling itself needs ncu and a GPU (python -m benchmarks.bench_stall_sites; results/h100/stall-sites-*)."""
 import pytest
 
 from benchmarks import stall_sites
@@ -65,14 +65,9 @@ def test_pages_without_samples_fail_clearly():
 
 
 def test_the_report_renders_metrics_and_kernels():
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("stall_sites_script",
-                                                  Path(__file__).resolve().parent.parent / "scripts" / "stall_sites.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from benchmarks import bench_stall_sites as script
     kernel = stall_sites.parse_source_csv(PAGE)[0]
-    result = {"date": "2026-11-27", "commit": "abc", "command": "scripts/stall_sites.py --workload w1",
+    result = {"date": "2026-11-27", "commit": "abc", "command": "python -m benchmarks.bench_stall_sites --workload w1",
               "env": {"gpu": "H100", "driver": "580", "ncu": "ncu 2025"},
               "rows": [{"workload": "bert-large.f16", "spec": "a=...", "which": "tuned",
                         "kernels": [{"summary": stall_sites.summarize(kernel),

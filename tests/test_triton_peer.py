@@ -4,8 +4,8 @@ Tolerances: fp16 atol 2e-3, bf16 atol 1.6e-2 (P rounded to the dtype), as for ou
 import numpy as np
 import pytest
 
-from tir_kernels import fused_gemm_softmax_ref
-from tir_kernels.workloads import parse
+from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.op.workloads import parse
 
 pytestmark = pytest.mark.gpu
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}

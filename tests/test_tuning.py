@@ -1,4 +1,4 @@
-"""scripts/tune.py and tuning_db/ on the CPU (llvm): tiny budgets, resume, top-k pruning, provenance,
+"""flashgemm-tune and flashgemm/databases/ on the CPU (llvm): tiny budgets, resume, top-k pruning, provenance,
 interrupted runs, and bad arguments. Each tuning call costs tens of seconds on 2 cores."""
 import hashlib
 import json
@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tir_kernels.workloads import parse
-from tuning_db import database as dbm
-from tuning_db import tuner
+from flashgemm.op.workloads import parse
+from flashgemm.tune import database as dbm
+from flashgemm.tune import tuner
+from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = Path(__file__).resolve().parent.parent
-TUNE = [sys.executable, str(REPO / "scripts" / "tune.py")]
+TUNE = [sys.executable, "-m", "flashgemm.cli.tune"]
 SPEC = "a=2x16x8,b=8x16,mask=2x1x16:bool,scale=0.5,name=tiny"
 
 
@@ -213,8 +214,8 @@ def test_a_signal_repeated_at_once_is_one_stop_request(monkeypatch):
     monkeypatch.setattr(tuner, "SAME_SIGNAL_SECONDS", 0.3)
     killed = []
     monkeypatch.setattr(tuner, "_kill_workers", lambda: killed.append(True))  # not this test process's children
-    stop, said, before = tuner._Stop(None), [], signal.getsignal(signal.SIGTERM)
-    with tuner._stop_on_signals(stop, said.append):
+    stop, said, before = tuner.StopRequest(None), [], signal.getsignal(signal.SIGTERM)
+    with tuner.stop_on_signals(stop, said.append):
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
@@ -231,8 +232,8 @@ def test_tuning_workers_outlive_the_signal_that_stops_the_tuner():
     """`timeout` and Ctrl-C signal the whole process group. A runner or builder worker killed by it would fail its
     candidate in the batch the tuner still finishes; the workers ignore SIGTERM and SIGINT instead, in a process
     group of their own (their nvcc does not ignore it)."""
-    from schedules import cuda_space, llvm  # noqa: PLC0415
-    from schedules.worker_init import ignore_stop_signals  # noqa: PLC0415
+    from flashgemm.spaces import cuda_space, llvm  # noqa: PLC0415
+    from flashgemm.codegen.worker_init import ignore_stop_signals  # noqa: PLC0415
 
     runner = llvm.runner()
     try:
@@ -255,7 +256,7 @@ def test_tuning_workers_outlive_the_signal_that_stops_the_tuner():
 GROUP_SIGNAL_SCRIPT = """
 import signal, subprocess, sys
 from tvm.support.popen_pool import PopenPoolExecutor
-from schedules.worker_init import ignore_stop_signals
+from flashgemm.codegen.worker_init import ignore_stop_signals
 signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the tuner handles it (stops after the batch)
 pool = PopenPoolExecutor(max_workers=1, initializer=ignore_stop_signals)
 pool.submit(sum, [1]).result()  # the worker is up, its initializer run
@@ -332,10 +333,10 @@ def test_database_of_another_target_is_refused(tmp_path):
 
 def test_cuda_runner_allocates_a_workloads_arguments_once():
     """The runner worker reuses one workload's (random-filled) arguments for every candidate; a new workload
-    replaces them (schedules/cuda_runner.py)."""
+    replaces them (flashgemm/codegen/cuda_runner.py)."""
     import tvm  # noqa: PLC0415
 
-    from schedules import cuda_runner  # noqa: PLC0415
+    from flashgemm.codegen import cuda_runner  # noqa: PLC0415
     dev = tvm.cpu(0)
     info = (("TENSOR", "float16", [8, 16]), ("TENSOR", "float16", [16, 4]))
     first = cuda_runner.alloc_arguments_once(dev, info, 1)
@@ -388,8 +389,8 @@ def test_stage_seconds_counts_the_last_stage_until_the_run_ended(tmp_path):
 
 @pytest.mark.parametrize("target", ["llvm", "sm_90"])
 def test_search_profile_gives_the_cost_of_each_stage_per_candidate(target):
-    """tuning_db.search_profile (no GPU needed): replay, every postprocessor and the feature extraction, timed."""
-    from tuning_db import search_profile  # noqa: PLC0415
+    """flashgemm.tune.search_profile (no GPU needed): replay, every postprocessor and the feature extraction, timed."""
+    from flashgemm.tune import search_profile  # noqa: PLC0415
     out = search_profile.profile(parse(SPEC if target == "llvm" else "vit-b16"), target, candidates=3)
     assert out["candidates"] == 3 and 1 <= out["valid"] <= 3
     stages = out["ms_per_candidate"]
@@ -457,10 +458,7 @@ def test_stored_curve_numbers_records_in_the_order_stored_and_skips_failed_ones(
                                             (["--recompute-form", "on"], True), (["--recompute-form", "off"], False)])
 def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
     """--recompute-form auto (default: tuner.tuned_forms decides by row length) | on (the bare flag) | off."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("tune_script", REPO / "scripts" / "tune.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from flashgemm.cli import tune as script
     seen = {}
     monkeypatch.setattr(tuner, "tune_many", lambda workloads, target, trials, jobs=1, **kw: seen.update(kw) or [])
     assert script.main(["--target", "llvm", "--workload", "demo", "--trials", "1", *flag]) == 0
@@ -471,10 +469,10 @@ def test_seeding_from_the_other_dtype_renames_wgmma_intrinsics(tmp_path):
     """The committed sm_90 LM-head bf16 database's best records are wgmma (m64n256, the wide split-N form): seeding
     the fp16 workload from it renames their wgmma intrinsics (tuner._dtype_renames) so that every one replays, and
     records that differ only in their instructions keep keys of their own."""
-    from schedules import targets
-    targets.register_intrinsics("sm_90")
+    from flashgemm import targets
+    register_intrinsics("sm_90")
     root = tmp_path / "db"
-    shutil.copytree(REPO / "tuning_db" / "sm_90" / "lm-head.bf16", root / "sm_90" / "lm-head.bf16",
+    shutil.copytree(REPO / "flashgemm" / "databases" / "sm_90" / "lm-head.bf16", root / "sm_90" / "lm-head.bf16",
                     ignore=shutil.ignore_patterns("work"))
     items, keys, rejected = tuner.seed_candidates(parse("lm-head", "float16"), "sm_90", "bfloat16", root, 3)
     assert len(items) == len(set(keys)) == 3 and rejected == 0
@@ -487,11 +485,11 @@ def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_i
     """tune(seed_from_dtype=...) (tuner._seed_from_dtype): the committed W1 fp16 database's best records replayed on
     the bf16 module with bf16 tensor intrinsics, measured (a stand-in builder and runner here) into the work
     database and counted as trials, once per work directory; the wrong dtype or target is refused up front."""
-    from schedules import targets
+    from flashgemm import targets
     measured = stand_in_measurement
-    targets.register_intrinsics("sm_90")
+    register_intrinsics("sm_90")
     root = tmp_path / "db"
-    shutil.copytree(REPO / "tuning_db" / "sm_90" / "bert-large.f16", root / "sm_90" / "bert-large.f16",
+    shutil.copytree(REPO / "flashgemm" / "databases" / "sm_90" / "bert-large.f16", root / "sm_90" / "bert-large.f16",
                     ignore=shutil.ignore_patterns("work"))
     wl = parse("bert-large", "bfloat16")
     items, keys, rejected = tuner.seed_candidates(wl, "sm_90", "float16", root, 3)
@@ -521,9 +519,9 @@ def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_i
 def test_a_form_of_few_points_gets_a_small_search_population():
     """The wide split-N form's space is 12 points (4 sketches x one categorical of 3): its evolutionary search gets
     4 candidates a point, not the 512 that spent 150 s re-sampling them; spaces that sample tile sizes keep theirs."""
-    from schedules import targets
+    from flashgemm import targets
     wl = parse("lm-head", "bfloat16")
-    targets.register_intrinsics("sm_90")
+    register_intrinsics("sm_90")
     modules = {f.name: m for f, m in tuner.tuning_modules(wl, "sm_90")}
     assert tuner.space_points(modules["split-n-wide"], "sm_90") == 12
     assert tuner.space_points(modules["split-n"], "sm_90") is None  # (it samples tile sizes)
@@ -552,19 +550,22 @@ def test_the_compiler_that_timed_the_kept_records_is_named_and_checked(tmp_path,
     cuda = tuner.compiler_id("sm_90")
     assert cuda == tuner.compiler_id("sm_80") != tuner.compiler_id("llvm")
     sources = tuner.compiler_sources()  # the device passes and source rewrites of cuda_build among them
-    assert {"schedules/cuda_build.py", "schedules/exp_in_accumulator.py", "schedules/sector_stores.py",
-            "schedules/softmax_arithmetic.py", "schedules/static_statistics.py", "schedules/warp_statistics.py",
-            "schedules/tensor_intrin.py", "schedules/device_pass.py"} <= set(sources)  # (device_pass: a pass's import)
+    assert {"flashgemm/codegen/cuda_build.py", "flashgemm/codegen/tir/keep_exp_in_accumulator.py",
+            "flashgemm/codegen/cuda_src/store_whole_sectors.py", "flashgemm/codegen/tir/rewrite_softmax_arithmetic.py",
+            "flashgemm/codegen/tir/move_statistics_to_static_shared.py",
+            "flashgemm/codegen/tir/keep_warp_statistics_in_registers.py", "flashgemm/tvm_ext/tensor_intrin.py",
+            "flashgemm/codegen/device_pass.py", "flashgemm/targets.py"} <= set(sources)  # (device_pass: a pass's import)
+    assert not any(rel.startswith(("flashgemm/kernel/", "flashgemm/op/", "flashgemm/spaces/")) for rel in sources)
     fake = tmp_path / "repo"
     for rel in sources:
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, fake / rel)
-    monkeypatch.setattr(tuner, "_REPO", fake)
+    monkeypatch.setattr(tuner, "_PACKAGE", fake / "flashgemm")
     assert tuner.compiler_id("sm_90") == cuda
-    with open(fake / "schedules" / "softmax_arithmetic.py", "a") as f:
+    with open(fake / "flashgemm" / "codegen" / "tir" / "rewrite_softmax_arithmetic.py", "a") as f:
         f.write("# changed\n")
     assert tuner.compiler_id("sm_90") != cuda
-    monkeypatch.setattr(tuner, "_REPO", REPO)
+    monkeypatch.setattr(tuner, "_PACKAGE", REPO / "flashgemm")
     # stale_times: no database, a database timed by another compiler, by an unnamed (older) one, by today's
     wl = parse(SPEC)
     assert tuner.stale_times(wl, "sm_90", tmp_path) is None

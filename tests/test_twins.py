@@ -1,4 +1,4 @@
-"""Twin verdicts (tuning_db/twins.py, scripts/twin_verdicts.py): a GPU benchmark that timed a workload's fixed-batch
+"""Twin verdicts (flashgemm/bundle/twins.py, flashgemm-twin-verdicts): a GPU benchmark that timed a workload's fixed-batch
 twin and its plain any-batch kernel decides whether build.py ships the twin. CPU only: the benchmark is given."""
 import json
 import shutil
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tuning_db import best, database, twins
+from flashgemm.bundle import best, twins
+from flashgemm.tune import database
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOAD = "k1.f16"  # a small committed sm_90 database with an any-batch kernel and its twin
@@ -41,7 +42,7 @@ def test_a_verdict_holds_for_its_record_only():
 
 @pytest.fixture()
 def db(tmp_path):
-    shutil.copytree(REPO / "tuning_db" / "sm_90" / WORKLOAD, tmp_path / "sm_90" / WORKLOAD)
+    shutil.copytree(REPO / "flashgemm" / "databases" / "sm_90" / WORKLOAD, tmp_path / "sm_90" / WORKLOAD)
     prov = database.read_provenance(tmp_path / "sm_90" / WORKLOAD)
     prov.pop("twin", None)
     (tmp_path / "sm_90" / WORKLOAD / database.PROVENANCE).write_text(json.dumps(prov))
@@ -51,7 +52,7 @@ def db(tmp_path):
 def test_build_leaves_out_the_twin_a_benchmark_found_slower(db, tmp_path):
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps(_result(_row(WORKLOAD, 10.0, 9.0), _row("not-here.f16", 5.0, 6.0))))
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / "twin_verdicts.py"), str(bench), "--db", str(db)],
+    out = subprocess.run([sys.executable, "-m", "flashgemm.cli.twin_verdicts", str(bench), "--db", str(db)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert f"{WORKLOAD}: twin 10.0 us, any-batch 9.0 us (1.111x): left out" in out.stdout
@@ -75,7 +76,7 @@ def test_twin_verdicts_refuses_what_is_not_a_whole_benchmark(db, tmp_path):
     junk.write_text("[1, 2]")
     for path, why in ((cut, "a partial bench result"), (junk, "not a bench.py result"),
                       (tmp_path / "missing.json", "not a readable bench.py result")):
-        out = subprocess.run([sys.executable, str(REPO / "scripts" / "twin_verdicts.py"), str(path), "--db", str(db)],
+        out = subprocess.run([sys.executable, "-m", "flashgemm.cli.twin_verdicts", str(path), "--db", str(db)],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and why in out.stderr, out.stderr
     assert "twin" not in database.read_provenance(db / "sm_90" / WORKLOAD)

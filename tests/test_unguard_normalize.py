@@ -1,4 +1,4 @@
-"""The normalize step without its branch (schedules/cuda_build.unguard_normalize): CodeGenCUDA's
+"""The normalize step without its branch (flashgemm/codegen/cuda_src/unguard_normalize.py): CodeGenCUDA's
 `if (SUM == 0) { V = 0; } else { ...; V = E / SUM; }` becomes `{ ...; V = E / SUM; } if (SUM == 0) { V = 0; }`,
 in the recompute form's kernels only (unguard_recompute_normalize: it made the register sketch's W1 kernel slower).
 CPU only: the rewrite, its equivalence (both forms compiled with the host C compiler and run on the same inputs,
@@ -43,7 +43,7 @@ VECTOR = f"""            float2 condval_1;
 
 
 def test_the_guarded_normalize_becomes_an_unconditional_body_and_a_zeroing_test():
-    from schedules.cuda_build import unguard_normalize
+    from flashgemm.codegen.cuda_src.unguard_normalize import unguard_normalize
     for src, var, zero in ((SCALAR, "condval", ZERO), (VECTOR, "condval_1", f"make_float2({ZERO}, {ZERO})")):
         out = unguard_normalize(src)
         assert "} else {" not in out and out.count(f" == {ZERO}) {{") == 1 and f"{var} = {zero};" in out
@@ -55,7 +55,7 @@ def test_the_guarded_normalize_becomes_an_unconditional_body_and_a_zeroing_test(
 
 
 def test_other_shapes_other_forms_and_the_switch_leave_the_source_alone(monkeypatch):
-    from schedules.cuda_build import unguard_normalize, unguard_recompute_normalize
+    from flashgemm.codegen.cuda_src.unguard_normalize import unguard_normalize, unguard_recompute_normalize
     other_then = SCALAR.replace(f"condval = {ZERO};\n      }} else", "condval = 1.0f;\n      } else")
     other_var = VECTOR.replace("              condval_1 = __2;", "              other = __2;")
     other_test = SCALAR.replace(f"== {ZERO}) {{", "== 1.0f) {")
@@ -96,7 +96,7 @@ int main(void) {
 def test_both_forms_compute_the_same_values(tmp_path):
     """Zero, negative, NaN, infinite and tiny sums, finite and -inf logits: the same bits either way; a zero sum (a
     fully masked row) gives zeros and a NaN sum (a NaN or +inf logit in the row) NaN everywhere."""
-    from schedules.cuda_build import unguard_normalize
+    from flashgemm.codegen.cuda_src.unguard_normalize import unguard_normalize
     cc = shutil.which("cc") or shutil.which("gcc")
     results = []
     for src in (VECTOR, unguard_normalize(VECTOR)):
@@ -116,9 +116,10 @@ def test_both_forms_compute_the_same_values(tmp_path):
 def _shipped_source(db: str) -> str:
     import tvm
 
-    from schedules import cuda_build, targets
-    from tuning_db import best
-    tuned = best.load_tuned(REPO / "tuning_db" / "sm_90" / db, "sm_90")
+    from flashgemm.codegen import cuda_build
+    from flashgemm import targets
+    from flashgemm.bundle import best
+    tuned = best.load_tuned(REPO / "flashgemm" / "databases" / "sm_90" / db, "sm_90")
     sch = tuned.twin or tuned.schedule
     return cuda_build.compile_cuda(tvm.IRModule({"main": tuned.shipped_func(sch, "main")}),
                                    targets.tvm_target("sm_90")).mod.imports[0].inspect_source("cuda")

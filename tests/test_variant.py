@@ -1,8 +1,8 @@
-"""Canonicalization of ONNX-level shapes into the kernels' 4-D problem (tir_kernels/variant.py).
+"""Canonicalization of ONNX-level shapes into the kernels' 4-D problem (flashgemm/op/variant.py).
 The C++ op implements the same algorithm; test_ort_op.py checks the two agree through ORT."""
 import pytest
 
-from tir_kernels import ShapeError, Variant, canonicalize
+from flashgemm.op.variant import ShapeError, Variant, canonicalize
 
 
 def test_attention_scores_with_padding_mask():

@@ -1,4 +1,4 @@
-"""Hopper wgmma (schedules/cuda_wgmma.py): the plain GEMM path (scripts/bench_gemm.py --mma wgmma) and pass 1 of
+"""Hopper wgmma (flashgemm/spaces/cuda_wgmma.py): the plain GEMM path (python -m benchmarks.bench_gemm --mma wgmma) and pass 1 of
 the fused op's split-N form (the LM head), which the sm_90 space offers beside its mma.sync sketches.
 
 CPU (compile-only, stub driver): every GEMM sketch builds for sm_90a, fp16 and bf16, with wgmma.mma_async from
@@ -24,8 +24,8 @@ WORKER = textwrap.dedent(r'''
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
-    from tir_kernels.gemm import gemm_func
-    from schedules import cuda_wgmma
+    from flashgemm.kernel.gemm import gemm_func
+    from flashgemm.spaces import cuda_wgmma
 
     out = []
     for dtype, (m, n, k), trans_b, options in json.loads(sys.argv[1]):
@@ -52,7 +52,7 @@ MN_OPTIONS = [[128], [2], [3], [1]]  # B as [K, N]: one sketch (BN 128, two warp
 @pytest.fixture(scope="module")
 def codegen(tmp_path_factory):
     from tests.compile_worker import run_compile_worker
-    from schedules import cuda_wgmma
+    from flashgemm.spaces import cuda_wgmma
     every = [list(cuda_wgmma.BNS), list(cuda_wgmma.WGS), list(cuda_wgmma.STAGES)]
     return {(r["dtype"], r["trans_b"]): r["built"] for r in run_compile_worker(
         WORKER, [["float16", list(SIZE), True, every], ["bfloat16", list(SIZE), True, every],
@@ -61,7 +61,7 @@ def codegen(tmp_path_factory):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_every_sketch_builds_with_wgmma(codegen, dtype):
-    from schedules import cuda_wgmma
+    from flashgemm.spaces import cuda_wgmma
     built = codegen[dtype, True]
     assert len(built) == len(cuda_wgmma.BNS) * len(cuda_wgmma.WGS) * len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
     assert all(b is not None for b in built), "a sketch was rejected by the postprocessors"
@@ -132,9 +132,10 @@ SPLIT_N_WORKER = textwrap.dedent(r'''
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
-    from schedules import cuda_space, targets
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import form_module, forms, tuning_module
+    from flashgemm.spaces import cuda_space
+    from flashgemm import targets
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import form_module, forms, tuning_module
 
     spec, builds, wide = json.loads(sys.argv[1])
     wl = parse(spec)
@@ -165,7 +166,7 @@ def test_split_n_space_offers_wgmma_sketches_that_build(tmp_path_factory):
     asked."""
     import re
 
-    from schedules import cuda_space, cuda_wgmma
+    from flashgemm.spaces import cuda_space, cuda_wgmma
     from tests.compile_worker import run_compile_worker
     sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 2, False], tmp_path_factory)
     wg = [s for s in sketches if s["wgmma"]]
@@ -187,13 +188,13 @@ def test_split_n_space_offers_wgmma_sketches_that_build(tmp_path_factory):
 
 
 def test_wide_split_n_form_is_wgmma_only_and_builds(tmp_path_factory):
-    """The wide split-N form (sm_90, CW = 256: tuning_db.tuner.forms): only wgmma sketches (the mma.sync form takes
+    """The wide split-N form (sm_90, CW = 256: flashgemm.tune.tuner.forms): only wgmma sketches (the mma.sync form takes
     chunks of 128 columns at most), every one valid, m64n256 wgmmas, and the fp32 S tile (128 x 256) aliasing the
     pipeline buffers within the H100's shared memory."""
-    from schedules import cuda_split_n, cuda_wgmma
+    from flashgemm.spaces import cuda_split_n, cuda_wgmma
     from tests.compile_worker import run_compile_worker
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import forms
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import forms
     assert forms(parse(SPLIT_N_SPEC), "sm_90")[-1].chunk == cuda_split_n.WIDE_CHUNK == 256
     sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 1, True], tmp_path_factory)
     assert len(sketches) == len(cuda_wgmma.SPLIT_N_WGS) * len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
@@ -205,17 +206,17 @@ def test_wide_split_n_form_is_wgmma_only_and_builds(tmp_path_factory):
 def test_split_n_refusals():
     import tvm
 
-    from schedules import cuda_wgmma
-    from schedules.cuda_space import UnsupportedShapeError
-    from tir_kernels.workloads import parse
-    from tuning_db.tuner import tuning_module
+    from flashgemm.spaces import cuda_wgmma
+    from flashgemm.spaces.cuda_space import UnsupportedShapeError
+    from flashgemm.op.workloads import parse
+    from flashgemm.tune.tuner import tuning_module
     sch = tvm.s_tir.Schedule(tuning_module(parse("a=100x128,b=128x8192,dtype=bfloat16"), "sm_90"))
     assert not cuda_wgmma.serves(sch)
     with pytest.raises(UnsupportedShapeError, match=r"M a multiple of 128 .*got M=100, N=8192, K=128, chunk 128"):
         cuda_wgmma.split_n_schedule(sch)
     # the wide form's chunk (CW = 256) has no mma.sync sketch: cuda_split_n.schedule says so (the space asks wgmma)
-    from schedules import cuda_split_n
-    from tuning_db.tuner import form_module, forms
+    from flashgemm.spaces import cuda_split_n
+    from flashgemm.tune.tuner import form_module, forms
     wide = forms(parse(SPLIT_N_SPEC), "sm_90")[-1]
     with pytest.raises(UnsupportedShapeError, match="chunk width 256 has no mma.sync sketch .*wgmma-only"):
         cuda_split_n.schedule(tvm.s_tir.Schedule(form_module(parse(SPLIT_N_SPEC), wide)), "sm_90")
@@ -226,8 +227,9 @@ def test_a_wgmma_module_is_refused_for_other_arches():
     without wgmma (before nvcc runs)."""
     import tvm
 
-    from schedules import cuda_build, cuda_space, cuda_wgmma
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.codegen import cuda_build
+    from flashgemm.spaces import cuda_space, cuda_wgmma
+    from flashgemm.kernel.gemm import gemm_func
     (sch,) = cuda_wgmma.schedule(tvm.s_tir.Schedule(tvm.IRModule({"main": gemm_func(64, 128, 64)})), stage_options=(3,),
                                  inflight_options=(0,))
     assert cuda_build.uses_wgmma(sch.mod)
@@ -240,9 +242,9 @@ def test_a_wgmma_module_is_refused_for_other_arches():
 def test_refusals():
     import tvm
 
-    from schedules import cuda_wgmma
-    from schedules.cuda_space import UnsupportedShapeError
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.spaces import cuda_wgmma
+    from flashgemm.spaces.cuda_space import UnsupportedShapeError
+    from flashgemm.kernel.gemm import gemm_func
     with pytest.raises(ValueError, match="mma.sync only"):
         cuda_wgmma.check_target("sm_80")
     cuda_wgmma.check_target("sm_90")
@@ -263,7 +265,7 @@ def test_refusals():
     (["--target", "sm_90", "--size", "96", "128", "64"], "M must be a multiple of 64"),
 ])
 def test_bench_gemm_refuses_what_wgmma_cannot_do(args, message, tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_gemm.py"), "--mma", "wgmma", *args,
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_gemm", "--mma", "wgmma", *args,
                           "--out", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
 
@@ -281,9 +283,9 @@ def test_wgmma_numerics(dtype, size, trans_b):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.schedule import Trace
 
-    from schedules import cuda_wgmma
+    from flashgemm.spaces import cuda_wgmma
     from tests.test_gemm_path import gemm_case, gemm_run
-    from tir_kernels.gemm import gemm_func
+    from flashgemm.kernel.gemm import gemm_func
     m, n, k = size
     mod = tvm.IRModule({"main": gemm_func(m, n, k, dtype, trans_b=trans_b)})
     ctx = ms.TuneContext(mod=mod, target=cuda_wgmma.target(), task_name="main", rand_state=7,
@@ -314,7 +316,7 @@ def test_wgmma_split_n_numerics(dtype, case, chunk):
     import tests.test_gpu_kernels as g
     if g.ARCH != "sm_90":
         pytest.skip(f"wgmma needs a Hopper GPU (sm_90); this one is {g.ARCH}")
-    from schedules import cuda_space, cuda_wgmma
+    from flashgemm.spaces import cuda_space, cuda_wgmma
     (b, h, m, n, k), feat = case
     c = g._case(dtype, b, h, m, n, k, **feat)
     variant, shape = g._variant(dtype, c), g._canon(c)

@@ -1,7 +1,7 @@
-"""Workload presets and spec strings (tir_kernels/workloads.py)."""
+"""Workload presets and spec strings (flashgemm/op/workloads.py)."""
 import pytest
 
-from tir_kernels.workloads import PRESETS, parse, preset
+from flashgemm.op.workloads import PRESETS, parse, preset
 
 
 def test_presets_match_the_baseline_shapes():

@@ -1,0 +1,415 @@
+"""Export the runtime kernel bundle of one target: one TVM `.so` with every kernel, and its manifest.
+
+Bundle layout (a directory, by default `build/<target>/`):
+
+    flashgemm_kernels.so     every kernel, one exported function each
+    manifest.json            which function serves which (variant, canonical shape); read by the C++ op
+    libflashgemm_ort.so      the ONNX Runtime custom-op library (flashgemm/ort/native.py builds it)
+
+Kernel calling convention (all kernels, see flashgemm/kernel/fused_gemm_softmax.py):
+    fn(A, B, [bias], [mask], P, scale: float32)
+with canonical 4-D DLTensors; A/B batch strides and all bias/mask strides are free (0 = broadcast).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable, NamedTuple, Optional
+
+import tvm
+
+from flashgemm import targets
+from flashgemm.op.variant import CanonicalShape, Variant
+from flashgemm.kernel.fused_gemm_softmax import runtime_func
+from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
+
+from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile; there so that workers load little)
+
+MANIFEST_FORMAT = 1
+KERNELS_SO = "flashgemm_kernels.so"
+MANIFEST = "manifest.json"
+# seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole
+# bundle's compile is given as many seconds a kernel it holds
+COMPILE_LIMIT_S = 120.0
+# the command that runs one time-limited compile (compile_worker), its arguments appended
+WORKER = [sys.executable, "-m", "flashgemm.bundle.compile_worker"]
+
+
+class CompileError(RuntimeError):
+    """The bundle did not compile, or not within its time limit, with no tuned kernel left to leave out; the message
+    is one line naming the fix or the log to read."""
+
+
+def generic_name(variant: Variant) -> str:
+    return f"fgs_{variant.key}_generic"
+
+
+def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
+               fixed_batch: Optional[tuple] = None, scale: Optional[float] = None) -> str:
+    """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its fixed-batch
+    twin with one batch dim static (TunedKernel.twin) with "b0is1_" or "b1is<n>_", the twin specialized on a scale
+    with "_scale" and the scale's float32 bits in hex; a default (untuned) schedule's name says so."""
+    b0, b1, m, n, k = shape.sizes
+    batch = f"b{fixed_batch[0]}is{fixed_batch[1]}_" if fixed_batch else "" if any_batch else f"b{b0}x{b1}_"
+    bits = f"_scale{struct.unpack('<I', struct.pack('<f', scale))[0]:08x}" if scale is not None else ""
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}{batch}m{m}_n{n}_k{k}{bits}"
+
+
+def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default", fixed_batch=None,
+                    n_multiple: int = 1) -> str:
+    """An any-length kernel: named by variant, bound and K (its twin: and the batch dim it fixes, N's multiple)."""
+    twin = (f"_b{fixed_batch[0]}eq{fixed_batch[1]}" if fixed_batch else "") + (f"_n{n_multiple}" if n_multiple > 1
+                                                                                 else "")
+    return f"fgs_{variant.key}_{'default_' if kind == 'default' else ''}len{bound[0]}x{bound[1]}_k{k}{twin}"
+
+
+def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
+           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1):
+    return {
+        "name": name,
+        "dtype": variant.dtype,
+        "trans_b": int(variant.trans_b),
+        "bias": int(variant.has_bias),
+        "mask": variant.mask,
+        "causal": int(variant.causal),
+        # schedule: "tuned" (the best measured record), "default" (flashgemm/spaces/cuda_default: the tensor-core space's
+        # schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
+        "schedule": schedule or ("tuned" if shape is not None else "generic"),
+        "tuned": (schedule or "tuned") == "tuned" and shape is not None,
+        # [B0, B1, M, N, K] as tuned / scheduled; an any-length kernel's: [1, 1, Mb, Nb, K], its bound
+        "sizes": ([1, 1, *bound, shape.sizes[4]] if bound else list(shape.sizes)) if shape is not None else None,
+        # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
+        "any_batch": bool(any_batch),
+        # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch (flashgemm.bundle.any_length);
+        # the op takes the smallest bound that holds a call
+        "any_length": bool(bound),
+        # n_multiple: an any-length kernel that serves only the calls whose N is a multiple of it (its P stores are
+        # vectors: flashgemm.kernel.fused_gemm_softmax.runtime_func's n_multiple), preferred there to the one without at the same bound
+        "n_multiple": int(n_multiple),
+        # form: the template form the kernel is scheduled on (flashgemm.tune.tuner.forms: "one-pass", "recompute",
+        # "any-length", "any-length-recompute", ...); "generic" for the generic kernels. Reporting only: dispatch
+        # reads sizes, any_length and the twins' fields
+        "form": form or ("generic" if shape is None else "one-pass"),
+        # fixed_batch: [dim, value] for an any-batch kernel's twin that serves only the calls whose canonical batch
+        # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
+        # math); null for the others
+        "fixed_batch": list(fixed_batch) if fixed_batch else None,
+        # scale: a twin specialized on this float32 scale (TunedKernel.shipped_func(scale=)): served only to the calls
+        # whose scale attribute is exactly this value, before the plain twin; null for the others
+        "scale": scale,
+        # align: the byte alignment the kernel was compiled to assume for its pointers (runtime_func's align);
+        # the op gives a call with less aligned pointers to the generic kernel instead
+        "align": align,
+        "workload": workload,
+        "run_secs": run_secs,
+        # tuned_on: the arch whose measurements chose this kernel. transferred: a record of another arch
+        # (build.py --target sm_80 with only sm_90 databases), re-validated for this one but never
+        # measured on it, i.e. untuned here; run_secs is then the other arch's time
+        "tuned_on": tuned_on,
+        "transferred": bool(transferred),
+    }
+
+
+def generic_schedule(target_name: str, func):
+    if targets.is_cuda(target_name):
+        from flashgemm.spaces import cuda_generic  # noqa: PLC0415  (GPU spaces: their own issue)
+        return cuda_generic.generic_schedule(func)
+    from flashgemm.spaces import llvm  # noqa: PLC0415
+    return llvm.generic_schedule(func)
+
+
+@dataclasses.dataclass
+class CompileJob:
+    """One compile for run_compiles: `mod`, exported as a library to `export_to` when given; with `registers`, the
+    register count of its kernel (compile_worker --registers) written to `export_to` instead."""
+    name: str
+    mod: tvm.IRModule
+    export_to: Optional[Path] = None
+    registers: bool = False
+    embed_ptx: bool = False
+
+
+class CompileFailure(NamedTuple):
+    """Why a CompileJob gave no module: it ran past its limit (timed_out), or failed (the last line of its output,
+    all of which is in `log`)."""
+    timed_out: bool
+    limit_s: float
+    last_line: str = ""
+    log: Optional[Path] = None
+
+    def why(self) -> str:
+        if self.timed_out:
+            return f"its compile did not finish in {self.limit_s:g} s"
+        return f"it does not compile ({self.last_line}; full output in {self.log})"
+
+
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the worker has exited, without reaping it: until proc.wait() its pid, which is its process group's id,
+    cannot be given to another process, so a signal to that group reaches only what the worker started."""
+    return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _end(proc: subprocess.Popen) -> int:
+    """SIGKILL the worker's process group (all of it at the limit; whatever it started and left behind otherwise),
+    then reap the worker; its exit status."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return proc.wait()
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
+                 parallel: Optional[int] = None) -> dict:
+    """Each job compiled (compile_module) in a worker process (compile_worker) that leads a process group of its own,
+    at most `parallel` at once (default: one a core). A worker still running limit_s seconds after it started is
+    killed with its whole group (nvcc, cicc, ptxas). Returns {job name: None when it compiled, else a
+    CompileFailure}. The workers' output goes to work_dir, kept only for the jobs that failed (their CompileFailure
+    names it). No worker, nor anything one started, outlives this call, however it ends (an interrupt too)."""
+    env = dict(os.environ)
+    parallel = max(1, parallel or os.cpu_count() or 1)
+    pending, running, results = list(enumerate(jobs)), {}, {}
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                i, job = pending.pop(0)
+                mod_path, log = work_dir / f"job{i}.json", work_dir / f"job{i}.log"
+                mod_path.write_text(tvm.ir.save_json(job.mod))
+                with open(log, "wb") as fh:
+                    proc = subprocess.Popen([*WORKER, *(["--registers"] if job.registers else []),
+                                             *(["--embed-ptx"] if job.embed_ptx else []),
+                                             target_name, str(mod_path),
+                                             *([str(job.export_to)] if job.export_to else [])],
+                                            stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                            start_new_session=True)
+                running[i] = (job, proc, time.monotonic() + limit_s, mod_path, log)
+            time.sleep(0.05)
+            for i, (job, proc, deadline, mod_path, log) in list(running.items()):
+                if _exited(proc):
+                    status = _end(proc)
+                    results[job.name] = None if status == 0 else CompileFailure(
+                        False, limit_s, _last_line(log) if status > 0 else f"killed by signal {-status}", log)
+                elif time.monotonic() >= deadline:
+                    _end(proc)
+                    results[job.name] = CompileFailure(True, limit_s)
+                else:
+                    continue
+                del running[i]
+                mod_path.unlink(missing_ok=True)
+                if results[job.name] is None or results[job.name].timed_out:
+                    log.unlink(missing_ok=True)
+    finally:
+        for _, proc, _, _, _ in running.values():
+            _end(proc)
+    return results
+
+
+def _leave_out(funcs: dict, entries: list, names: list, why, log) -> None:
+    """Drop the tuned kernels `names` from `funcs`/`entries`, each with a warning saying why (why(name)) and that its
+    calls go to its variant's generic kernel."""
+    for name in names:
+        entry = next(e for e in entries if e["name"] == name)
+        log(f"warning: left out tuned kernel {name} (workload {entry['workload']}): {why(name)}; its calls go to the "
+            f"generic kernel. Retune the workload, or give it more time (build.py --compile-limit)")
+        del funcs[name]
+        entries.remove(entry)
+
+
+def _leave_out_slow_kernels(funcs: dict, entries: list, target_name: str, limit_s: float, work_dir: Path,
+                            log) -> None:
+    """Drop from `funcs`/`entries` each tuned kernel that does not compile alone within `limit_s` seconds (or does not
+    compile at all): each is compiled alone in a worker killed, with everything it started (nvcc), at the limit
+    (run_compiles); the ones left out are served by their variant's generic kernel, with a warning naming them.
+    Generic kernels (our own fixed schedule) are not probed: the whole bundle's limit (_compile_bundle) covers them."""
+    tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
+    if not tuned:
+        return
+    log(f"checking that each of {len(tuned)} tuned kernels compiles within {limit_s:g} s ...")
+    results = run_compiles([CompileJob(n, tvm.IRModule({n: funcs[n]})) for n in tuned], target_name, limit_s,
+                           work_dir, parallel=min(len(tuned), os.cpu_count() or 1))
+    _leave_out(funcs, entries, [n for n in tuned if results[n] is not None], lambda n: results[n].why(), log)
+
+
+def _compile_bundle(funcs: dict, entries: list, target_name: str, limit_s: float, library: Path, work_dir: Path,
+                    log, embed_ptx: bool = False) -> None:
+    """Compile `funcs` and export them to `library` in a worker killed after limit_s seconds a kernel (the per-kernel
+    limit, scaled to the bundle). Past that limit the tuned kernels are probed one by one (_leave_out_slow_kernels,
+    where that was not done before the bundle) and the slow ones left out; if the bundle still does not finish, every
+    tuned kernel is left out, with the per-kernel limit's warning, and the generic kernels are compiled alone under
+    the same rule. CompileError (one line) when they do not finish either, or the bundle fails to compile."""
+    def attempt():
+        bundle_limit = limit_s * len(funcs)
+        job = CompileJob("bundle", tvm.IRModule(funcs), library, embed_ptx=embed_ptx)
+        return run_compiles([job], target_name, bundle_limit, work_dir, parallel=1)["bundle"], bundle_limit
+
+    failure, bundle_limit = attempt()
+    tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
+    if failure is not None and failure.timed_out and tuned and targets.is_cuda(target_name):
+        log(f"the bundle's compile did not finish in {bundle_limit:g} s: looking for the slow tuned kernels ...")
+        _leave_out_slow_kernels(funcs, entries, target_name, limit_s, work_dir, log)
+        failure, bundle_limit = attempt()
+        tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
+    if failure is not None and failure.timed_out and tuned:
+        _leave_out(funcs, entries, tuned,
+                   lambda _: f"the bundle's compile did not finish in {bundle_limit:g} s ({limit_s:g} s a kernel)", log)
+        log(f"compiling the {len(funcs)} generic kernels alone for {target_name} ...")
+        failure, bundle_limit = attempt()
+    if failure is None:
+        return
+    if failure.timed_out:
+        raise CompileError(f"the {target_name} bundle ({len(funcs)} generic kernel{'s' if len(funcs) != 1 else ''}) "
+                           f"did not compile in {bundle_limit:g} s ({limit_s:g} s a kernel); give it more time: "
+                           f"build.py --compile-limit SECONDS (a kernel; 0: no limit)")
+    raise CompileError(f"the {target_name} bundle does not compile: {failure.last_line}; full output in {failure.log}")
+
+
+def _compile_limited(funcs: dict, entries: list, target_name: str, limit_s: float, library: Path, log,
+                     embed_ptx: bool = False) -> None:
+    """export_bundle's compile under its limit, in worker processes (run_compiles) whose output lands in a temporary
+    directory, kept only when a failure names a log in it.
+
+    On llvm each tuned kernel is first compiled alone (_leave_out_slow_kernels): a tuning record can build in the
+    tuner and still not finish compiling for the bundle, whose kernel has free (symbolic) batch and mask strides;
+    with a large explicit unroll (pragma_auto_unroll_max_step 512 + vectorize) LLVM's optimizer ran for more than
+    200 s on one demo kernel (17 s for its tuning form), and one such kernel would hold the whole bundle until its
+    limit. nvcc has shown no such case, and probing every CUDA kernel would compile each twice, so a CUDA bundle is
+    compiled at once and its tuned kernels probed only when it runs past its limit (_compile_bundle)."""
+    if targets.is_cuda(target_name):
+        from flashgemm.codegen import cuda_stub  # noqa: PLC0415
+        cuda_stub.require_cuda_codegen()  # here, before any worker: one clear error instead of one a worker
+    work_dir = Path(tempfile.mkdtemp(prefix="flashgemm-compile-"))
+    try:
+        if not targets.is_cuda(target_name):
+            _leave_out_slow_kernels(funcs, entries, target_name, limit_s, work_dir, log)
+        _log_compiling(funcs, entries, target_name, log)
+        _compile_bundle(funcs, entries, target_name, limit_s, library, work_dir, log, embed_ptx)
+    finally:
+        if not any(work_dir.iterdir()):
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _log_compiling(funcs: dict, entries: list, target_name: str, log) -> None:
+    n_any = sum(e["any_length"] for e in entries)
+    n_default = sum(e["schedule"] == "default" and not e["any_length"] for e in entries)
+    n_twins = sum(bool(e["fixed_batch"]) and e["scale"] is None for e in entries)
+    n_scaled = sum(e["scale"] is not None for e in entries)
+    log(f"compiling {len(funcs)} kernels ({sum(e['tuned'] and not e['fixed_batch'] for e in entries)} tuned"
+        f"{f', {n_twins} fixed-batch twins' if n_twins else ''}"
+        f"{f', {n_scaled} twins specialized on their scale' if n_scaled else ''}"
+        f"{f', {n_default} default-schedule' if n_default else ''}"
+        f"{f', {n_any} any-length' if n_any else ''}) for {target_name} ...")
+
+
+def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
+                  variants: Optional[Iterable[Variant]] = None, log=print,
+                  compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
+                  scale_twins: Optional[bool] = None, embed_ptx: bool = False) -> Path:
+    """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
+    compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
+    process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
+    its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
+    this process. CompileError (one line) when the bundle does not compile, or not in time even without tuned
+    kernels.
+    scale_twins: also ship each fixed-batch twin specialized on its workload's scale (default: on CUDA targets,
+    where the constant lets flashgemm/codegen/tir/take_scale_out_of_max take the scale out of the row max; the llvm pipeline has no use for
+    it).
+    embed_ptx: CUDA only, the kernels' PTX beside their machine code (flashgemm.codegen.cuda_build.embedded_ptx), so that a
+    newer GPU's driver can run them: to check an sm_80 or sm_89 bundle on an sm_90 GPU (flashgemm-check-bundle)."""
+    target_name = targets.resolve(target_name)
+    if embed_ptx and not targets.is_cuda(target_name):
+        raise ValueError("embed_ptx: only CUDA targets have PTX")
+    if scale_twins is None:
+        scale_twins = targets.is_cuda(target_name)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    funcs, entries = {}, []
+    for v in (list(variants) if variants is not None else Variant.all()):
+        name = generic_name(v)
+        funcs[name] = generic_schedule(target_name, runtime_func(v, name=name)).mod["main"].with_attr(
+            "global_symbol", name)
+        entries.append(_entry(name, v))
+    for tk in tuned:
+        if tk.bound is not None:
+            if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes
+                log(f"[build] {tk.workload}: the any-length kernel's schedule fixes the batch; left out")
+                continue
+            name = any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind)
+            if name in funcs:
+                continue
+            shipped = [(name, tk.schedule, None, 1, tk.form)]
+            if tk.twin is not None:
+                shipped.append((any_length_name(tk.variant, tk.bound, tk.shape.sizes[4], tk.kind, tk.fixed_batch,
+                                                tk.n_multiple), tk.twin, tk.fixed_batch, tk.n_multiple,
+                                tk.twin_form or tk.form))
+            for fname, sch, fixed, n_multiple, form in shipped:
+                funcs[fname] = tk.shipped_func(sch, fname)
+                entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
+                                      None if tk.kind == "default" else (tk.source_target or target_name),
+                                      tk.source_target is not None, align=TENSOR_CORE_ALIGN, any_batch=True,
+                                      schedule=tk.kind, bound=tk.bound, form=form, fixed_batch=fixed,
+                                      n_multiple=n_multiple))
+            continue
+        name = tuned_name(tk.variant, tk.shape, tk.any_batch, tk.kind)
+        if name in funcs:  # two workloads with one (variant, M, N, K): the first (load_all sorts by time) serves
+            continue
+        forms = [(name, tk.schedule, None, None)]
+        if tk.twin is not None:
+            forms.append((tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch), tk.twin, tk.fixed_batch,
+                          None))
+            if scale_twins and tk.scale is not None:
+                forms.append((tuned_name(tk.variant, tk.shape, True, tk.kind, tk.fixed_batch, tk.scale), tk.twin,
+                              tk.fixed_batch, tk.scale))
+        for fname, sch, fixed, scale in forms:
+            funcs[fname] = tk.shipped_func(sch, fname, scale)
+            entries.append(_entry(fname, tk.variant, tk.shape, tk.workload, tk.run_secs,
+                                  None if tk.kind == "default" else (tk.source_target or target_name),
+                                  tk.source_target is not None,
+                                  align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2,
+                                  any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed, scale=scale,
+                                  form=tk.form))
+    so_path = out_dir / KERNELS_SO
+    tmp = so_path.with_suffix(".so.tmp")
+    try:
+        if not compile_limit_s:
+            _log_compiling(funcs, entries, target_name, log)
+            compile_module(tvm.IRModule(funcs), target_name, embed_ptx).export_library(str(tmp))
+        else:
+            _compile_limited(funcs, entries, target_name, compile_limit_s, tmp, log, embed_ptx)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, so_path)  # never leave a half-written library behind
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "target": target_name,
+        "device": "cuda" if targets.is_cuda(target_name) else "cpu",
+        "kernels": KERNELS_SO,
+        "tvm_version": tvm.__version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "functions": entries,
+    }
+    if not targets.is_cuda(target_name):  # the CPU the kernels need (flashgemm/spaces/llvm.export_mcpu; bundle.cc checks it)
+        from flashgemm.spaces import llvm  # noqa: PLC0415
+        manifest["cpu"] = llvm.export_mcpu()
+    tmp = out_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, out_dir / MANIFEST)
+    return out_dir

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Fuse the attention scores of an ONNX model into flashgemm::FusedGemmSoftmax and print what was done.
+
+    flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json]
+
+Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] -> Softmax(last axis) where that is provably the same
+function (flashgemm/ort/rewrite.py says exactly when), folds a Transpose of K into transB=1 and a constant
+scale on Q into the op's scale. float16/bfloat16 models only: a float32 model is left as it is (the report says
+so); export it in float16 (flashgemm-getmodel --dtype float16). The output imports opset ("flashgemm", 1): run it
+with the custom-op library registered (flashgemm/ort/session.py). Exit status 0 also when nothing was fused.
+
+With ONNX Runtime's transformers optimizer, run it first (optimize_model(..., opt_level=0)), then this script:
+where the optimizer fuses attention itself (com.microsoft.Attention, which never writes P) that is faster than
+this op, and the rewrite leaves those sites to it; it fuses the rest.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+from flashgemm.ort.rewrite import ModelFileError, rewrite_file
+from flashgemm.cli.usage import ArgumentParser
+
+
+def main(argv=None) -> int:
+    ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("src", metavar="IN.onnx")
+    ap.add_argument("dst", metavar="OUT.onnx")
+    ap.add_argument("--json", metavar="REPORT.json", help="also write the report as JSON")
+    args = ap.parse_args(argv)
+    writable = "give a writable file path"
+    with ap.errors(ModelFileError), ap.errors(OSError, what=f"cannot write {args.dst}", fix=writable):
+        report = rewrite_file(args.src, args.dst)
+    print(report.text())
+    print(f"wrote {args.dst}")
+    if report.fused:  # a rewritten model is only as fast as the kernels its site shapes get
+        print(f"next, on the GPU machine: flashgemm-tune --target auto --from-model {args.dst} (tune its shapes), "
+              f"or at least flashgemm-build --target auto --from-model {args.dst} (default schedules); a shape "
+              f"left to the generic kernel is correct but ~100x slower")
+    if args.json:
+        with ap.errors(OSError, what=f"cannot write {args.json}", fix=writable):
+            Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

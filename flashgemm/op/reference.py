@@ -1,0 +1,47 @@
+"""NumPy FP64 reference of the operator contract (README: "The operator"). Every numerics test uses it."""
+from __future__ import annotations
+
+import numpy as np
+
+from flashgemm.op.variant import MASKED_AT_OR_BELOW
+
+
+def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=False, causal=False):
+    """P = softmax_rowwise(scale * A @ B + bias + mask) in float64, ONNX MatMul broadcasting.
+
+    mask: bool (False = masked out) or additive float (<= -65504, -inf included, = masked out).
+    Masked elements get probability 0; a fully masked row is all zeros. causal: bottom-right aligned,
+    (i, j) masked iff j > i + (N - M). A -inf logit is masked too.
+    Special values (README, "Special values"): a row with a NaN or +inf logit among its unmasked elements is NaN
+    in every element, as PyTorch's softmax of the same logits is (max, exp(x - max), sum: a NaN anywhere in the row
+    makes the sum NaN). Masked elements are never read, so a NaN there changes nothing. Returns float64.
+    """
+    with np.errstate(invalid="ignore"):  # inf * 0, inf - inf, NaN arithmetic: NaN on purpose (docstring)
+        a = np.asarray(a).astype(np.float64)
+        b = np.asarray(b).astype(np.float64)
+        if trans_b:
+            b = np.swapaxes(b, -1, -2)
+        x = np.matmul(a, b) * float(scale)
+        m, n = x.shape[-2:]
+        masked = np.zeros(x.shape, dtype=bool)
+        if bias is not None:
+            x = x + np.asarray(bias).astype(np.float64)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype == np.bool_:
+                masked = masked | ~mask
+            else:
+                mv = mask.astype(np.float64)
+                masked = masked | (mv <= MASKED_AT_OR_BELOW)
+                x = x + np.where(mv <= MASKED_AT_OR_BELOW, 0.0, mv)
+        if causal:
+            i = np.arange(m)[:, None]
+            j = np.arange(n)[None, :]
+            masked = masked | (j > i + (n - m))
+        masked = np.broadcast_to(masked, x.shape) | np.isneginf(x)
+        x = np.where(masked, -np.inf, x)
+        row_max = x.max(axis=-1, keepdims=True) if n else np.zeros(x.shape[:-1] + (1,))  # NaN if any is NaN
+        safe_max = np.where(np.isneginf(row_max), 0.0, row_max)
+        e = np.where(masked, 0.0, np.exp(x - safe_max))
+        s = e.sum(axis=-1, keepdims=True)
+        return np.where(s == 0, 0.0, e / np.where(s == 0, 1.0, s))

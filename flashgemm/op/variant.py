@@ -1,0 +1,180 @@
+"""What one compiled kernel computes: the operator's variant and its canonical (4-D) problem shape.
+
+The ONNX op takes tensors of any rank with ONNX MatMul batch broadcasting. Every kernel instead
+sees a canonical form, computed the same way here and in the C++ op (`flashgemm/ort/csrc/canonical.h`):
+
+    A [B0, B1, M, K], B [B0, B1, K, N] (or [B0, B1, N, K] with trans_b),
+    bias / mask [B0, B1, M, N] with arbitrary element strides (0 on broadcast dims),
+    P [B0, B1, M, N] compact.
+
+The batch dims of all tensors are broadcast to one batch shape, size-1 dims dropped, and adjacent
+dims merged whenever every tensor's strides allow it. Two dims are enough for every pattern met in
+practice (e.g. a [B, 1, 1, N] padding mask against [B, H, M, N] scores); a pattern that needs three
+is rejected with an error that says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Sequence
+
+DTYPES = {"float16": "f16", "bfloat16": "bf16"}
+MASK_KINDS = ("none", "add", "bool")
+MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this (fp16's lowest finite) mask out
+INT32_MAX = 2**31 - 1
+
+
+class ShapeError(ValueError):
+    """An input shape combination the operator does not accept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """The compile-time choices of a kernel (everything but the sizes)."""
+
+    dtype: str = "float16"  # of A, B, bias, additive mask and P
+    trans_b: bool = False  # B is [..., N, K]
+    has_bias: bool = False
+    mask: str = "none"  # "none" | "add" (additive, same dtype) | "bool" (true = keep)
+    causal: bool = False  # bottom-right aligned: (i, j) is masked iff j > i + (N - M)
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.mask not in MASK_KINDS:
+            raise ValueError(f"mask must be one of {MASK_KINDS}, got {self.mask!r}")
+
+    @property
+    def key(self) -> str:
+        """Stable short name, used in function names and the manifest."""
+        return (f"{DTYPES[self.dtype]}_tb{int(self.trans_b)}_bias{int(self.has_bias)}"
+                f"_mask{self.mask}_causal{int(self.causal)}")
+
+    @staticmethod
+    def all() -> list["Variant"]:
+        return [Variant(d, t, b, m, c) for d in DTYPES for t in (False, True) for b in (False, True)
+                for m in MASK_KINDS for c in (False, True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class CanonicalShape:
+    """Sizes of the canonical 4-D problem, and the element strides of each input.
+
+    Strides are given for the canonical dims [B0, B1, rows, cols]; 0 marks a broadcast dim.
+    """
+
+    b0: int
+    b1: int
+    m: int
+    n: int
+    k: int
+    out_shape: tuple  # P's ONNX shape (broadcast batch dims + [M, N])
+    a_strides: tuple
+    b_strides: tuple
+    bias_strides: Optional[tuple] = None
+    mask_strides: Optional[tuple] = None
+
+    @property
+    def sizes(self) -> tuple:
+        return (self.b0, self.b1, self.m, self.n, self.k)
+
+
+def _broadcast(shapes: Sequence[Sequence[int]], what: str) -> list[int]:
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s):
+            j = rank - len(s) + i
+            if d != out[j] and d != 1 and out[j] != 1:
+                raise ShapeError(f"{what}: batch dims {[list(x) for x in shapes]} are not broadcastable")
+            if d != 1:
+                out[j] = d
+    return out
+
+
+def _compact_strides(shape: Sequence[int]) -> list[int]:
+    strides, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        strides[i] = acc
+        acc *= shape[i]
+    return strides
+
+
+def _aligned_strides(shape: Sequence[int], full: Sequence[int]) -> list[int]:
+    """Element strides of a compact tensor `shape` read as if broadcast to `full` (0 = broadcast)."""
+    own = _compact_strides(shape)
+    pad = len(full) - len(shape)
+    return [0 if i < pad or shape[i - pad] == 1 else own[i - pad] for i in range(len(full))]
+
+
+def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=None) -> CanonicalShape:
+    """ONNX-level input shapes -> the canonical problem. Raises ShapeError with the reason."""
+    a_shape, b_shape = [int(d) for d in a_shape], [int(d) for d in b_shape]
+    if any(d < 0 for d in a_shape + b_shape):
+        raise ShapeError("negative dimension")
+    if len(a_shape) < 2:
+        raise ShapeError(f"A must have rank >= 2 ([..., M, K]), got shape {a_shape}")
+    if len(b_shape) < 2:
+        raise ShapeError(f"B must have rank >= 2 ([..., K, N] or [..., N, K] with transB=1), got shape {b_shape}")
+    m, k = a_shape[-2:]
+    n, kb = (b_shape[-2], b_shape[-1]) if trans_b else (b_shape[-1], b_shape[-2])
+    if k != kb:
+        raise ShapeError(f"K mismatch: A is {a_shape} (K={k}) but B is {b_shape} (K={kb}, transB={int(trans_b)})")
+    batch = _broadcast([a_shape[:-2], b_shape[:-2]], "A and B")
+    out_shape = tuple(batch + [m, n])
+    extra = {}
+    for name, shp in (("bias", bias_shape), ("mask", mask_shape)):
+        if shp is None:
+            continue
+        shp = [int(d) for d in shp]
+        if len(shp) > len(out_shape) or any(
+                d not in (1, o) for d, o in zip(shp[::-1], out_shape[::-1])):
+            raise ShapeError(f"{name} of shape {shp} is not broadcastable to the output shape {list(out_shape)}")
+        extra[name] = _aligned_strides(shp, out_shape)
+    # Per-tensor strides over the batch dims only (element units), 0 where broadcast.
+    nb = len(batch)
+    batch_strides = {
+        "a": _aligned_strides(a_shape[:-2], batch),
+        "b": _aligned_strides(b_shape[:-2], batch),
+    }
+    a_blk, b_blk = m * k, n * k
+    batch_strides["a"] = [s * a_blk for s in batch_strides["a"]]
+    batch_strides["b"] = [s * b_blk for s in batch_strides["b"]]
+    for name, st in extra.items():
+        batch_strides[name] = st[:nb]
+    batch_strides["p"] = [s * m * n for s in _compact_strides(batch)]
+    # Coalesce batch dims: drop size-1 dims, merge neighbours that every tensor walks contiguously.
+    dims = [(d, {t: s[i] for t, s in batch_strides.items()}) for i, d in enumerate(batch) if d != 1]
+    merged: list = []
+    for d, st in reversed(dims):  # innermost first
+        if merged:
+            d_in, st_in = merged[-1]
+            if all(st[t] == st_in[t] * d_in for t in st):
+                merged[-1] = (d * d_in, st_in)
+                continue
+        merged.append((d, st))
+    merged.reverse()
+    if len(merged) > 2:
+        raise ShapeError(
+            f"batch broadcast pattern of A {a_shape}, B {b_shape}, bias {bias_shape}, mask {mask_shape} needs "
+            f"{len(merged)} independent batch dims; the kernels take two. Expand (materialize) the bias/mask "
+            "or reshape the inputs so that fewer batch dims broadcast differently.")
+    while len(merged) < 2:
+        merged.insert(0, (1, {t: 0 for t in batch_strides}))
+    (b0, s0), (b1, s1) = merged
+
+    def four(t, inner):
+        return (s0[t], s1[t], *inner)
+
+    shape = CanonicalShape(
+        b0=b0, b1=b1, m=m, n=n, k=k, out_shape=out_shape,
+        a_strides=four("a", (k, 1)),
+        b_strides=four("b", (k, 1) if trans_b else (n, 1)),
+        bias_strides=four("bias", tuple(extra["bias"][nb:])) if "bias" in extra else None,
+        mask_strides=four("mask", tuple(extra["mask"][nb:])) if "mask" in extra else None,
+    )
+    if max(b0 * b1 * m * max(n, k), b0 * b1 * n * k) > INT32_MAX:
+        raise ShapeError(f"problem {shape.sizes} has tensors of more than 2^31 elements; the kernels index in int32")
+    if math.prod(out_shape) > INT32_MAX:
+        raise ShapeError(f"output of {math.prod(out_shape)} elements exceeds the int32 index range")
+    return shape

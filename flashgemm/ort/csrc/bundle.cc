@@ -1,0 +1,301 @@
+#include "bundle.h"
+
+#include <tvm/ffi/extra/json.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "elf_check.h"
+
+namespace flashgemm {
+namespace {
+
+constexpr int64_t kManifestFormat = 1;  // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT
+// How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
+std::string FixHint(bool cuda_build) {
+  return std::string("run flashgemm-build --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
+         " (or name a built bundle: session config entry flashgemm.bundle_dir, or FLASHGEMM_BUNDLE_DIR)";
+}
+
+namespace json = tvm::ffi::json;
+
+// A float32's bits: scale-specialized twins match the op's scale attribute exactly (-0.0 and 0.0 differ; no NaN
+// reaches here, the manifest's scale is checked finite)
+int64_t ScaleBits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+}
+
+// Typed access to one manifest field, with an error that says which field of which file is wrong.
+class Fields {
+ public:
+  Fields(json::Object obj, std::string where, std::string path, std::string fix)
+      : obj_(std::move(obj)), where_(std::move(where)), path_(std::move(path)), fix_(std::move(fix)) {}
+
+  tvm::ffi::Any Get(const char* key) const {
+    std::optional<tvm::ffi::Any> v = obj_.Get(tvm::ffi::String(key));
+    if (!v.has_value()) Fail(key, "is missing");
+    return *v;
+  }
+  std::string Str(const char* key) const {
+    auto v = Get(key).as<tvm::ffi::String>();
+    if (!v) Fail(key, "is not a string");
+    return std::string(*v);
+  }
+  int64_t Int(const char* key) const {
+    tvm::ffi::Any v = Get(key);
+    if (auto b = v.as<bool>()) return *b;  // manifest writes 0/1, accept true/false too
+    auto i = v.as<int64_t>();
+    if (!i) Fail(key, "is not an integer");
+    return *i;
+  }
+  [[noreturn]] void Fail(const char* key, const char* what) const {
+    throw BundleError("flashgemm: corrupt manifest " + path_ + ": " + where_ + "\"" + key + "\" " + what +
+                      ". Rebuild the bundle: " + fix_);
+  }
+
+ private:
+  json::Object obj_;
+  std::string where_, path_, fix_;
+};
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = static_cast<bool>(in);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string VariantKey::Key() const {
+  return std::string(bf16 ? "bf16" : "f16") + "_tb" + (trans_b ? "1" : "0") + "_bias" + (has_bias ? "1" : "0") +
+         "_mask" + mask + "_causal" + (causal ? "1" : "0");
+}
+
+std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
+  const std::string fix = FixHint(cuda_build);
+  const std::string manifest_path = dir + "/manifest.json";
+  bool ok = false;
+  std::string text = ReadFile(manifest_path, &ok);
+  if (!ok)
+    throw BundleError("flashgemm: no kernel bundle in " + dir + " (" + manifest_path + " not found). To build it, " +
+                      fix);
+  tvm::ffi::String err;
+  json::Value root = json::Parse(tvm::ffi::String(text), &err);
+  if (!err.empty())
+    throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + std::string(err) +
+                      ". Rebuild the bundle: " + fix);
+  auto root_obj = root.as<json::Object>();
+  if (!root_obj)
+    throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": not a JSON object. Rebuild the bundle: " + fix);
+  Fields top(*root_obj, "", manifest_path, fix);
+
+  const int64_t format = top.Int("format");
+  if (format != kManifestFormat)
+    throw BundleError("flashgemm: " + manifest_path + " has manifest format " + std::to_string(format) +
+                      " but this library reads format " + std::to_string(kManifestFormat) +
+                      "; rebuild the bundle and the library together: " + fix);
+
+  auto b = std::unique_ptr<Bundle>(new Bundle());
+  b->dir_ = dir;
+  b->device_ = top.Str("device");
+  b->target_ = top.Str("target");
+  if (b->device_ == "cuda" && !cuda_build)
+    throw BundleError("flashgemm: bundle " + dir + " holds CUDA kernels (target " + top.Str("target") +
+                      ") but this libflashgemm_ort.so was built without CUDA support; use a CPU bundle (" + FixHint(false) +
+                      ") or rebuild the library with CUDA");
+  if (b->device_ != "cpu" && b->device_ != "cuda")
+    throw BundleError("flashgemm: " + manifest_path + ": unknown device \"" + b->device_ + "\". " + fix);
+  // CPU kernels compiled for an ISA level (flashgemm/spaces/llvm.py: X86_LEVEL) would die of an illegal instruction on a
+  // CPU without it: refuse the bundle instead. Older manifests (no "cpu") and other -mcpu names are not checked.
+  if (root_obj->Get(tvm::ffi::String("cpu")).has_value() && top.Str("cpu") == "x86-64-v3") {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("x86-64-v3"))
+      throw BundleError("flashgemm: the kernels in " + dir + " need an x86-64-v3 CPU (AVX2, FMA, F16C) and this one "
+                        "lacks it; build the bundle on this machine: " + fix);
+#else
+    throw BundleError("flashgemm: the kernels in " + dir + " were built for x86-64-v3 CPUs, not this one; build the "
+                      "bundle on this machine: " + fix);
+#endif
+  }
+
+  const std::string so_path = dir + "/" + top.Str("kernels");
+  {
+    std::ifstream probe(so_path);
+    if (!probe)
+      throw BundleError("flashgemm: kernel library " + so_path + " (named in " + manifest_path + ") not found. " +
+                        "To rebuild the bundle, " + fix);
+  }
+  // dlopen of a truncated library dies of SIGBUS rather than failing: check that the file is whole first.
+  if (std::string problem = ElfProblem(so_path); !problem.empty())
+    throw BundleError("flashgemm: corrupt kernel library " + so_path + " (named in " + manifest_path + "): " +
+                      problem + ". Rebuild the bundle: " + fix);
+  try {
+    b->module_ = tvm::ffi::Module::LoadFromFile(so_path);
+  } catch (const std::exception& e) {
+    throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + fix);
+  }
+
+  auto funcs = top.Get("functions").as<json::Array>();
+  if (!funcs) top.Fail("functions", "is not an array");
+  for (size_t i = 0; i < funcs->size(); ++i) {
+    const std::string where = "functions[" + std::to_string(i) + "].";
+    auto entry_obj = (*funcs)[i].as<json::Object>();
+    if (!entry_obj)
+      throw BundleError("flashgemm: corrupt manifest " + manifest_path + ": " + where + " is not an object. " + fix);
+    Fields e(*entry_obj, where, manifest_path, fix);
+    VariantKey v;
+    const std::string dtype = e.Str("dtype");
+    if (dtype != "float16" && dtype != "bfloat16") e.Fail("dtype", "is neither float16 nor bfloat16");
+    v.bf16 = dtype == "bfloat16";
+    v.trans_b = e.Int("trans_b") != 0;
+    v.has_bias = e.Int("bias") != 0;
+    v.mask = e.Str("mask");
+    if (v.mask != "none" && v.mask != "add" && v.mask != "bool") e.Fail("mask", "is not none|add|bool");
+    v.causal = e.Int("causal") != 0;
+
+    Kernel k;
+    k.name = e.Str("name");
+    k.tuned = e.Int("tuned") != 0;
+    // schedule (absent in older manifests, whose shape-specific kernels were all tuned)
+    if (entry_obj->Get(tvm::ffi::String("schedule")).has_value()) {
+      k.schedule = e.Str("schedule");
+      if (k.schedule != "tuned" && k.schedule != "default" && k.schedule != "generic")
+        e.Fail("schedule", "is not tuned|default|generic");
+      if (k.tuned != (k.schedule == "tuned")) e.Fail("schedule", "disagrees with \"tuned\"");
+    } else {
+      k.schedule = k.tuned ? "tuned" : "generic";
+    }
+    if (entry_obj->Get(tvm::ffi::String("align")).has_value()) k.align = e.Int("align");  // older manifests: 2
+    tvm::ffi::Optional<tvm::ffi::Function> f = (*b->module_)->GetFunction(k.name, /*query_imports=*/true);
+    if (!f.has_value())
+      throw BundleError("flashgemm: " + so_path + " has no function " + k.name + " listed in " + manifest_path +
+                        "; the two files are out of sync. " + fix);
+    k.fn = *f;
+    if (k.schedule != "generic") {
+      auto sizes = e.Get("sizes").as<json::Array>();
+      if (!sizes || sizes->size() != 5) e.Fail("sizes", "is not a list of 5 integers");
+      Sizes s{};
+      for (size_t j = 0; j < 5; ++j) {
+        auto d = (*sizes)[j].as<int64_t>();
+        if (!d) e.Fail("sizes", "is not a list of 5 integers");
+        s[j] = *d;
+      }
+      // any_batch (absent in older manifests: false): the kernel's batch dims are symbolic
+      std::optional<tvm::ffi::Any> any = entry_obj->Get(tvm::ffi::String("any_batch"));
+      const bool any_batch = any.has_value() && e.Int("any_batch") != 0;
+      // fixed_batch (absent or null in older manifests): [dim, value] of an any-batch twin with that batch dim static
+      std::optional<tvm::ffi::Any> fixed = entry_obj->Get(tvm::ffi::String("fixed_batch"));
+      if (fixed.has_value() && !(*fixed == nullptr)) {
+        auto pair = fixed->as<json::Array>();
+        std::optional<int64_t> dim, value;
+        if (pair && pair->size() == 2) {
+          dim = (*pair)[0].as<int64_t>();
+          value = (*pair)[1].as<int64_t>();
+        }
+        if (!dim || !value || (*dim != 0 && *dim != 1) || *value < 1)
+          e.Fail("fixed_batch", "is not [0 or 1, a positive size]");
+        if (!any_batch) e.Fail("fixed_batch", "is set on a kernel that is not any_batch");
+        k.fixed_dim = static_cast<int>(*dim);
+        k.fixed_value = *value;
+      }
+      // scale (absent or null in older manifests): a twin specialized on this float32 scale
+      std::optional<tvm::ffi::Any> scale = entry_obj->Get(tvm::ffi::String("scale"));
+      if (scale.has_value() && !(*scale == nullptr)) {
+        std::optional<double> value = scale->as<double>();
+        if (!value) {
+          if (auto i = scale->as<int64_t>()) value = static_cast<double>(*i);
+        }
+        if (!value || !std::isfinite(*value)) e.Fail("scale", "is not a finite number");
+        if (k.fixed_dim < 0) e.Fail("scale", "is set on a kernel that is not a fixed-batch twin");
+        k.has_scale = true;
+        k.scale = static_cast<float>(*value);
+      }
+      // any_length (absent in older manifests: false): serves every M <= sizes[2], N <= sizes[3] with K == sizes[4],
+      // for any batch (the batch entries of "sizes" mean nothing)
+      std::optional<tvm::ffi::Any> any_length = entry_obj->Get(tvm::ffi::String("any_length"));
+      if (any_length.has_value() && e.Int("any_length") != 0) {
+        if (!any_batch) e.Fail("any_length", "is set on a kernel that is not any_batch");
+        if (k.has_scale) e.Fail("any_length", "is set on a kernel specialized on a scale (\"scale\" must be null)");
+        if (s[2] < 1 || s[3] < 1 || s[4] < 1)
+          e.Fail("sizes", "of an any_length kernel does not bound M and N (entries 2 and 3) or give K (entry 4): each "
+                          "must be at least 1");
+        k.any_length = true;
+        k.max_m = s[2];
+        k.max_n = s[3];
+        k.k = s[4];
+        // n_multiple (absent or null in older manifests: 1): the kernel serves only the calls whose N it divides
+        std::optional<tvm::ffi::Any> n_multiple = entry_obj->Get(tvm::ffi::String("n_multiple"));
+        if (n_multiple.has_value() && !(*n_multiple == nullptr)) {
+          std::optional<int64_t> q = n_multiple->as<int64_t>();
+          if (!q || *q < 1) e.Fail("n_multiple", "is not a positive integer");
+          k.n_multiple = *q;
+        }
+        b->any_length_[v.Key()].push_back(std::move(k));
+      } else if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("n_multiple"));
+                 q.has_value() && !(*q == nullptr) && !(q->as<int64_t>() && *q->as<int64_t>() == 1)) {
+        e.Fail("n_multiple", "is set on a kernel that is not any_length (it must be 1 or null)");
+      } else if (k.has_scale)
+        b->tuned_fixed_batch_scale_.emplace(
+            std::make_pair(v.Key(), std::array<int64_t, 6>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4],
+                                                            ScaleBits(k.scale)}),
+            std::move(k));
+      else if (k.fixed_dim >= 0)
+        b->tuned_fixed_batch_.emplace(
+            std::make_pair(v.Key(), std::array<int64_t, 5>{k.fixed_dim, k.fixed_value, s[2], s[3], s[4]}),
+            std::move(k));
+      else if (any_batch)
+        b->tuned_any_batch_.emplace(std::make_pair(v.Key(), std::array<int64_t, 3>{s[2], s[3], s[4]}), std::move(k));
+      else
+        b->tuned_.emplace(std::make_pair(v.Key(), s), std::move(k));
+    } else {
+      b->generic_.emplace(v.Key(), std::move(k));
+    }
+  }
+  // Find takes the first any-length kernel that serves the call: order them by preference once, here (the smallest
+  // bound, then the most specialized twin: a static batch dim and N's multiple, then tuned before default).
+  for (auto& [key, kernels] : b->any_length_)
+    std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& x, const Kernel& y) {
+      auto rank = [](const Kernel& q) {
+        return std::make_tuple(q.max_m * q.max_n, -int(q.fixed_dim >= 0) - int(q.n_multiple > 1),
+                               q.schedule != "tuned");
+      };
+      return rank(x) < rank(y);
+    });
+  return b;
+}
+
+const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const {
+  auto t = tuned_.find({variant_key, sizes});
+  if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
+  for (int64_t dim : {0, 1}) {
+    auto f = tuned_fixed_batch_scale_.find(
+        {variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4], ScaleBits(scale)}});
+    if (f != tuned_fixed_batch_scale_.end() && f->second.align <= ptr_align) return &f->second;
+  }
+  for (int64_t dim : {0, 1}) {
+    auto f = tuned_fixed_batch_.find({variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4]}});
+    if (f != tuned_fixed_batch_.end() && f->second.align <= ptr_align) return &f->second;
+  }
+  auto a = tuned_any_batch_.find({variant_key, {sizes[2], sizes[3], sizes[4]}});
+  if (a != tuned_any_batch_.end() && a->second.align <= ptr_align) return &a->second;
+  if (auto l = any_length_.find(variant_key); l != any_length_.end()) {
+    for (const Kernel& k : l->second) {
+      if (k.k == sizes[4] && k.max_m >= sizes[2] && k.max_n >= sizes[3] && k.align <= ptr_align &&
+          (k.fixed_dim < 0 || sizes[k.fixed_dim] == k.fixed_value) && sizes[3] % k.n_multiple == 0)
+        return &k;
+    }
+  }
+  auto g = generic_.find(variant_key);
+  return g == generic_.end() ? nullptr : &g->second;
+}
+
+}  // namespace flashgemm

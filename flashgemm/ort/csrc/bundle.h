@@ -1,0 +1,90 @@
+// The kernel bundle (flashgemm/bundle/kernel_library.py:export_bundle): manifest.json + flashgemm_kernels.so.
+// Loaded once when RegisterCustomOps runs; immutable afterwards, so lookups need no lock.
+#pragma once
+
+#include <tvm/ffi/extra/module.h>
+#include <tvm/ffi/function.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace flashgemm {
+
+using Sizes = std::array<int64_t, 5>;  // canonical [B0, B1, M, N, K]
+
+// Compile-time choices of a kernel; Key() is flashgemm.op.variant.Variant.key.
+struct VariantKey {
+  bool bf16 = false;  // else float16
+  bool trans_b = false;
+  bool has_bias = false;
+  std::string mask = "none";  // none | add | bool
+  bool causal = false;
+
+  std::string Key() const;
+};
+
+struct Kernel {
+  tvm::ffi::Function fn;
+  std::string name;
+  bool tuned = false;
+  std::string schedule = "generic";  // manifest "schedule": tuned | default (untuned, shape-specific) | generic
+  int64_t align = 2;  // bytes every pointer argument must be aligned to (manifest "align")
+  int fixed_dim = -1;  // manifest "fixed_batch" [dim, value]: an any-batch twin with that batch dim static (-1: none)
+  int64_t fixed_value = 0;
+  bool has_scale = false;  // manifest "scale": a fixed-batch twin specialized on this scale, served only to it
+  float scale = 0.0f;
+  // manifest "any_length": serves every call of its variant with M <= max_m, N <= max_n and K == k (any batch)
+  bool any_length = false;
+  int64_t max_m = 0, max_n = 0, k = 0;
+  int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides
+};
+
+// Thrown for every bundle problem; the message names the path and how to fix it.
+class BundleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Bundle {
+ public:
+  // Reads dir/manifest.json, checks format and device, loads the kernels .so and resolves every listed function.
+  // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
+  static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
+
+  // The shape's own kernel, tuned or default-schedule (exact sizes; else an any-batch twin whose static batch dim
+  // matches, the one specialized on `scale` (bit for bit) first; else one for any batch with these M, N, K), else
+  // an any-length kernel whose bound holds M and N and whose K is the call's (the smallest bound; at equal bounds a
+  // matching fixed-batch twin before a plain one, tuned before default), else the generic one of the variant, else
+  // nullptr.
+  // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
+  // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
+  const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
+
+  const std::string& dir() const { return dir_; }
+  const std::string& device() const { return device_; }  // "cpu" | "cuda"
+  const std::string& target() const { return target_; }  // "llvm" | "sm_80" | "sm_89" | "sm_90"
+
+ private:
+  std::string dir_, device_, target_;
+  std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
+  std::unordered_map<std::string, Kernel> generic_;
+  std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]
+  std::map<std::pair<std::string, std::array<int64_t, 3>>, Kernel> tuned_any_batch_;  // [M, N, K]
+  // any-batch twins with one batch dim static (manifest "fixed_batch"), preferred for the calls with that value:
+  // [dim, value, M, N, K]
+  std::map<std::pair<std::string, std::array<int64_t, 5>>, Kernel> tuned_fixed_batch_;
+  // those twins specialized on a scale (manifest "scale"): [dim, value, M, N, K, the scale's float32 bits]
+  std::map<std::pair<std::string, std::array<int64_t, 6>>, Kernel> tuned_fixed_batch_scale_;
+  // any-length kernels (manifest "any_length") per variant key, sorted at load in the order Find prefers them:
+  // smallest max_m * max_n first, then fixed-batch twins before plain ones, then tuned before default; Find takes
+  // the first that serves the call
+  std::unordered_map<std::string, std::vector<Kernel>> any_length_;
+};
+
+}  // namespace flashgemm

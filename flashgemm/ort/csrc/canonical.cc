@@ -1,0 +1,174 @@
+// Port of flashgemm/op/variant.py:canonicalize. Keep the two in lockstep (same steps, same error conditions).
+#include "canonical.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+namespace flashgemm {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// Tensors whose strides enter the merge test: A, B, bias, mask, P (absent inputs keep all-zero strides,
+// which never block a merge, just as Python leaves them out of the dict).
+enum { kA, kB, kBias, kMask, kP, kNumTensors };
+using BatchStrides = std::array<int64_t, kNumTensors>;
+
+// Saturating product: the int32 limit checks must not be fooled by int64 overflow on absurd shapes.
+int64_t SatMul(int64_t a, int64_t b) {
+  __int128 r = static_cast<__int128>(a) * b;
+  return r > std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(r);
+}
+
+std::string OptShapeStr(const Shape* s) { return s ? ShapeStr(*s) : "None"; }
+
+Shape Broadcast(const Shape& x, const Shape& y, const char* what) {
+  size_t rank = std::max(x.size(), y.size());
+  Shape out(rank, 1);
+  for (const Shape* s : {&x, &y}) {
+    for (size_t i = 0; i < s->size(); ++i) {
+      int64_t d = (*s)[i];
+      size_t j = rank - s->size() + i;
+      if (d != out[j] && d != 1 && out[j] != 1)
+        throw ShapeError(std::string(what) + ": batch dims [" + ShapeStr(x) + ", " + ShapeStr(y) +
+                         "] are not broadcastable");
+      if (d != 1) out[j] = d;
+    }
+  }
+  return out;
+}
+
+Shape CompactStrides(const Shape& shape) {
+  Shape strides(shape.size(), 0);
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = acc;
+    acc = SatMul(acc, shape[i]);
+  }
+  return strides;
+}
+
+// Element strides of a compact tensor `shape` read as if broadcast to `full` (0 = broadcast).
+Shape AlignedStrides(const Shape& shape, const Shape& full) {
+  Shape own = CompactStrides(shape), out(full.size(), 0);
+  size_t pad = full.size() - shape.size();
+  for (size_t i = pad; i < full.size(); ++i) out[i] = shape[i - pad] == 1 ? 0 : own[i - pad];
+  return out;
+}
+
+}  // namespace
+
+std::string ShapeStr(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool trans_b, const Shape* bias_shape,
+                            const Shape* mask_shape) {
+  for (const Shape* s : {&a_shape, &b_shape})
+    for (int64_t d : *s)
+      if (d < 0) throw ShapeError("negative dimension");
+  if (a_shape.size() < 2) throw ShapeError("A must have rank >= 2 ([..., M, K]), got shape " + ShapeStr(a_shape));
+  if (b_shape.size() < 2)
+    throw ShapeError("B must have rank >= 2 ([..., K, N] or [..., N, K] with transB=1), got shape " +
+                     ShapeStr(b_shape));
+  const int64_t m = a_shape[a_shape.size() - 2], k = a_shape.back();
+  const int64_t b_r = b_shape[b_shape.size() - 2], b_c = b_shape.back();
+  const int64_t n = trans_b ? b_r : b_c, kb = trans_b ? b_c : b_r;
+  if (k != kb)
+    throw ShapeError("K mismatch: A is " + ShapeStr(a_shape) + " (K=" + std::to_string(k) + ") but B is " +
+                     ShapeStr(b_shape) + " (K=" + std::to_string(kb) + ", transB=" + std::to_string(int(trans_b)) +
+                     ")");
+  const Shape a_batch(a_shape.begin(), a_shape.end() - 2), b_batch(b_shape.begin(), b_shape.end() - 2);
+  const Shape batch = Broadcast(a_batch, b_batch, "A and B");
+  const size_t nb = batch.size();
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+
+  // bias / mask: broadcastable to the output, strides aligned to the output's dims.
+  std::optional<Shape> extra[2];
+  const Shape* extra_shapes[2] = {bias_shape, mask_shape};
+  const char* extra_names[2] = {"bias", "mask"};
+  for (int e = 0; e < 2; ++e) {
+    const Shape* shp = extra_shapes[e];
+    if (!shp) continue;
+    bool ok = shp->size() <= out_shape.size();
+    for (size_t i = 0; ok && i < shp->size(); ++i) {
+      int64_t d = (*shp)[shp->size() - 1 - i], o = out_shape[out_shape.size() - 1 - i];
+      ok = d == 1 || d == o;
+    }
+    if (!ok)
+      throw ShapeError(std::string(extra_names[e]) + " of shape " + ShapeStr(*shp) +
+                       " is not broadcastable to the output shape " + ShapeStr(out_shape));
+    extra[e] = AlignedStrides(*shp, out_shape);
+  }
+
+  // Per-tensor strides over the batch dims only (element units), 0 where broadcast.
+  std::vector<BatchStrides> bs(nb, BatchStrides{});
+  {
+    const Shape sa = AlignedStrides(a_batch, batch), sb = AlignedStrides(b_batch, batch), sp = CompactStrides(batch);
+    const int64_t a_blk = SatMul(m, k), b_blk = SatMul(n, k), p_blk = SatMul(m, n);
+    for (size_t i = 0; i < nb; ++i) {
+      bs[i][kA] = SatMul(sa[i], a_blk);
+      bs[i][kB] = SatMul(sb[i], b_blk);
+      bs[i][kBias] = extra[0] ? (*extra[0])[i] : 0;
+      bs[i][kMask] = extra[1] ? (*extra[1])[i] : 0;
+      bs[i][kP] = SatMul(sp[i], p_blk);
+    }
+  }
+  // Coalesce batch dims: drop size-1 dims, merge neighbours that every tensor walks contiguously.
+  std::vector<std::pair<int64_t, BatchStrides>> merged;  // outermost last while building
+  for (size_t i = nb; i-- > 0;) {  // innermost first
+    int64_t d = batch[i];
+    if (d == 1) continue;
+    if (!merged.empty()) {
+      auto& [d_in, st_in] = merged.back();
+      bool contiguous = true;
+      for (int t = 0; t < kNumTensors; ++t) contiguous = contiguous && bs[i][t] == SatMul(st_in[t], d_in);
+      if (contiguous) {
+        d_in = SatMul(d, d_in);
+        continue;
+      }
+    }
+    merged.emplace_back(d, bs[i]);
+  }
+  std::reverse(merged.begin(), merged.end());
+  if (merged.size() > 2)
+    throw ShapeError("batch broadcast pattern of A " + ShapeStr(a_shape) + ", B " + ShapeStr(b_shape) + ", bias " +
+                     OptShapeStr(bias_shape) + ", mask " + OptShapeStr(mask_shape) + " needs " +
+                     std::to_string(merged.size()) +
+                     " independent batch dims; the kernels take two. Expand (materialize) the bias/mask "
+                     "or reshape the inputs so that fewer batch dims broadcast differently.");
+  while (merged.size() < 2) merged.insert(merged.begin(), {1, BatchStrides{}});
+  const auto& [b0, s0] = merged[0];
+  const auto& [b1, s1] = merged[1];
+
+  CanonicalShape c;
+  c.b0 = b0;
+  c.b1 = b1;
+  c.m = m;
+  c.n = n;
+  c.k = k;
+  c.out_shape = out_shape;
+  c.a_strides = {s0[kA], s1[kA], k, 1};
+  c.b_strides = {s0[kB], s1[kB], trans_b ? k : n, 1};
+  if (extra[0]) c.bias_strides = Strides4{s0[kBias], s1[kBias], (*extra[0])[nb], (*extra[0])[nb + 1]};
+  if (extra[1]) c.mask_strides = Strides4{s0[kMask], s1[kMask], (*extra[1])[nb], (*extra[1])[nb + 1]};
+
+  const int64_t bb = SatMul(b0, b1);
+  if (std::max(SatMul(SatMul(bb, m), std::max(n, k)), SatMul(SatMul(bb, n), k)) > kInt32Max)
+    throw ShapeError("problem (" + std::to_string(b0) + ", " + std::to_string(b1) + ", " + std::to_string(m) + ", " +
+                     std::to_string(n) + ", " + std::to_string(k) +
+                     ") has tensors of more than 2^31 elements; the kernels index in int32");
+  int64_t out_elems = 1;
+  for (int64_t d : out_shape) out_elems = SatMul(out_elems, d);
+  if (out_elems > kInt32Max)
+    throw ShapeError("output of " + std::to_string(out_elems) + " elements exceeds the int32 index range");
+  return c;
+}
+
+}  // namespace flashgemm

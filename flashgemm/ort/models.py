@@ -1,0 +1,303 @@
+"""Seed models as ONNX: BERT-Large, ViT-B/16 and the Whisper (large-v2) encoder, exported with PyTorch + transformers.
+
+    from flashgemm.ort.models import export
+    path = export("bert-large", out_dir="build/models", dtype="float16", batch=1)
+
+No model hub: every config is written out below from the published config.json of the named checkpoint, and the
+weights are a seeded random init (`torch.manual_seed(seed)`, default 0, then transformers' own `_init_weights`). The
+numbers are therefore meaningless; the *graphs* (ops, shapes, dtypes, where scale and mask enter attention) are the
+real ones, which is what the rewrite (rewrite.py) and the kernels care about.
+
+Export path: `attn_implementation="eager"` and the TorchScript exporter (`torch.onnx.export(..., dynamo=False)`,
+opset 17), which writes attention as explicit ops. What the exports look like (transformers 5.23, torch 2.13):
+
+    BERT     MatMul(Transpose(Q,[0,2,1,3]), Transpose(K,[0,2,3,1])) -> Mul(c = head_dim^-0.5) -> Add(mask [B,1,S,S]) -> Softmax(-1)
+    ViT      MatMul(Transpose(Q,[0,2,1,3]), Transpose(K,[0,2,3,1])) -> Mul(c) -> Softmax(-1)
+             (ViT asks for softmax(dtype=float32).to(fp16); the exporter writes Softmax(-1) in the model's dtype
+             followed by Cast(float32) -> Cast(float16), so the softmax itself is float16 - the Casts are kept)
+    Whisper  Q = Mul(q_proj(x), c) -> Reshape -> Transpose([0,2,1,3]);  MatMul(Q, Transpose(K,[0,2,3,1])) -> Mul(1.0)
+             -> Softmax(-1)   (Whisper scales q before the product; the encoder has no mask)
+
+BERT's mask is transformers' 4-D additive mask [B, 1, S, S] (0 or dtype-min: -65504 in float16, -3.4e38 in float32)
+built from the 2-D `attention_mask` input; the example input used for tracing has padding, so the mask is kept.
+
+Whisper: the *large-v2* config (d_model 1280, 32 layers, 20 heads of 64, 80 mel bins x 3000 frames -> 1500 positions).
+Why: its attention-score shape is workload W3 (flashgemm/op/workloads.py: 20 heads x 1500 x 1500 x 64) and its input
+is the 80 x 3000 log-mel. large-v3 differs only in num_mel_bins=128 (the attention is identical); base (512 wide,
+8 heads) would not match W3.
+
+`tiny=True` gives the same architectures at toy size for CI (2 layers, hidden 64, 2 heads of 32, short sequences):
+BERT seq 16, ViT 32x32 images with 8x8 patches (17 tokens), Whisper 48 mel frames -> 24 positions.
+
+IR version: the exporter writes IR 8 for opset 17; anything above 9 is re-stamped to 9 (ORT 1.31 loads up to 9 here,
+see model.py). Models over 2 GB (Whisper large-v2 in float32) are saved with one external data file next to them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable, Optional
+
+import onnx
+
+OPSET = 17
+MAX_IR_VERSION = 9
+DTYPES = ("float32", "float16")
+DEFAULT_SEED = 0
+
+
+# ------------------------------------------------------------------------------------------------- configs
+# Published config.json values (the checkpoint in parentheses); the dropout probabilities do not matter in eval mode.
+
+def _bert_large() -> dict:  # (google-bert/bert-large-uncased)
+    return dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                intermediate_size=4096, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+                pad_token_id=0)
+
+
+def _bert_tiny() -> dict:
+    return dict(_bert_large(), vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=128, max_position_embeddings=32)
+
+
+def _bert_small() -> dict:  # (sentence-transformers/all-MiniLM-L6-v2: 6 layers, 12 heads of 32)
+    return dict(_bert_large(), hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)
+
+
+def _vit_b16() -> dict:  # (google/vit-base-patch16-224)
+    return dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.02,
+                layer_norm_eps=1e-12, image_size=224, patch_size=16, num_channels=3, qkv_bias=True)
+
+
+def _vit_tiny() -> dict:
+    return dict(_vit_b16(), hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                image_size=32, patch_size=8)
+
+
+def _whisper_large_v2() -> dict:  # (openai/whisper-large-v2; the encoder's fields plus what WhisperConfig needs)
+    return dict(vocab_size=51865, num_mel_bins=80, d_model=1280, encoder_layers=32, encoder_attention_heads=20,
+                encoder_ffn_dim=5120, decoder_layers=32, decoder_attention_heads=20, decoder_ffn_dim=5120,
+                activation_function="gelu", max_source_positions=1500, max_target_positions=448, dropout=0.0,
+                attention_dropout=0.0, activation_dropout=0.0, init_std=0.02, scale_embedding=False,
+                pad_token_id=50257, bos_token_id=50257, eos_token_id=50257, decoder_start_token_id=50258)
+
+
+def _whisper_tiny() -> dict:
+    return dict(_whisper_large_v2(), d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128,
+                decoder_layers=2, decoder_attention_heads=2, decoder_ffn_dim=128, max_source_positions=24)
+
+
+# ------------------------------------------------------------------------------------------------- models
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    checkpoint: str  # whose published config the full-size model uses
+    config: Callable[[], dict]
+    tiny_config: Callable[[], dict]
+    build: Callable  # (config dict, tiny) -> torch module taking the example inputs
+    inputs: Callable  # (config dict, batch, seed) -> {name: tensor}
+    output: str
+    layers_key: str  # config key: number of self-attention layers (= attention sites)
+    seq_inputs: tuple = ()  # inputs whose axis 1 is the sequence (symbolic with dynamic_seq); () = length fixed
+
+
+    def layers(self, tiny: bool) -> int:
+        return (self.tiny_config if tiny else self.config)()[self.layers_key]
+
+
+def _bert(cfg: dict):
+    import torch  # noqa: PLC0415
+    from transformers import BertConfig, BertModel  # noqa: PLC0415
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = BertModel(BertConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    return Bert()
+
+
+def _bert_inputs(cfg: dict, batch: int, seq: int, gen):
+    import torch  # noqa: PLC0415
+    ids = torch.randint(1, cfg["vocab_size"], (batch, seq), generator=gen)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[0, seq - max(1, seq // 4):] = 0  # padding in the example: transformers keeps the mask in the trace
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _vit(cfg: dict):
+    import torch  # noqa: PLC0415
+    from transformers import ViTConfig, ViTModel  # noqa: PLC0415
+
+    class ViT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = ViTModel(ViTConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+
+        def forward(self, pixel_values):
+            return self.model(pixel_values=pixel_values).last_hidden_state
+
+    return ViT()
+
+
+def _whisper(cfg: dict):
+    import torch  # noqa: PLC0415
+    from transformers import WhisperConfig  # noqa: PLC0415
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder  # noqa: PLC0415
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = WhisperEncoder(WhisperConfig(**cfg, attn_implementation="eager"))
+
+        def forward(self, input_features):
+            return self.model(input_features=input_features).last_hidden_state
+
+    return Encoder()
+
+
+SPECS = {
+    "bert-large": ModelSpec(
+        "bert-large", "google-bert/bert-large-uncased", _bert_large, _bert_tiny, _bert,
+        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 512, gen), "last_hidden_state",
+        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
+    "bert-small": ModelSpec(
+        "bert-small", "sentence-transformers/all-MiniLM-L6-v2", _bert_small, _bert_tiny, _bert,
+        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 128, gen), "last_hidden_state",
+        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
+    "vit-b16": ModelSpec(
+        "vit-b16", "google/vit-base-patch16-224", _vit_b16, _vit_tiny, _vit,
+        lambda cfg, b, gen, tiny: {"pixel_values": _randn((b, cfg["num_channels"], cfg["image_size"],
+                                                            cfg["image_size"]), gen)},
+        "last_hidden_state", "num_hidden_layers"),
+    "whisper-enc": ModelSpec(
+        "whisper-enc", "openai/whisper-large-v2", _whisper_large_v2, _whisper_tiny, _whisper,
+        lambda cfg, b, gen, tiny: {"input_features": _randn((b, cfg["num_mel_bins"],
+                                                              2 * cfg["max_source_positions"]), gen)},
+        "last_hidden_state", "encoder_layers"),
+}
+NAMES = tuple(SPECS)
+SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the scripts)
+
+
+def _randn(shape, gen):
+    import torch  # noqa: PLC0415
+    return torch.randn(*shape, generator=gen)
+
+
+def file_name(name: str, tiny: bool, dtype: str, dynamic_batch: bool = False, dynamic_seq: bool = False) -> str:
+    """<name>[-tiny][-dynb | -dyns | -dyn].<f32|f16>.onnx: -dynb symbolic batch, -dyns symbolic sequence, -dyn both."""
+    dyn = {(True, False): "-dynb", (False, True): "-dyns", (True, True): "-dyn"}.get((dynamic_batch, dynamic_seq), "")
+    return f"{name}{'-tiny' if tiny else ''}{dyn}.{ {'float32': 'f32', 'float16': 'f16'}[dtype] }.onnx"
+
+
+def example_inputs(name: str, tiny: bool = False, dtype: str = "float32", batch: int = 1, seed: int = DEFAULT_SEED
+                   ) -> dict:
+    """The inputs the export traced with, as numpy arrays (floats in `dtype`): reproducible from the seed."""
+    import torch  # noqa: PLC0415
+    spec = SPECS[name]
+    cfg = (spec.tiny_config if tiny else spec.config)()
+    gen = torch.Generator().manual_seed(seed + 1)
+    out = {}
+    for k, v in spec.inputs(cfg, batch, gen, tiny).items():
+        out[k] = (v.to(getattr(torch, dtype)) if v.is_floating_point() else v).numpy()
+    return out
+
+
+def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False, dtype: str = "float32",
+           batch: int = 1, dynamic_batch: bool = False, seed: int = DEFAULT_SEED, log=print,
+           device: str = "cpu", dynamic_seq: bool = False) -> Path:
+    """Build the model (seeded random init), export it to ONNX opset 17 and return the file's path.
+    device: where the exporter's trace runs the model ("cuda" is much faster for float16 at real sizes);
+    the weights and the graph are the same either way. dynamic_batch / dynamic_seq: symbolic axis 0 'batch' of every
+    input and the output / symbolic axis 1 'sequence' of the token inputs and the output (BERT only: ViT's and
+    Whisper's lengths follow from their fixed image and mel sizes); they name the file (file_name)."""
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+
+    if name not in SPECS:
+        raise ValueError(f"unknown model {name!r}; one of {', '.join(NAMES)}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    spec = SPECS[name]
+    if dynamic_seq and not spec.seq_inputs:
+        raise ValueError(f"{name} has no dynamic sequence axis: its length is fixed by its input size "
+                         f"(drop --dynamic-seq; --dynamic-batch works)")
+    cfg = (spec.tiny_config if tiny else spec.config)()
+    torch.manual_seed(seed)
+    model = spec.build(cfg).eval().to(getattr(torch, dtype)).to(device)
+    feeds = example_inputs(name, tiny, dtype, batch, seed)
+    args = tuple(torch.from_numpy(v).to(device) for v in feeds.values())
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / file_name(name, tiny, dtype, dynamic_batch, dynamic_seq)
+    log(f"exporting {name}{' (tiny)' if tiny else ''} {dtype} batch {batch}: config of {spec.checkpoint}"
+        f"{' shrunk' if tiny else ''}, random init seed {seed} ...")
+    dynamic_axes = {}
+    for k in [*feeds, spec.output]:
+        axes = ({0: "batch"} if dynamic_batch else {}) | \
+               ({1: "sequence"} if dynamic_seq and k in (*spec.seq_inputs, spec.output) else {})
+        if axes:
+            dynamic_axes[k] = axes
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice and trace warnings (shape checks)
+        raw = Path(tmp) / "model.onnx"
+        torch.onnx.export(model, args, str(raw), input_names=list(feeds), output_names=[spec.output],
+                          opset_version=OPSET, dynamo=False, do_constant_folding=True, dynamic_axes=dynamic_axes or None)
+        proto = onnx.load(str(raw))  # loads any external data the exporter wrote (> 2 GB) into memory
+    if proto.ir_version > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+    meta = {
+        "flashgemm.model": name, "flashgemm.tiny": str(int(tiny)), "flashgemm.dtype": dtype,
+        "flashgemm.batch": "dynamic" if dynamic_batch else str(batch),
+        **({"flashgemm.sequence": "dynamic"} if dynamic_seq else {}),
+        "flashgemm.config_of": spec.checkpoint + (" (shrunk: tiny)" if tiny else ""),
+        "flashgemm.config": json.dumps(cfg, sort_keys=True),
+        "flashgemm.weights": f"random init, torch.manual_seed({seed}); not the checkpoint's weights",
+        "flashgemm.attention_layers": str(cfg[spec.layers_key]),
+        "flashgemm.exporter": f"torch {torch.__version__} TorchScript exporter (dynamo=False), opset {OPSET}; "
+                              f"transformers {transformers.__version__}, attn_implementation=eager",
+    }
+    del proto.metadata_props[:]
+    for k, v in meta.items():
+        proto.metadata_props.add(key=k, value=v)
+    tmp_path = path.with_name(path.name + ".tmp")
+    weight_bytes = sum(len(t.raw_data) for t in proto.graph.initializer)  # ByteSize() itself fails above 2 GB
+    if weight_bytes > 2**31 - 2**26:  # protobuf's 2 GB limit, with margin for the graph
+        data = path.name + ".data"
+        onnx.save(proto, str(tmp_path), save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                  size_threshold=1024)
+    else:
+        onnx.save(proto, str(tmp_path))
+    os.replace(tmp_path, path)
+    onnx.checker.check_model(str(path))
+    log(f"{path}  ({path.stat().st_size / 2**20:.1f} MiB, IR {proto.ir_version}, "
+        f"{cfg[spec.layers_key]} attention layers)")
+    return path
+
+
+def attention_layers(name: str, tiny: bool = False) -> int:
+    return SPECS[name].layers(tiny)
+
+
+def describe(name: str, tiny: bool = False) -> str:
+    spec = SPECS[name]
+    return f"{name}: config of {spec.checkpoint}{' shrunk to tiny' if tiny else ''}: " + json.dumps(
+        (spec.tiny_config if tiny else spec.config)(), sort_keys=True)
+
+
+def metadata(path: os.PathLike) -> Optional[dict]:
+    m = onnx.load(str(path), load_external_data=False)
+    return {p.key: p.value for p in m.metadata_props}

@@ -1,0 +1,96 @@
+"""The op's ONNX schema with type and shape inference, registered with the `onnx` package on import.
+
+Why: tools that infer shapes through `onnx` (onnx.shape_inference, and ONNX Runtime's symbolic shape inference, which
+asks onnx for every node it does not know itself) stop at an unknown custom op, and everything after it loses its
+shape. ONNX Runtime's transformers optimizer (`onnxruntime.transformers.optimizer.optimize_model`) needs those
+shapes for some fusions: on a rewritten BERT it left every Add + LayerNormalization unfused (no
+SkipLayerNormalization) until P's shape was known. The rewrite imports this module, so does anyone who imports
+`flashgemm.ort.rewrite` before optimizing. ONNX Runtime itself does not read it (the op library declares the op
+to ORT).
+
+P's type is A's; its shape is the broadcast batch of A and B (ONNX MatMul rules) followed by [M, N], M = A[-2],
+N = B[-2] with transB else B[-1]; a batch dim whose size cannot be decided (two different symbols) is left unknown.
+"""
+from __future__ import annotations
+
+import onnx
+from onnx import defs
+
+DOMAIN = "flashgemm"
+OP_TYPE = "FusedGemmSoftmax"
+
+
+def _dims(tp):
+    """The shape of a tensor TypeProto as a list of int | str | None, or None if the rank is unknown."""
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    out = []
+    for d in tp.tensor_type.shape.dim:
+        out.append(d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else None)
+    return out
+
+
+def _broadcast(a, b):
+    """One batch dim of two: ONNX broadcasting where decidable, else None."""
+    if a == 1:
+        return b
+    if b == 1 or a == b:
+        return a
+    if isinstance(a, int) and not isinstance(b, int):
+        return a  # a symbol against a size > 1: the size (or the model is invalid)
+    if isinstance(b, int) and not isinstance(a, int):
+        return b
+    return None
+
+
+def infer(ctx) -> None:
+    a_type = ctx.get_input_type(0)
+    if a_type is None or not a_type.HasField("tensor_type"):
+        return
+    out = onnx.TypeProto()
+    out.tensor_type.elem_type = a_type.tensor_type.elem_type
+    a = _dims(a_type)
+    b = _dims(ctx.get_input_type(1)) if ctx.get_num_inputs() > 1 and ctx.has_input(1) else None
+    attr = ctx.get_attribute("transB")
+    trans_b = bool(attr.i) if attr is not None else False
+    if a is not None and b is not None and len(a) >= 2 and len(b) >= 2:
+        ba, bb = a[:-2], b[:-2]
+        n = max(len(ba), len(bb))
+        ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
+        dims = [_broadcast(x, y) for x, y in zip(ba, bb)] + [a[-2], b[-2] if trans_b else b[-1]]
+        shape = out.tensor_type.shape
+        for d in dims:
+            dim = shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str) and d:
+                dim.dim_param = d
+    ctx.set_output_type(0, out)
+
+
+def _schema() -> defs.OpSchema:
+    types = ["tensor(float16)", "tensor(bfloat16)"]
+    param = defs.OpSchema.FormalParameter
+    opt = defs.OpSchema.FormalParameterOption.Optional
+    schema = defs.OpSchema(
+        OP_TYPE, DOMAIN, 1,
+        "P = softmax_rowwise(scale * A @ B + bias + mask), optionally causal (README: the operator).",
+        inputs=[param("A", "T"), param("B", "T"), param("bias", "T", param_option=opt),
+                param("mask", "M", param_option=opt)],
+        outputs=[param("P", "T")],
+        type_constraints=[("T", types, "A, B, bias, P"), ("M", types + ["tensor(bool)"], "mask: additive or boolean")],
+        attributes=[defs.OpSchema.Attribute("scale", defs.OpSchema.AttrType.FLOAT, "logit scale", required=False),
+                    defs.OpSchema.Attribute("transB", defs.OpSchema.AttrType.INT, "B is [..., N, K]", required=False),
+                    defs.OpSchema.Attribute("causal", defs.OpSchema.AttrType.INT, "bottom-right causal mask",
+                                            required=False)])
+    schema.set_type_and_shape_inference_function(infer)
+    return schema
+
+
+def register() -> None:
+    """Register the schema once (a second import, or another copy of this package, finds it there)."""
+    if not defs.has(OP_TYPE, DOMAIN):
+        defs.register_schema(_schema())
+
+
+register()

@@ -1,0 +1,920 @@
+"""Replace attention-score subgraphs of an ONNX model with flashgemm::FusedGemmSoftmax (onnxscript pattern rewriter).
+
+    from flashgemm.ort.rewrite import rewrite_file
+    report = rewrite_file("bert.onnx", "bert.fused.onnx")
+    print(report.text())
+
+Three rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; the first with `commute=True`, so
+Add(mask, s) and Mul(c, s) match as well as Add(s, mask) and Mul(s, c)):
+
+1. FuseScoresSoftmax   Softmax( [Add( [Mul(S, c) | Div(S, c) | S] , M )] ),  S = MatMul(A, B)
+                         -> FusedGemmSoftmax(A, B, [bias=M]; scale = c | 1/c | 1, transB=0, causal=0)
+2. FoldTransposeB      FusedGemmSoftmax(A, Transpose(K, perm); transB=0)
+                         -> FusedGemmSoftmax(A, K'; transB=1),  K' = Transpose(K, perm with its last two entries
+                            swapped), or K itself when that is the identity (BERT/ViT/Whisper: [0,2,3,1] -> [0,2,1,3])
+3. FoldQueryScale      FusedGemmSoftmax([Transpose]([Reshape](Mul(X, c) | Div(X, c))), B; scale s)
+                         -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; scale s*c | s/c)   (Whisper scales q)
+
+Rule 1 fuses only what is provably the same function (everything it declines is reported with the reason):
+  - Softmax over the last axis: axis -1, or axis == rank-1 with the rank known (opset < 13's default axis 1 too,
+    when the rank is 2; its 2-D coercion at the last axis is the row softmax);
+  - the scores' dtype is float16 or bfloat16 (the op's only types). float32 models are left alone and the report
+    says so: there is deliberately no --cast option, because casting an fp32 model's Q, K and mask to fp16 around
+    each site changes its numerics (and e.g. turns a -3.4e38 mask into -inf) - that is not a rewrite but a
+    different model; export the model in float16 instead (flashgemm-getmodel --dtype float16);
+  - A and B of known rank >= 2 (ONNX MatMul's 1-D promotion is not the op's contract);
+  - the scale is a constant (initializer or Constant, not a graph input) with exactly one element, finite (and
+    non-zero for Div), of rank <= the scores' rank (so it cannot broadcast the scores to a larger shape);
+  - the added operand M is unidirectionally broadcastable to the scores: rank <= theirs, and each of its dims
+    (aligned right) is 1 or provably equal to the scores' dim (same number, or same symbolic name). An unknown
+    dim, or a symbolic dim against a different one, is not provable: the site is left alone. M goes in as the
+    op's `bias` input, which is added exactly as Add adds it (the op's `mask` input would instead zero rows whose
+    entries are all <= -65504, which ONNX's Add + Softmax does not);
+  - for scores of rank >= 5 the shapes must be static and accepted by the op's canonicalization (the kernels take
+    at most two independent batch dims; rank <= 4 always fits).
+Shapes: infer_shapes (onnx's inference, also on a constant-folded clone) and then infer_symbolic_shapes (onnxruntime's
+SymbolicShapeInference, auto_merge off) fill them in before matching. The latter is what proves a dynamic export's
+mask - built from `attention_mask` [batch, sequence] - broadcastable to the scores [batch, heads, sequence, sequence];
+it equates two symbols only where that is proven (see _ssi_class), never on a broadcast's say-so. When it cannot
+run (onnxruntime or sympy missing, or it fails), the report carries a note saying why and such sites stay unfused.
+The matched intermediate values (S, the scaled and the masked scores) must have no other consumer - the matcher
+refuses otherwise, and the report says so.
+
+Numerics: the fused op accumulates in fp32 and applies the scale in fp32, so its result differs from the fp16 graph's
+(which rounds S, c*S and c*S+M to fp16) by rounding only. Rule 3 relies on Reshape and Transpose only moving
+elements, so c*(X) reshaped/transposed times K is c times the product, exactly in real arithmetic; for a power-of-two
+c (Whisper: 64^-0.5 = 0.125) the fp16 product X*c is itself exact.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
+from onnxscript.rewriter import pattern
+
+from flashgemm.op.variant import canonicalize
+
+from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference with onnx)
+SUPPORTED = {ir.DataType.FLOAT16: "float16", ir.DataType.BFLOAT16: "bfloat16"}
+EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # protobuf's 2 GB limit, with margin
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+@dataclasses.dataclass
+class Site:
+    softmax: str  # the Softmax node's name (its output name if the node has none)
+    fused: bool = False
+    reasons: list = dataclasses.field(default_factory=list)  # why it was left alone
+    details: dict = dataclasses.field(default_factory=dict)  # what the fused node got
+
+
+@dataclasses.dataclass
+class Report:
+    model: str = ""
+    dtype: str = "?"
+    sites: dict = dataclasses.field(default_factory=dict)  # candidate sites, by Softmax name
+    other_softmax: list = dataclasses.field(default_factory=list)  # Softmax nodes no pattern matched
+    transb_folded: int = 0
+    qscale_folded: int = 0
+    notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
+
+    def site(self, name: str) -> Site:
+        return self.sites.setdefault(name, Site(name))
+
+    @property
+    def fused(self) -> list:
+        return [s for s in self.sites.values() if s.fused]
+
+    @property
+    def left_alone(self) -> list:
+        return [s for s in self.sites.values() if not s.fused]
+
+    def text(self) -> str:
+        lines = [f"{self.model}: {len(self.fused)} site(s) fused, {len(self.left_alone)} candidate site(s) left "
+                 f"alone (scores dtype {self.dtype}); transB folded at {self.transb_folded}, "
+                 f"query-side scale folded at {self.qscale_folded}"]
+        for s in self.fused:
+            d = s.details
+            lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
+                         f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
+                         f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}")
+        for s in self.left_alone:
+            lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
+        symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
+        if symbolic:
+            # a CUDA bundle serves a length with a fast kernel only when one was built for it; every other length
+            # goes to the generic kernel, far slower than the unfused graph: say so where the user decides to fuse
+            lines.append(f"  note    {len(symbolic)} fused site(s) have symbolic lengths (M or N): on the GPU, a CUDA "
+                         f"bundle's any-length kernels serve them up to length 2048 (default schedules for the usual "
+                         f"head sizes and mask kinds; flashgemm-build --from-model THIS_MODEL adds its own kinds, "
+                         f"flashgemm-tune --from-model THIS_MODEL --lengths ... tunes them); longer ones, or a bundle "
+                         f"built with --any-length none, run on the generic kernel, much slower than the original graph")
+        lines += [f"  note    {n}" for n in self.notes]
+        if self.other_softmax:
+            lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "
+                         f"[Add] -> Softmax: {', '.join(self.other_softmax)}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "dtype": self.dtype, "fused": len(self.fused),
+                "left_alone": len(self.left_alone), "transb_folded": self.transb_folded,
+                "qscale_folded": self.qscale_folded, "notes": self.notes,
+                "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
+
+
+def _node_name(node: ir.Node) -> str:
+    return node.name or node.outputs[0].name or f"<{node.op_type}>"
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+class SiteRejected(Exception):
+    """Why a candidate site is not fused (the reason goes to the report and to the rewriter's match result)."""
+
+    def __init__(self, reason: str, *sources):
+        super().__init__(reason)
+        self.reason = reason
+        self.sources = [s for s in sources if s is not None]
+
+
+def _fail(msg: str, *sources):
+    raise SiteRejected(msg, *sources)
+
+
+def _shape(v: Optional[ir.Value]):
+    """list of dims (int | str symbol | None unknown), or None if the rank is unknown."""
+    if v is None or v.shape is None:
+        return None
+    out = []
+    for d in v.shape:
+        if isinstance(d, int):
+            out.append(d)
+        else:
+            out.append(d.value if getattr(d, "value", None) is not None else None)
+    return out
+
+
+def _fmt(shape) -> str:
+    return "?" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
+    """The value of a one-element constant (initializer or Constant, not a graph input); raises SiteRejected."""
+    if v is None:
+        _fail(f"{what} is missing")
+    if v.is_graph_input():
+        _fail(f"{what} ({v.name}) is a graph input, not a constant", v)
+    producer = v.producer()
+    if producer is not None:
+        from onnxscript import optimizer  # noqa: PLC0415
+        optimizer.basic_constant_propagation([producer])
+    if v.const_value is None:
+        _fail(f"{what} ({v.name}) is not a constant", v)
+    try:
+        arr = v.const_value.numpy()
+    except Exception:  # noqa: BLE001  (external data not available)
+        _fail(f"{what} ({v.name}): its value cannot be read", v)
+    if arr.size != 1:
+        _fail(f"{what} ({v.name}) has shape {list(arr.shape)}, not a single element", v)
+    if arr.ndim > max_rank:
+        _fail(f"{what} ({v.name}) has rank {arr.ndim} > the scores' rank {max_rank}: it would broadcast them", v)
+    value = float(np.asarray(arr, dtype=np.float64).reshape(()))
+    if not math.isfinite(value):
+        _fail(f"{what} ({v.name}) = {value} is not finite", v)
+    return value
+
+
+def _matmul_shape(a, b):
+    """ONNX MatMul's output shape for ranks >= 2 (dims may be symbolic / None)."""
+    ba, bb = a[:-2], b[:-2]
+    n = max(len(ba), len(bb))
+    ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
+    batch = []
+    for x, y in zip(ba, bb):
+        batch.append(y if x == 1 else x if y == 1 else x if x == y else None)
+    return batch + [a[-2], b[-1]]
+
+
+def _check_broadcast(m_shape, s_shape):
+    """Raise unless m_shape provably broadcasts to s_shape without changing it."""
+    if len(m_shape) > len(s_shape):
+        _fail(f"added operand of rank {len(m_shape)} > the scores' rank {len(s_shape)} would change their shape")
+    for i in range(1, len(m_shape) + 1):
+        md, sd = m_shape[-i], s_shape[-i]
+        if md == 1:
+            continue
+        if md is None:
+            _fail(f"added operand {_fmt(m_shape)}: dim {len(m_shape) - i} is unknown, cannot prove it broadcasts to "
+                  f"the scores {_fmt(s_shape)}")
+        if md == sd and sd is not None:
+            continue
+        dim = f"dim {len(m_shape) - i}: {md} vs {'?' if sd is None else sd}"
+        if isinstance(md, int) and isinstance(sd, int):
+            _fail(f"added operand {_fmt(m_shape)} is not broadcastable to the scores {_fmt(s_shape)} ({dim})")
+        _fail(f"added operand {_fmt(m_shape)}: cannot prove it broadcasts to the scores {_fmt(s_shape)} ({dim})")
+
+
+def _softmax_axis_ok(node: ir.Node, rank: Optional[int], opset: int):
+    attr = node.attributes.get("axis")
+    axis = attr.as_int() if attr is not None else (-1 if opset >= 13 else 1)
+    if axis == -1:
+        return
+    if rank is None:
+        _fail(f"Softmax axis={axis} and the rank of its input is unknown: cannot prove it is the last axis")
+    if axis != rank - 1:
+        _fail(f"Softmax over axis {axis} of a rank-{rank} tensor: not the last axis")
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
+    """MatMul -> [Mul|Div by a constant] -> [Add M] -> Softmax(last axis)  =>  FusedGemmSoftmax."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FuseScoresSoftmax")
+        self.report = report
+        self._attrs = None
+
+    def pattern(self, op, a, b, c, m):
+        s = op.MatMul(a, b, _outputs=["scores"])
+        scaled = pattern.OrValue([op.Mul(s, c), op.Div(s, c), s], tag_var="scaling",
+                                 tag_values=["Mul", "Div", "None"])
+        masked = pattern.OrValue([op.Add(scaled, m), scaled], tag_var="has_add", tag_values=[True, False])
+        return op.Softmax(masked, _allow_other_attributes=True, _outputs=["probs"])
+
+    def check(self, context, a, b, c, m, scores, probs, scaling, has_add, **_):
+        softmax = probs.producer()
+        site = self.report.site(_node_name(softmax)) if self.report is not None else None
+        try:
+            self._attrs = self._check(context, a, b, c, m, scores, probs, scaling, has_add)
+        except SiteRejected as e:
+            if site is not None:
+                site.reasons.append(e.reason)
+            return pattern.MatchResult().fail(e.reason, e.sources or None)
+        return pattern.MatchResult()
+
+    def _check(self, context, a, b, c, m, scores, probs, scaling, has_add):
+        dtype = scores.dtype or a.dtype
+        if dtype is None:
+            _fail("the scores' dtype is unknown", scores)
+        if dtype not in SUPPORTED:
+            _fail(f"the scores are {_dtype_name(dtype)}: FusedGemmSoftmax takes float16/bfloat16 only "
+                  f"(export the model in float16; no implicit cast)", scores)
+        a_shape, b_shape = _shape(a), _shape(b)
+        if a_shape is None or b_shape is None:
+            _fail(f"MatMul input rank unknown (A {_fmt(a_shape)}, B {_fmt(b_shape)})", scores)
+        if len(a_shape) < 2 or len(b_shape) < 2:
+            _fail(f"MatMul with a 1-D input (A {_fmt(a_shape)}, B {_fmt(b_shape)}): the op needs rank >= 2", scores)
+        s_shape = _matmul_shape(a_shape, b_shape)
+        inferred = _shape(scores)
+        if inferred is not None and len(inferred) == len(s_shape):  # prefer inferred dims where ours are unknown
+            s_shape = [x if x is not None else y for x, y in zip(s_shape, inferred)]
+        opset = context.model.opset_imports.get("", 17) if context.model is not None else 17
+        _softmax_axis_ok(probs.producer(), len(s_shape), opset)
+        scale = 1.0
+        if scaling == "Mul":
+            scale = _constant_scalar(c, "scale (Mul operand)", len(s_shape))
+        elif scaling == "Div":
+            d = _constant_scalar(c, "scale (Div divisor)", len(s_shape))
+            if d == 0.0:
+                _fail("division by a zero constant", c)
+            scale = 1.0 / d
+        if not math.isfinite(float(np.float32(scale))):
+            _fail(f"scale {scale} overflows float32")
+        m_shape = None
+        if has_add:
+            m_shape = _shape(m)
+            if m_shape is None:
+                _fail(f"added operand {m.name}: shape unknown, cannot prove it broadcasts to the scores", m)
+            _check_broadcast(m_shape, s_shape)
+            if m.dtype is not None and m.dtype != dtype:
+                _fail(f"added operand is {_dtype_name(m.dtype)} but the scores are {_dtype_name(dtype)}", m)
+        if len(s_shape) >= 5:
+            dims = [a_shape, b_shape] + ([m_shape] if m_shape is not None else [])
+            if any(not isinstance(d, int) for shape in dims for d in shape):
+                _fail(f"rank-{len(s_shape)} scores with symbolic dims: cannot prove the op's batch broadcast "
+                      f"(two independent batch dims at most) accepts them")
+            try:
+                canonicalize(a_shape, b_shape, False, m_shape, None)
+            except ValueError as e:
+                _fail(f"the op rejects these shapes: {e}")
+        return {"scale": float(np.float32(scale)), "bias": bool(has_add), "bias_shape": m_shape,
+                "dtype": SUPPORTED[dtype], "shape": s_shape}
+
+    def rewrite(self, op, a, b, c, m, scores, probs, has_add, **_):
+        attrs = self._attrs
+        inputs = [a, b] + ([m] if has_add else [])
+        out = op.FusedGemmSoftmax(*inputs, scale=attrs["scale"], transB=0, causal=0, _domain=DOMAIN)
+        out.type, out.shape = probs.type, probs.shape
+        if self.report is not None:
+            site = self.report.site(_node_name(probs.producer()))
+            site.fused, site.details = True, {k: attrs[k] for k in ("scale", "bias", "bias_shape")}
+            site.details["transB"] = 0
+            site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
+            out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2 and 3 can find the site
+        return out
+
+
+def _fgs(op, a, b, rest_name="fgs"):
+    return op.FusedGemmSoftmax(a, b, _domain=DOMAIN, _allow_other_inputs=True, _allow_other_attributes=True,
+                               _outputs=[rest_name])
+
+
+def _site_of(report: Optional[Report], node: ir.Node) -> Optional[Site]:
+    if report is None or not node.name.startswith("FusedGemmSoftmax:"):
+        return None
+    return report.sites.get(node.name.split(":", 1)[1])
+
+
+def _emit(op, fgs: ir.Node, a, b, *, scale: float, trans_b: int):
+    rest = list(fgs.inputs[2:])
+    causal = fgs.attributes.get("causal")
+    out = op.FusedGemmSoftmax(a, b, *rest, scale=float(np.float32(scale)), transB=int(trans_b),
+                              causal=causal.as_int() if causal is not None else 0, _domain=DOMAIN)
+    old = fgs.outputs[0]
+    out.type, out.shape = old.type, old.shape
+    out.producer().name = fgs.name
+    return out
+
+
+def _attr(node: ir.Node, name: str, default):
+    a = node.attributes.get(name)
+    if a is None:
+        return default
+    return a.as_float() if isinstance(default, float) else a.as_int()
+
+
+class FoldTransposeB(pattern.RewriteRuleClassBase):
+    """FusedGemmSoftmax(A, Transpose(K, perm); transB=0) -> FusedGemmSoftmax(A, K'; transB=1)."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FoldTransposeB")
+        self.report = report
+
+    def pattern(self, op, a, k):
+        return _fgs(op, a, op.Transpose(k, _allow_other_attributes=True, _outputs=["kt"]))
+
+    def check(self, context, a, k, kt, fgs, **_):
+        node = fgs.producer()
+        if _attr(node, "transB", 0) != 0:
+            return pattern.MatchResult().fail("already transB=1")
+        perm_attr = kt.producer().attributes.get("perm")
+        if perm_attr is None and _shape(k) is None:
+            return pattern.MatchResult().fail("Transpose without perm and input rank unknown")
+        return pattern.MatchResult()
+
+    def rewrite(self, op, a, k, kt, fgs, **_):
+        node = fgs.producer()
+        perm_attr = kt.producer().attributes.get("perm")
+        perm = list(perm_attr.as_ints()) if perm_attr is not None else list(range(len(_shape(k))))[::-1]
+        inner = perm[:-2] + [perm[-1], perm[-2]]  # Transpose(Transpose(K, inner), swap last two) == Transpose(K, perm)
+        b = k if inner == list(range(len(perm))) else op.Transpose(k, perm=inner)
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details["transB"] = 1
+            self.report.transb_folded += 1
+        return _emit(op, node, a, b, scale=_attr(node, "scale", 1.0), trans_b=1)
+
+
+class FoldQueryScale(pattern.RewriteRuleClassBase):
+    """FusedGemmSoftmax([Transpose]([Reshape](X * c)), B; s) -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; s*c)."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FoldQueryScale")
+        self.report = report
+        self._c = None
+
+    def pattern(self, op, x, c, shp, b):
+        q = pattern.OrValue([op.Mul(x, c, _outputs=["qs"]), op.Div(x, c, _outputs=["qd"])], tag_var="qop",
+                            tag_values=["Mul", "Div"])
+        r = op.Reshape(q, shp, _allow_other_attributes=True, _outputs=["qr"])
+        q = pattern.OrValue([r, q], tag_var="reshaped", tag_values=[True, False])
+        t = op.Transpose(q, _allow_other_attributes=True, _outputs=["qt"])
+        q = pattern.OrValue([t, q], tag_var="transposed", tag_values=[True, False])
+        return _fgs(op, q, b)
+
+    def check(self, context, x, c, qop, fgs, **_):
+        x_shape = _shape(x)
+        if x_shape is None:
+            return pattern.MatchResult().fail("rank of the scaled query unknown")
+        try:
+            value = _constant_scalar(c, "query scale", len(x_shape))
+        except SiteRejected as e:
+            return pattern.MatchResult().fail(e.reason)
+        if qop == "Div":
+            if value == 0.0:
+                return pattern.MatchResult().fail("division by zero")
+            value = 1.0 / value
+        total = value * _attr(fgs.producer(), "scale", 1.0)
+        if not math.isfinite(float(np.float32(total))):
+            return pattern.MatchResult().fail("scale overflows float32")
+        self._c = value
+        return pattern.MatchResult()
+
+    def rewrite(self, op, x, shp, b, fgs, reshaped, transposed, qr=None, qt=None, **_):
+        node = fgs.producer()
+        q = x
+        if reshaped:
+            r = qr.producer()
+            q = op.Reshape(q, shp, allowzero=_attr(r, "allowzero", 0))
+        if transposed:
+            perm = qt.producer().attributes.get("perm")
+            q = op.Transpose(q, perm=list(perm.as_ints())) if perm is not None else op.Transpose(q)
+        scale = _attr(node, "scale", 1.0) * self._c
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details["qscale"] = self._c
+            site.details["scale"] = float(np.float32(scale))
+            self.report.qscale_folded += 1
+        return _emit(op, node, q, b, scale=scale, trans_b=_attr(node, "transB", 0))
+
+
+# ------------------------------------------------------------------------------------------------ driver
+
+def _probe(model: ir.Model, report: Report):
+    """Record every candidate site with the reasons rule 1 declines it - also those the matcher would refuse because
+    an intermediate value has another consumer (matched here without that requirement)."""
+    probe = FuseScoresSoftmax.rule(report)
+    variants = probe.commute()
+    for node in list(model.graph):
+        if node.op_type != "Softmax" or node.domain not in ("", "ai.onnx"):
+            continue
+        name = _node_name(node)
+        structural = any(v.match(model, model.graph, node, check_nodes_are_removable=False) is not None and
+                         name in report.sites for v in variants)
+        if not structural and name not in report.sites:
+            report.other_softmax.append(name)
+    for site in report.sites.values():
+        site.reasons = list(dict.fromkeys(site.reasons))
+
+
+def _dtype_name(dtype: Optional[ir.DataType]) -> str:
+    if dtype is None:
+        return "?"
+    return {ir.DataType.FLOAT: "float32", ir.DataType.DOUBLE: "float64"}.get(dtype, dtype.name.lower())
+
+
+def _dtype_of(model: ir.Model) -> str:
+    for node in model.graph:
+        if node.op_type == "Softmax" and node.inputs[0] is not None and node.inputs[0].dtype is not None:
+            return _dtype_name(node.inputs[0].dtype)
+    return "?"
+
+
+def _known(shape) -> int:
+    return -1 if shape is None else sum(isinstance(d, int) for d in shape)
+
+
+def _fold_small_constant_of_shape(node: ir.Node):
+    """The folder leaves ConstantOfShape alone by default; shape arithmetic needs its small ones folded."""
+    if node.op_type == "ConstantOfShape" and node.inputs and node.inputs[0] is not None:
+        c = node.inputs[0].const_value
+        if c is not None and int(np.prod(c.numpy())) <= 4096:
+            return True
+    return None
+
+
+def infer_shapes(model: ir.Model) -> int:
+    """Fill in value shapes and dtypes without changing the model's nodes; returns how many values gained shape info.
+
+    ONNX shape inference alone leaves e.g. BERT's mask [B, ?, S, S]: the mask is Expand'ed to a shape computed by
+    Constant -> ConstantOfShape -> Mul -> Equal -> Where, which its data propagation does not evaluate. So inference
+    runs on a shallow clone (weights shared, not copied) whose constant subexpressions onnxscript's constant folder
+    has evaluated; the shapes found there are copied back, by value name, onto the untouched model.
+    """
+    from onnxscript import optimizer  # noqa: PLC0415
+    ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+    clone = model.clone()
+    folder_log = logging.getLogger("onnxscript.optimizer._constant_folding")
+    level = folder_log.level
+    folder_log.setLevel(logging.ERROR)  # "Evaluation failed" for a node it cannot fold: that node just stays
+    try:
+        optimizer.fold_constants(clone, onnx_shape_inference=True, should_fold=_fold_small_constant_of_shape)
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(clone)
+    except Exception:  # noqa: BLE001  (shape info is best effort: sites without it are left alone)
+        return 0
+    finally:
+        folder_log.setLevel(level)
+    found = {}
+    for node in clone.graph:
+        for v in node.outputs:
+            if v.name:
+                found[v.name] = v
+    gained = 0
+    for node in model.graph:
+        for v in node.outputs:
+            w = found.get(v.name)
+            if w is None or w.shape is None or (w.dtype is not None and v.dtype is not None and w.dtype != v.dtype):
+                continue
+            if v.shape is not None and len(v.shape) != len(w.shape):
+                continue
+            if _known(_shape(w)) > _known(_shape(v)):
+                v.shape = w.shape
+                if v.dtype is None and w.dtype is not None:
+                    v.dtype = w.dtype
+                gained += 1
+    return gained
+
+
+SYMBOLIC_PREFIX = "sym:"  # symbolic shape inference's own dims (not the graph inputs'), kept apart from onnx's unk__N
+_INLINE_LIMIT = 4096  # initializers up to this many elements go to symbolic inference with their values (shape data)
+
+
+def _symbolic_inference(model: ir.Model):
+    """{value name: (dims, dtype)} from onnxruntime's SymbolicShapeInference (auto_merge off), or a one-line reason
+    string when it is not available or fails.
+
+    Why: onnx's inference gives a mask built from a dynamic `attention_mask` (Unsqueeze/Cast/Sub/Mul, Shape/Gather/
+    Concat/Reshape, Expand/Where) fresh unk__N dims, while symbolic inference carries the graph inputs' symbols (and
+    sympy expressions of them) through the shape arithmetic, so the mask's [batch, 1, 1, sequence] and the scores'
+    [batch, heads, sequence, sequence] become comparable. auto_merge stays off: it equates two symbols met at a
+    broadcast on the assumption that neither is 1 - an assumption, not a proof. Weights above _INLINE_LIMIT elements
+    go in as typed graph inputs (shape only: nothing is read or copied). Inference that stops at a node it cannot
+    resolve still returns what it found before it."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference  # noqa: PLC0415
+    except Exception as e:  # noqa: BLE001  (onnxruntime or sympy missing)
+        return f"symbolic shape inference unavailable ({type(e).__name__}: {e}); install onnxruntime and sympy"
+    if model.opset_imports.get("", 0) < 7:
+        return "symbolic shape inference needs opset >= 7"
+    clone = model.clone()
+    for name, v in list(clone.graph.initializers.items()):
+        if v.shape is not None and v.shape.is_static() and math.prod(v.shape.numpy()) > _INLINE_LIMIT \
+                and not v.is_graph_input():
+            del clone.graph.initializers[name]
+            v.const_value = None
+            clone.graph.inputs.append(v)
+    inputs_symbols = {d.value for v in model.graph.inputs if v.shape is not None for d in v.shape
+                      if not isinstance(d, int) and getattr(d, "value", None)}
+    ssi_log = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")
+    level = ssi_log.level
+    ssi_log.setLevel(logging.CRITICAL)  # "unsupported broadcast" for each unprovable broadcast: expected here
+    try:
+        ssi = _ssi_class(SymbolicShapeInference)(2**31 - 1, False, False, 0)
+        ssi._preprocess(ir.to_proto(clone))  # noqa: SLF001  (infer_shapes() would write a file on failure)
+        while ssi.run_:
+            ssi._infer_impl()  # noqa: SLF001
+        ssi._update_output_from_vi()  # noqa: SLF001
+        infos = list(ssi.out_mp_.graph.value_info) + list(ssi.out_mp_.graph.output)
+    except Exception as e:  # noqa: BLE001
+        return f"symbolic shape inference failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    finally:
+        ssi_log.setLevel(level)
+    found = {}
+    for vi in infos:
+        t = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+            continue
+        dims = []
+        for d in t.shape.dim:
+            if d.HasField("dim_value"):
+                dims.append(d.dim_value)
+            elif d.dim_param:
+                dims.append(d.dim_param if d.dim_param in inputs_symbols else SYMBOLIC_PREFIX + d.dim_param)
+            else:
+                dims.append(None)
+        found[vi.name] = (dims, t.elem_type)
+    return found
+
+
+def _min_of(dim, other) -> bool:
+    """dim is the sympy expression Min(k, other) for an integer k >= 1 (dims as symbolic inference writes them)."""
+    import sympy  # noqa: PLC0415
+    if not isinstance(dim, str) or not isinstance(other, (str, int)):
+        return False
+    from sympy.parsing.sympy_parser import parse_expr  # noqa: PLC0415
+
+    def parse(text):  # every name a symbol: dims like "sequence" would otherwise parse as sympy's functions
+        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)) - {"Min", "Max"}
+        return parse_expr(text, local_dict={n: sympy.Symbol(n, integer=True, nonnegative=True) for n in names})
+    try:
+        e, o = parse(dim), parse(str(other))
+    except Exception:  # noqa: BLE001  (not an expression sympy reads: not provable)
+        return False
+    if not isinstance(e, sympy.Min) or len(e.args) != 2:
+        return False
+    return any(k.is_Integer and int(k) >= 1 and x == o for k, x in (e.args, e.args[::-1]))
+
+
+_BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Where", "Sum", "Max", "Min", "Equal", "Less", "Greater",
+                 "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
+
+
+def _ssi_class(base):
+    """SymbolicShapeInference that also resolves one broadcast it otherwise gives up on (and then stops inferring):
+    dims a and Min(k, a), k >= 1 an integer - e.g. BERT's embeddings [batch, sequence, H] + position embeddings
+    sliced from a k-row table, [1, Min(k, sequence), H]. Provably the result is a wherever the broadcast is valid:
+    Min(k, a) == a unless a > k, and then neither is 1 (the model fails there, fused or not); if Min(k, a) is 1, a
+    is 1 or k is 1, and the result is a either way. Every other broadcast of two different symbols is left to the
+    base class (no merge: a fresh unknown, and inference stops there)."""
+    class Inference(base):
+        def _broadcast_shapes(self, shape1, shape2):
+            r1, r2 = len(shape1), len(shape2)
+            out = super()._broadcast_shapes(shape1, shape2)
+            for i in range(len(out)):
+                if out[-1 - i] is not None:
+                    continue
+                d1 = shape1[r1 - 1 - i] if i < r1 else 1
+                d2 = shape2[r2 - 1 - i] if i < r2 else 1
+                if _min_of(d1, d2):
+                    out[-1 - i] = d2
+                elif _min_of(d2, d1):
+                    out[-1 - i] = d1
+            return out
+
+        def _onnx_infer_single_node(self, node):
+            # onnx's inference gives a fresh unk__N where a and Min(k, a) meet (and inference would stop there):
+            # put in the dim _broadcast_shapes proves
+            super()._onnx_infer_single_node(node)
+            if node.op_type not in _BROADCASTING or not node.output or node.output[0] not in self.known_vi_:
+                return
+            shapes = [self._try_get_shape(node, i) for i in range(len(node.input)) if node.input[i]]
+            vi = self.known_vi_[node.output[0]]
+            t = vi.type.tensor_type
+            if not shapes or any(x is None for x in shapes) or not t.HasField("shape"):
+                return
+            shape = shapes[0]
+            for other in shapes[1:]:
+                shape = self._broadcast_shapes(shape, other)
+            if len(shape) != len(t.shape.dim):
+                return
+            for d, new in zip(t.shape.dim, shape):
+                unknown = not d.HasField("dim_value") and (not d.dim_param or self._is_none_dim(d.dim_param))
+                if not unknown or new is None or (isinstance(new, str) and self._is_none_dim(new)):
+                    continue
+                if isinstance(new, str):
+                    d.dim_param = new
+                else:
+                    d.dim_value = int(new)
+
+        def _check_merged_dims(self, dims, allow_broadcast=True):
+            # the base records a merge of any two symbols met at a broadcast (used later even with auto_merge off):
+            # keep only equalities the op requires without broadcasting (MatMul's reduced dim) and a ~ Min(k, a)
+            if allow_broadcast:
+                rest = list(dict.fromkeys(str(d) for d in dims if not (isinstance(d, int) and d <= 1)))
+                if not (len(rest) == 2 and (_min_of(rest[0], rest[1]) or _min_of(rest[1], rest[0]))):
+                    return
+            super()._check_merged_dims(dims, allow_broadcast)
+    return Inference
+
+
+def _merge_dims(old, new):
+    """Per dim: a number from either (both numbers must agree), else the symbolic inference's symbol, else the old;
+    None when the two are inconsistent (then the value keeps its old shape)."""
+    if old is None:
+        return list(new)
+    if len(old) != len(new):
+        return None
+    out = []
+    for a, b in zip(old, new):
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            return None
+        out.append(a if isinstance(a, int) else b if b is not None else a)
+    return out
+
+
+def infer_symbolic_shapes(model: ir.Model) -> tuple:
+    """Refine value shapes and dtypes with symbolic shape inference (_symbolic_inference); the nodes are not changed.
+    Returns (values refined, None) or (0, the reason it could not run) - then sites that need it are left alone."""
+    found = _symbolic_inference(model)
+    if isinstance(found, str):
+        return 0, found
+    refined = 0
+    for node in model.graph:
+        for v in node.outputs:
+            if v.name not in found:
+                continue
+            dims, elem = found[v.name]
+            if v.dtype is not None and elem and int(v.dtype) != elem:
+                continue
+            typed = v.dtype is None and bool(elem)  # past a contrib op (Gelu, SkipLayerNormalization) onnx has none
+            if typed:
+                v.dtype = ir.DataType(elem)
+            merged = _merge_dims(_shape(v), dims)
+            if merged is not None and merged != _shape(v):
+                v.shape = ir.Shape([d if d is None or isinstance(d, int) else ir.SymbolicDim(d) for d in merged])
+            elif not typed:
+                continue
+            refined += 1
+    return refined, None
+
+
+def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True) -> Report:
+    """Rewrite `model` in place; returns the report. shapes: run infer_shapes and infer_symbolic_shapes first."""
+    note = None
+    if shapes:
+        infer_shapes(model)
+        _, note = infer_symbolic_shapes(model)
+    report = Report(model=name, dtype=_dtype_of(model))
+    if note:
+        report.notes.append(note)
+    # 1. which sites are candidates, and why some are declined (no changes to the model)
+    probe_report = Report()
+    _probe(model, probe_report)
+    # 2. the rewrite proper
+    used_constants = [n for n in model.graph if n.op_type == "Constant" and n.domain == "" and n.outputs[0].uses()]
+    used_inits = [v for v in model.graph.initializers.values() if v.uses()]
+    pattern.RewriteRuleSet([FuseScoresSoftmax.rule(report)], commute=True).apply_to_model(model)
+    pattern.RewriteRuleSet([FoldTransposeB.rule(report)]).apply_to_model(model)
+    pattern.RewriteRuleSet([FoldQueryScale.rule(report)], commute=True).apply_to_model(model)
+    # 3. constants only the replaced nodes used (the scales): drop them, nothing else
+    graph_outputs = set(model.graph.outputs)
+    for n in used_constants:
+        if n.graph is model.graph and not n.outputs[0].uses() and n.outputs[0] not in graph_outputs:
+            model.graph.remove(n, safe=True)
+    for v in used_inits:
+        if not v.uses() and not v.is_graph_input() and v not in graph_outputs and v.name in model.graph.initializers:
+            del model.graph.initializers[v.name]
+    for site_name, probed in probe_report.sites.items():
+        site = report.site(site_name)
+        if site.fused:
+            site.reasons = []
+        elif probed.reasons:
+            site.reasons = probed.reasons
+        else:
+            site.reasons = ["an intermediate value (scores, scaled or masked scores) has another consumer"]
+    for site in report.sites.values():  # a site only the rewrite pass saw (should not happen): keep its reasons
+        site.reasons = list(dict.fromkeys(site.reasons))
+    report.other_softmax = probe_report.other_softmax
+    if report.fused:
+        model.opset_imports[DOMAIN] = 1
+        if model.ir_version > 9:
+            model.ir_version = 9
+    return report
+
+
+class ModelFileError(ValueError):
+    """A model path that is missing or does not hold an ONNX model; the message names the path and the fix."""
+
+
+def load_model(path: os.PathLike) -> ir.Model:
+    """The ONNX model in `path` (external weights mapped lazily, not read), or ModelFileError. An empty or foreign
+    file can parse as a protobuf message with no fields; a real model always has an IR version and an opset."""
+    fix = "give an .onnx model, e.g. one exported by flashgemm-getmodel"
+    if not os.path.isfile(path):
+        raise ModelFileError(f"{path}: no such file ({fix})")
+    try:
+        model = ir.load(str(path))
+    except Exception as err:  # noqa: BLE001  (protobuf's DecodeError, onnx_ir's errors: the file is not a model)
+        raise ModelFileError(f"{path} is not an ONNX model: {type(err).__name__}: {err} ({fix})") from None
+    if not model.ir_version or not model.opset_imports:
+        raise ModelFileError(f"{path} is not an ONNX model: it has no IR version or opset ({fix})")
+    return model
+
+
+def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
+    """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report.
+    ModelFileError when src is not an ONNX model."""
+    src, dst = Path(src), Path(dst)
+    model = load_model(src)
+    report = rewrite_model(model, name=src.name)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not report.fused and not _has_external_data(model) and src.resolve() != dst.resolve():
+        shutil.copyfile(src, dst)  # nothing fused: the very same bytes (no inferred shapes added either)
+        if log:
+            log(report.text())
+        return report
+    size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    external = dst.name + ".data" if size > EXTERNAL_DATA_THRESHOLD else None
+    ir.save(model, str(dst), external_data=external)
+    if log:
+        log(report.text())
+    return report
+
+
+def any_length_requests(paths, log: Callable = print, heads: bool = False) -> list:
+    """(variant, K) of the fused sites with a symbolic length in the models at `paths` (rewritten or not);
+    with heads, (variant, K, heads) (model_any_length)."""
+    out = []
+    for path in paths:
+        found = model_any_length(path)
+        if found:
+            log(f"{path}: {len(found)} site kind(s) with symbolic lengths: "
+                + ", ".join(f"{v.key} K={k}" for v, k, _ in found))
+        out += [x for x in (found if heads else [(v, k) for v, k, _ in found]) if x not in out]
+    return out
+
+
+def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False) -> list:
+    """The workload specs of every model in `paths` (model_workloads), each model's listed in the log: what
+    `tune.py --from-model` tunes and `build.py --from-model` builds kernels for. ValueError, with the fix, for a
+    missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K
+    (symbolic_ok: unless it has sites of symbolic lengths, which any-length kernels serve: model_any_length)."""
+    specs = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ModelFileError(f"--from-model {path}: no such file (give the path of an ONNX model)")
+        found = model_workloads(path)
+        log(f"{path}: {len(found)} attention-score workload(s) of static shape" + "".join(f"\n  {s}" for s in found))
+        if not found:
+            if model_any_length(path):
+                if symbolic_ok:
+                    continue
+                raise ValueError(f"--from-model {path}: every fusable attention-score site has a symbolic batch or "
+                                 f"length; flashgemm-build --from-model builds any-length kernels for them")
+            raise ValueError(f"--from-model {path}: no fusable attention-score site with static M, N, K "
+                             f"(see flashgemm-rewrite's report)")
+        specs += found
+    return specs
+
+
+def _fused_sites(path: os.PathLike):
+    """(node, A, B, bias, mask) of every FusedGemmSoftmax node of the model at `path`, shapes inferred; a model without
+    fused nodes (not rewritten yet) is rewritten in memory first."""
+    model = load_model(path)
+    infer_shapes(model)
+    infer_symbolic_shapes(model)
+    if not any(n.op_type == OP_TYPE and n.domain == DOMAIN for n in model.graph):
+        rewrite_model(model, name=Path(path).name, shapes=False)
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)  # the rewrite's new values
+    for node in model.graph:
+        if node.op_type == OP_TYPE and node.domain == DOMAIN:
+            ins = list(node.inputs) + [None] * (4 - len(node.inputs))
+            yield node, ins[0], ins[1], ins[2], ins[3]
+
+
+def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool = False) -> list:
+    """The distinct workload specs (flashgemm.op.workloads.parse strings) of a model's FusedGemmSoftmax nodes: what
+    to tune so that a rewritten model runs tuned kernels (`tune.py --from-model`). Nodes with an unknown dim are
+    skipped (a tuned kernel needs static M, N, K; its batch may differ at run time). A model without fused nodes
+    (not rewritten yet) is rewritten in memory first. Names: <name>-m<M>n<N>k<K>[-<n>]. counts: (spec, number of
+    nodes with it) pairs instead."""
+    base = re.sub(r"[^A-Za-z0-9_.-]", "-", name or Path(path).name.split(".")[0])
+    specs, nodes = {}, {}
+    for node, a, b, bias, mask in _fused_sites(path):
+        shapes = [_shape(v) for v in (a, b, bias, mask)]
+        if shapes[0] is None or shapes[1] is None or any(
+                s is not None and not all(isinstance(d, int) for d in s) for s in shapes):
+            continue  # a symbolic length: any-length kernels serve it (model_any_length)
+        dtype = SUPPORTED.get(a.dtype)
+        if dtype is None:
+            continue
+        fields = [f"a={'x'.join(map(str, shapes[0]))}", f"b={'x'.join(map(str, shapes[1]))}",
+                  f"transB={_attr(node, 'transB', 0)}", f"causal={_attr(node, 'causal', 0)}",
+                  f"scale={_attr(node, 'scale', 1.0):.9g}", f"dtype={dtype}"]
+        if bias is not None:
+            fields.append(f"bias={'x'.join(map(str, shapes[2])) or 'scalar'}")
+        if mask is not None:
+            kind = "bool" if mask.dtype == ir.DataType.BOOL else "add"
+            fields.append(f"mask={'x'.join(map(str, shapes[3])) or 'scalar'}:{kind}")
+        m, k = shapes[0][-2:]
+        n = shapes[1][-2] if _attr(node, "transB", 0) else shapes[1][-1]
+        spec = ",".join(fields)
+        specs.setdefault(spec, f"{base}-m{m}n{n}k{k}")
+        nodes[spec] = nodes.get(spec, 0) + 1
+    # one name per spec; specs of one model sharing M, N, K (other variants) get a numbered suffix
+    named, seen = [], {}
+    for spec, nm in specs.items():
+        seen[nm] = seen.get(nm, 0) + 1
+        full = f"{spec},name={nm}" + (f"-{seen[nm]}" if seen[nm] > 1 else "")
+        named.append((full, nodes[spec]) if counts else full)
+    return named
+
+
+def model_any_length(path: os.PathLike) -> list:
+    """(Variant, K, heads) of each kind of FusedGemmSoftmax site whose batch or lengths are symbolic in the model at
+    `path` (rewritten in memory first when it is not): what the bundle's any-length kernels (flashgemm.bundle.any_length)
+    must cover for it. heads: A's dim -3 where static, else 1 (the batch to tune at). Sites with an unknown K are
+    left to the generic kernel."""
+    from flashgemm.op.variant import Variant  # noqa: PLC0415
+    out = []
+    for node, a, b, bias, mask in _fused_sites(path):
+        shapes = [_shape(v) for v in (a, b)]
+        dtype = SUPPORTED.get(a.dtype)
+        if dtype is None or shapes[0] is None or shapes[1] is None or all(
+                isinstance(d, int) for s in shapes for d in s):
+            continue  # static: model_workloads covers it
+        k = shapes[0][-1]
+        if not isinstance(k, int):
+            continue
+        variant = Variant(dtype, bool(_attr(node, "transB", 0)), bias is not None,
+                          "none" if mask is None else "bool" if mask.dtype == ir.DataType.BOOL else "add",
+                          bool(_attr(node, "causal", 0)))
+        heads = shapes[0][-3] if len(shapes[0]) >= 3 and isinstance(shapes[0][-3], int) else 1
+        if (variant, k, heads) not in out:
+            out.append((variant, k, heads))
+    return out
+
+
+def _has_external_data(model: ir.Model) -> bool:
+    return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
+
+
+def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
+    model = ir.load(str(path_or_model)) if isinstance(path_or_model, (str, os.PathLike)) else path_or_model
+    return sum(1 for n in model.graph if n.op_type == op_type and n.domain == domain)
+
+
+__all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
+                          "rewrite_file", "count_ops", "model_workloads", "model_any_length", "load_model",
+                          "ModelFileError")

@@ -1,1 +1,0 @@
-"""Stage 3: Meta-Schedule tuning and the committed top-k databases (tuning_db/<target>/<workload>/)."""
