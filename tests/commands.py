@@ -13,8 +13,8 @@ def argv(name: str) -> list:
     if name.startswith("benchmarks."):
         return [sys.executable, "-m", name]
     script = Path(sys.executable).parent / f"flashgemm-{name.replace('_', '-')}"
-    if not script.is_file():
-        raise FileNotFoundError(f"{script} is missing: install the package (pip install -e .)")
+    if not script.is_file():  # a package installed without its scripts beside this Python (pip install --target)
+        return [sys.executable, "-m", f"flashgemm.cli.{name}"]
     return [str(script)]
 
 
