@@ -2,7 +2,7 @@
 reference and ORT's own ops.
 
 Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 48
-generic kernels, ~20 s; CUDA: the local GPU's arch with the committed tuning_db's kernels, ~1 min, or a prebuilt
+generic kernels, ~20 s; CUDA: the local GPU's arch with the committed databases' kernels, ~1 min, or a prebuilt
 one from $FLASHGEMM_TEST_CUDA_BUNDLE: flashgemm-build --target <arch> --out DIR)
 into a temp dir and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
 onnxruntime-gpu; with plain onnxruntime on a GPU machine it fails (it is not skipped).
@@ -82,7 +82,7 @@ def bundle(tmp_path_factory, device):
             assert manifest["target"] == _local_cuda_target(), (prebuilt, manifest["target"])
             for name in ("manifest.json", manifest["kernels"]):
                 shutil.copy(Path(prebuilt) / name, d)
-        else:  # as flashgemm-build makes it: the committed tuning_db's kernels for this arch + the generic ones
+        else:  # as flashgemm-build makes it: the committed databases' kernels for this arch + the generic ones
             from flashgemm.bundle import best  # noqa: PLC0415
             target = _local_cuda_target()
             export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None)
@@ -679,7 +679,10 @@ def test_run_time_errors(so, case):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_output_shape_is_inferred(so, dtype, a_shape, b_shape, trans_b, want):
     """ORT knows P's type and shape when it builds the graph (the op's shape inference), symbolic dims included, so
-    the nodes after the op see them too; sizes no call can take leave it unset (the call then fails in Compute)."""
+    the nodes after the op see them too; sizes no call can take leave it unset (the call then fails in Compute).
+    ORT 1.21-1.23 get no shape inference from the library (their custom-op shape inference crashes: op.h)."""
+    if tuple(int(x) for x in ort.__version__.split(".")[:2]) < (1, 24):
+        pytest.skip(f"onnxruntime {ort.__version__}: the op's shape inference is installed from 1.24 on")
     model = make_model(dtype, a_shape, b_shape, trans_b=trans_b)
     model.graph.output[0].type.tensor_type.ClearField("shape")
     out = session(so, model).get_outputs()[0]
@@ -805,9 +808,9 @@ def test_bad_bundle_fails_registration(bundle, device, tmp_path, monkeypatch, wh
 
 
 def test_cpu_bundle_names_the_cpu_its_kernels_need(bundle, device):
-    """An llvm bundle records the -mcpu its kernels were compiled for (flashgemm/spaces/llvm.export_mcpu); on x86-64 that is
-    the x86-64-v3 level where this CPU has it, which the op checks when it loads the bundle (the session fixture did:
-    this CPU has it), so a bundle copied to an older CPU fails with the fix instead of an illegal instruction."""
+    """An llvm bundle records the -mcpu its kernels were compiled for (flashgemm/spaces/llvm.export_mcpu); on x86-64
+    that is the x86-64-v3 level where this CPU has it, which the op checks when it loads the bundle (the session fixture
+    did: this CPU has it), so a bundle copied to an older CPU fails with the fix instead of an illegal instruction."""
     from flashgemm.spaces import llvm
     manifest = json.loads((bundle / "manifest.json").read_text())
     if device != "cpu":
@@ -1144,7 +1147,7 @@ def test_cuda_second_gpu(so, monkeypatch, capfd):
 @pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cuda"], indirect=True)
 def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
-    """Each tuned kernel of the bundle (the committed tuning_db's, for any batch) at its tuned batch and at two
+    """Each tuned kernel of the bundle (the committed databases', for any batch) at its tuned batch and at two
     others, through ORT on the GPU, against the reference; its fixed-batch twin serves the calls with the twin's
     static B0 or B1, the plain any-batch kernel one call that the twin cannot take (B broadcast over A's first
     batch dim, or one more head)."""
@@ -1168,7 +1171,7 @@ def test_cuda_tuned_kernels_serve_other_batches(bundle, so, monkeypatch, capfd):
             continue  # the LM head: its reference in float64 takes minutes on the host
         dtype, twin, twin_scaled = f["dtype"], twins.get(key(f)), scaled.get(key(f))
         calls = [([batch, b1], [batch, b1], None) for batch in (b0, 1, b0 + 3)]  # (A's batch dims, B's, scale)
-        if twin is None:  # left out by a benchmark's verdict (flashgemm/bundle/twins.py): the plain kernel serves every call
+        if twin is None:  # left out by a benchmark's verdict (flashgemm/bundle/twins.py): the plain kernel serves all
             assert f["workload"] in left_out, f"{f['name']}: no fixed-batch twin in the bundle"
             dim, value = 0, None
         else:
@@ -1235,8 +1238,9 @@ def test_cuda_lm_head_tuned_kernel(bundle, so, monkeypatch, capfd):
 @pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cuda"], indirect=True)
 def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, capfd):
-    """build.py --workload for an untuned shape: the bundle's default-schedule kernel (flashgemm/spaces/cuda_default) serves
-    that shape at any batch through ORT, right; another shape of the variant still gets the generic kernel."""
+    """flashgemm-build --workload for an untuned shape: the bundle's default-schedule kernel
+    (flashgemm/spaces/cuda_default) serves that shape at any batch through ORT, right; another shape of the variant
+    still gets the generic kernel."""
     from flashgemm.op.workloads import parse  # noqa: PLC0415
     from flashgemm.bundle import best  # noqa: PLC0415
     target = _local_cuda_target()

@@ -113,8 +113,8 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
                       ") or rebuild the library with CUDA");
   if (b->device_ != "cpu" && b->device_ != "cuda")
     throw BundleError("flashgemm: " + manifest_path + ": unknown device \"" + b->device_ + "\". " + fix);
-  // CPU kernels compiled for an ISA level (flashgemm/spaces/llvm.py: X86_LEVEL) would die of an illegal instruction on a
-  // CPU without it: refuse the bundle instead. Older manifests (no "cpu") and other -mcpu names are not checked.
+  // CPU kernels compiled for an ISA level (flashgemm/spaces/llvm.py: X86_LEVEL) would die of an illegal instruction on
+  // a CPU without it: refuse the bundle instead. Older manifests (no "cpu") and other -mcpu names are not checked.
   if (root_obj->Get(tvm::ffi::String("cpu")).has_value() && top.Str("cpu") == "x86-64-v3") {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();

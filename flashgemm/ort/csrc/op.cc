@@ -255,8 +255,8 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   }
 
   // No silent cliff: the generic kernel on a GPU, or on the CPU at a size where it trails ORT's own MatMul +
-  // Softmax (BERT-base's 128x128x64 sites at 1.8-2.7x its time on the CPU EP, the tiny models' sites, up to
-  // ~50x50x32, at 1.15-1.4x: results/cpu/cpu-ep-2026-12-02), is said once per node and sizes.
+  // Softmax (BERT-base's 128x128x64 sites take about twice the CPU EP's time; the tiny models' sites, up to
+  // ~50x50x32, only a little more), is said once per node and sizes.
   constexpr int64_t kCpuSlowWork = int64_t{128} * 128 * 64;  // M * N * K of one head
   if (kernel->schedule == "generic" && (dev.device_type == kDLCUDA || c.m * c.n * c.k >= kCpuSlowWork))
     WarnGeneric(raw_ctx, sizes, dev.device_type != kDLCUDA);

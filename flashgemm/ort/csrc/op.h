@@ -47,9 +47,11 @@ class FusedGemmSoftmaxOp
     : public Ort::CustomOpBase<FusedGemmSoftmaxOp, FusedGemmSoftmaxKernel, /*WithStatus=*/true> {
  public:
   // type: T of this overload; ep: e.g. "CPUExecutionProvider". bundle must outlive every session.
-  FusedGemmSoftmaxOp(ONNXTensorElementDataType type, const char* ep, const Bundle* bundle)
+  // infer_shape: install InferShape. ORT 1.21-1.23 crash (SIGSEGV) building the shape-inference context of a
+  // node whose absent optional input (bias) precedes a present one (mask); there P's shape stays unset in the graph.
+  FusedGemmSoftmaxOp(ONNXTensorElementDataType type, const char* ep, const Bundle* bundle, bool infer_shape)
       : type_(type), ep_(ep), bundle_(bundle) {
-    OrtCustomOp::InferOutputShapeFn = InferShape;
+    if (infer_shape) OrtCustomOp::InferOutputShapeFn = InferShape;
   }
 
   // P's type and shape for ORT's graph, from A's and B's: broadcast(A's batch dims, B's) + [M, N], a symbolic dim

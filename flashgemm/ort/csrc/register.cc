@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -90,7 +91,14 @@ struct Registered {
   OrtCustomOpDomain* domain;
 };
 
-Registered RegisterFor(const std::string& dir) {
+// Whether this ORT ("1.22.0") runs a custom op's shape inference safely: from 1.24 on (see FusedGemmSoftmaxOp).
+bool ShapeInferenceWorks(const char* version) {
+  int major = 0, minor = 0;
+  if (version == nullptr || std::sscanf(version, "%d.%d", &major, &minor) != 2) return false;
+  return major > 1 || (major == 1 && minor >= 24);
+}
+
+Registered RegisterFor(bool infer_shape, const std::string& dir) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, Registered>();
   std::lock_guard<std::mutex> lock(mu);
@@ -101,7 +109,7 @@ Registered RegisterFor(const std::string& dir) {
   const char* ep = bundle->device() == "cuda" ? "CUDAExecutionProvider" : "CPUExecutionProvider";
   auto* domain = new Ort::CustomOpDomain("flashgemm");
   for (auto t : {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16})
-    domain->Add(new flashgemm::FusedGemmSoftmaxOp(t, ep, bundle));
+    domain->Add(new flashgemm::FusedGemmSoftmaxOp(t, ep, bundle, infer_shape));
   Registered r{bundle, *domain};
   cache->emplace(dir, r);
   return r;
@@ -121,7 +129,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   Ort::InitApi(api);
   PromoteTvmLibsToGlobal();
   try {
-    Registered r = RegisterFor(BundleDir(api, options));
+    Registered r = RegisterFor(ShapeInferenceWorks(api_base->GetVersionString()), BundleDir(api, options));
     return api->AddCustomOpDomain(options, r.domain);
   } catch (const std::exception& e) {
     return api->CreateStatus(ORT_FAIL, e.what());
