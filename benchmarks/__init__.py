@@ -1,7 +1,7 @@
 """Benchmarks of the fused op against its peers on one GPU (timing, peers, DRAM bytes, accuracy, report).
 
-Kept apart from the data's path (the template -> schedules -> flashgemm/databases -> ort_integration), as flash-attention
-keeps its benchmarks apart from its kernels: nothing on that path imports this package.
+Kept apart from the data's path (flashgemm.kernel -> flashgemm.spaces -> flashgemm/databases -> flashgemm.ort), as
+flash-attention keeps its benchmarks apart from its kernels: nothing on that path imports this package.
 """
 import os
 import subprocess

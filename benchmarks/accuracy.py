@@ -7,10 +7,10 @@ Protocol, per case (a workload spec, a dtype and a way to fill its mask):
     80%. Every comparison below uses these very rounded inputs, so input rounding is not counted as error.
   * ours: the kernel a bundle of the target serves for the workload, built here and called directly on the
     canonical 4-D operands (run_ours: numpy feeds -> numpy P, one implementation per target kind).
-    llvm: the workload's tuned kernel from flashgemm/databases/llvm when there is one, else the generic kernel of its variant
-    (what the CPU EP's bundle holds), broadcast operands materialised. CUDA: benchmarks.peers.our_kernel, kind
-    "best" (tuned, else the default tensor-core schedule, else generic) on stride-0 torch views, as the op passes
-    them. Each row records which kernel served it.
+    llvm: the workload's tuned kernel from flashgemm/databases/llvm when there is one, else the generic kernel of its
+    variant (what the CPU EP's bundle holds), broadcast operands materialised. CUDA: benchmarks.peers.our_kernel, kind
+    "best" (tuned, else the default tensor-core schedule, else generic) on stride-0 torch views, as the op passes them.
+    Each row records which kernel served it.
   * FP64 reference: flashgemm.op.reference.fused_gemm_softmax_ref on the rounded inputs upcast to float64 (the
     operator's contract: masked elements are exactly 0, a fully masked row is all zeros).
   * ORT FP32 golden: the unfused ONNX graph [Transpose] -> MatMul -> Mul(scale) -> [Add(bias)] -> [Add(mask) |
@@ -67,7 +67,8 @@ class Case:
     @property
     def workload(self):
         from flashgemm.op.workloads import parse  # noqa: PLC0415
-        # no name: parse's custom-<sizes>-<digest>, the flashgemm/databases directory a tune.py run of the spec writes
+        # no name: parse's custom-<sizes>-<digest>, the flashgemm/databases directory a flashgemm-tune run of the spec
+        # writes
         return parse(self.spec, self.dtype)
 
 

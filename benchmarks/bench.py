@@ -2,16 +2,16 @@
 """Benchmark the fused op against its peers on one GPU, in one run (benchmarks/ does the work).
 
   python -m benchmarks.bench --target sm_90 --workload w1 --workload w2 --dtype both --out results/h100/bench.json
-  python -m benchmarks.bench --target sm_90 --suite --dtype both --out results/h100/bench.json --compare results/h100/old.json
+  python -m benchmarks.bench --target sm_90 --suite --dtype both --out results/h100/bench.json --compare OLD.json
 
 Systems (--systems, default all): ours = what a bundle built with --workload serves (the best record of
-flashgemm/databases/<target>/<workload> when tuned, else the tensor-core space's default schedule, else the generic kernel;
---also default,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin); triton =
-this project's Triton version of the fused op (benchmarks/triton_fused.py, autotuned); torch eager (matmul +
+flashgemm/databases/<target>/<workload> when tuned, else the tensor-core space's default schedule, else the generic
+kernel; --also default,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin);
+triton = this project's Triton version of the fused op (benchmarks/triton_fused.py, autotuned); torch eager (matmul +
 softmax) and torch.compile of it; ort_cuda = ONNX Runtime's CUDA EP on the MatMul + Softmax graph with IOBinding;
-ms_default_unfused = Meta-Schedule's default schedules of the unfused op (flashgemm-tune-ms-default). Floors: HBM =
-(A + B + bias + mask + P bytes) / the device-to-device copy rate measured in this run; tensor-core = 2·B·M·N·K / the
-GPU's published dense peak.
+ms_default_unfused = Meta-Schedule's default schedules of the unfused op (flashgemm-tune-ms-default). Floors:
+HBM = (A + B + bias + mask + P bytes) / the device-to-device copy rate measured in this run; tensor-core =
+2·B·M·N·K / the GPU's published dense peak.
 
 Timing protocol (also written into the JSON): inputs random normal (never zeros), every system's output checked
 against an FP32 torch reference first (a wrong answer is reported, not timed); 10 warm-up calls, then --reps calls
@@ -50,7 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
                     help="default: each workload's own (lm-head: bfloat16, others float16)")
     ap.add_argument("--db", default=None, help="tuning database root (default flashgemm/databases/)")
-    ap.add_argument("--ms-db", default=None, help="Meta-Schedule default databases (default flashgemm/databases/ms_default)")
+    ap.add_argument("--ms-db", default=None,
+                    help="Meta-Schedule default databases (default flashgemm/databases/ms_default)")
     ap.add_argument("--reps", type=count(1), default=100)
     ap.add_argument("--rounds", type=count(1), default=1,
                     help="time every system this many times, alternating (each row: its median round); for GPUs "
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     with ap.errors(targets.TargetError, what="--target"):
         target = targets.resolve(args.target)
     if not targets.is_cuda(target):
-        ap.error(f"--target {args.target} is {target}: bench.py measures GPU kernels",
+        ap.error(f"--target {args.target} is {target}: benchmarks.bench measures GPU kernels",
                  fix="run it on a GPU machine with --target sm_80|sm_89|sm_90|auto")
     specs = (SUITE if args.suite else []) + args.workload
     if not specs:

@@ -2,8 +2,8 @@
 """Accuracy table of the fused op: max abs / max rel error of P per dtype and variant against the FP64 NumPy
 reference and against ONNX Runtime's FP32 run of the unfused graph, with the seed's and the tests' tolerances.
 
-  python -m benchmarks.bench_accuracy                                  # target auto (llvm without a GPU), both dtypes, all cases
-  python -m benchmarks.bench_accuracy --target sm_90 --out results/h100/accuracy.json    # also writes results/h100/accuracy.md
+  python -m benchmarks.bench_accuracy           # target auto (llvm without a GPU), both dtypes, all cases
+  python -m benchmarks.bench_accuracy --target sm_90 --out results/h100/accuracy.json    # also writes accuracy.md
   python -m benchmarks.bench_accuracy --target llvm --dtype float16 --case plain --case masked-rows
 
 The protocol (inputs, which kernel, error definitions) is benchmarks/accuracy.py's docstring; it is also written

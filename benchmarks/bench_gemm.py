@@ -4,8 +4,8 @@
     python -m benchmarks.bench_gemm --target sm_90 --trials 256 --out results/h100/gemm-4096.json
     python -m benchmarks.bench_gemm --target sm_90 --mma wgmma --trials 64 --out results/h100/gemm-wgmma-4096.json
 
-Tunes flashgemm/spaces/cuda_gemm's space (--mma wgmma: flashgemm/spaces/cuda_wgmma's Hopper space) with Meta-Schedule into
---work (resumable: a second run continues toward --trials; --trials 0 only benchmarks what is there), then times
+Tunes flashgemm/spaces/cuda_gemm's space (--mma wgmma: flashgemm/spaces/cuda_wgmma's Hopper space) with Meta-Schedule
+into --work (resumable: a second run continues toward --trials; --trials 0 only benchmarks what is there), then times
 the best kernel against torch.matmul (cuBLAS) in the same process. Needs a CUDA GPU, torch and xgboost.
 """
 from __future__ import annotations
@@ -25,17 +25,18 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=count(1), nargs=3, default=[4096, 4096, 4096], metavar=("M", "N", "K"))
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--trials", type=count(0), default=256, help="trial budget of the work database (default 256)")
-    ap.add_argument("--work", default=None, help="tuning work directory (default build/gemm/<target>-<M>x<N>x<K>-<dtype>)")
+    ap.add_argument("--work", default=None,
+                    help="tuning work directory (default build/gemm/<target>-<M>x<N>x<K>-<dtype>)")
     ap.add_argument("--reps", type=count(1), default=50, help="calls timed per round (default 50)")
-    ap.add_argument("--rounds", type=count(1), default=3, help="rounds alternating ours and cuBLAS; each is reported at "
-                    "its median round (default 3)")
+    ap.add_argument("--rounds", type=count(1), default=3,
+                    help="rounds alternating ours and cuBLAS; each is reported at its median round (default 3)")
     ap.add_argument("--fragment-pipeline", choices=["off", "on", "both"], default="off",
                     help="sketches with the A/B fragments double-buffered in registers: off (default; measured slower "
                          "on the H100), on, or both (an A/B inside one tuning run)")
     ap.add_argument("--k-split", choices=["auto", "off", "on"], default="auto",
                     help="k-split sketches (K sliced over blocks, then a reduction kernel): auto (default: with the "
-                         "others when the output is small, flashgemm/spaces/cuda_gemm.k_split_offered), off, or on (only "
-                         "them)")
+                         "others when the output is small, flashgemm/spaces/cuda_gemm.k_split_offered), off, or on "
+                         "(only them)")
     ap.add_argument("--mma", choices=["mma_sync", "wgmma"], default="mma_sync",
                     help="the space's tensor-core instruction: mma_sync (default; sm_80, sm_89, sm_90) or wgmma "
                          "(Hopper's, sm_90 only, built as sm_90a: flashgemm/spaces/cuda_wgmma)")

@@ -5,13 +5,13 @@
   python -m benchmarks.bench_tuning --target sm_90 --workload w2 --dtype both --jobs 2 --gpus 1,2 --out ...
   python -m benchmarks.bench_tuning --target sm_90 --workload w2 --trials 512 --gpus 1,2,4 --searches gpus --out ...
 
---searches gpus runs one search per GPU for each workload (tune.py --searches n); the default, 1, one search.
+--searches gpus runs one search per GPU for each workload (flashgemm-tune --searches n); the default, 1, one search.
 
 Each configuration tunes from an empty database (a temporary --db) with flashgemm-rpc-cluster run --gpus
 <the first n> -- flashgemm-tune --runner rpc [--jobs J] [--searches S]; each search builds on at most 16 cores
-(tune.py's default), so a configuration with more searches also uses more of this machine's cores. Results are merged into --out by
-configuration (run it in slices: one --gpus value per command), with a markdown table beside it.
-Throughput = trials of all workloads / the longest workload's tuning time (tune.py's own clock, from the
+(flashgemm-tune's default), so a configuration with more searches also uses more of this machine's cores. Results are
+merged into --out by configuration (run it in slices: one --gpus value per command), with a markdown table beside it.
+Throughput = trials of all workloads / the longest workload's tuning time (flashgemm-tune's own clock, from the
 first search to the last measurement; cluster start-up excluded and reported apart).
 """
 import argparse
@@ -142,10 +142,10 @@ def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="sm_90")
     ap.add_argument("--workload", action="append", required=True, help="preset or spec (repeatable)")
-    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"], help="tune.py --dtype")
+    ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"], help="flashgemm-tune --dtype")
     ap.add_argument("--trials", type=count(1), default=256)
     ap.add_argument("--batch-size", type=count(1), default=256)
-    ap.add_argument("--jobs", type=count(1), default=1, help="tune.py --jobs (workloads tuned at once)")
+    ap.add_argument("--jobs", type=count(1), default=1, help="flashgemm-tune --jobs (workloads tuned at once)")
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to measure, e.g. 1,2,4")
     ap.add_argument("--searches", default="1", help="searches per workload: a number, or 'gpus' (one per GPU)")
     ap.add_argument("--port", type=count(1), default=9190)
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         ap.error(f"--searches {args.searches!r}", fix="give a number of at least 1, or 'gpus'")
     from flashgemm import targets  # noqa: PLC0415
     with ap.errors(targets.TargetError, what="--target"):
-        targets.resolve(args.target)  # tune.py resolves it again, in each configuration
+        targets.resolve(args.target)  # flashgemm-tune resolves it again, in each configuration
     with ap.errors(ValueError, OSError, what=f"--out {args.out} holds no results to merge into",
                    fix="give a JSON this script wrote, or a new path"):
         result = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
                    "batch_size": args.batch_size, "jobs": args.jobs, "machine": _machine(), "commit": _commit(),
                    "date": datetime.date.today().isoformat(),
                    "protocol": "each configuration tunes from an empty database; builder on all cores; throughput "
-                               "= total trials / longest workload's tuning time (tune.py's clock)"})
+                               "= total trials / longest workload's tuning time (flashgemm-tune's clock)"})
     result.setdefault("configs", {})
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)  # tempfile.mkdtemp(dir=...) needs it to exist

@@ -1,4 +1,4 @@
-"""Two builds of the same kernels timed against each other on one GPU: what a change to the template or to the
+"""Two builds of the same kernels timed against each other on one GPU: what a change to the kernel or to the
 compile path costs, measured on the binaries a bundle ships.
 
   python -m benchmarks.bundle_ab BUNDLE_A BUNDLE_B --only m512_n512 --rounds 5 --json OUT.json
@@ -6,8 +6,9 @@ compile path costs, measured on the binaries a bundle ships.
 Every function that both manifests list under one name (those whose name contains --only), except the generic
 kernels, runs at its own sizes (a tuned kernel's workload; an any-batch one at the tuned batch) on the same inputs
 (flashgemm.bundle.bundle_check.inputs), after both outputs are checked to agree within the dtype's tolerance. The two
-are timed in --rounds rounds of alternating order with python -m benchmarks.bench's protocol (benchmarks.peers.time_in_rounds:
-groups of back-to-back calls between CUDA events); "us" is each side's median round, B / A their ratio.
+are timed in --rounds rounds of alternating order with python -m benchmarks.bench's protocol
+(benchmarks.peers.time_in_rounds: groups of back-to-back calls between CUDA events); "us" is each side's median
+round, B / A their ratio.
 """
 from __future__ import annotations
 

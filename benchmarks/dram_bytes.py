@@ -247,7 +247,8 @@ def driver_command(wl, system, target_name, db_root, info_file) -> list:
 
 
 def add_workload_args(ap, timeout_s: int) -> None:
-    """The command-line options python -m benchmarks.bench_dram_bytes and python -m benchmarks.bench_stall_sites share."""
+    """The command-line options python -m benchmarks.bench_dram_bytes and python -m benchmarks.bench_stall_sites
+    share."""
     ap.add_argument("--target", default="auto", help="sm_80|sm_89|sm_90|auto (a CUDA target)")
     ap.add_argument("--workload", action="append", required=True, help="preset (w1..w4, bert-large, ...) or spec")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],

@@ -137,7 +137,7 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
     torch.cuda.synchronize()
     err = {"ours": ops.rel_err(ops.c), "cublas": ops.rel_err(ops.cublas())}
     # Alternating rounds, each system's row the round with its median time: a single timing of cuBLAS right after
-    # tuning once ran 1.9x slower than the same call a minute later in a fresh process (H100, 2026-11-26)
+    # tuning can run ~2x slower than the same call a minute later in a fresh process
     calls = {"ours": lambda: fn(*ops.args), "cublas": ops.cublas}
     rows = {}
     for name, t in peers.time_in_rounds(calls, rounds_n, reps).items():

@@ -1,14 +1,14 @@
 """The generated CUDA source of every kernel a bundle ships, without a GPU or nvcc's machine code: to show that a
 change of the compile pipeline or of the code's layout leaves the shipped kernels byte-identical.
 
-    python -m benchmarks.kernel_sources --target sm_90 --out DIR          # DIR/sources/<function>.cu, DIR/sources.sha256
+    python -m benchmarks.kernel_sources --target sm_90 --out DIR    # DIR/sources/<function>.cu, DIR/sources.sha256
     python -m benchmarks.kernel_sources --compare BEFORE.sha256 AFTER.sha256
 
 Runs flashgemm-build's bundle selection (the committed databases, default schedules, any-length kernels, twins)
 with the bundle's compile replaced by one flashgemm.codegen.cuda_build.compile_cuda a function, kept as CUDA source (TVM
 keeps the source when there is no CUDA driver; this process never loads a stub one). nvcc still runs for the
-register caps of tuned kernels (flashgemm.bundle.best). Slow: the whole sm_90 bundle, 795 functions, takes tens of minutes
-on 2 cores.
+register caps of tuned kernels (flashgemm.bundle.best). Slow: the whole sm_90 bundle, 795 functions, takes tens of
+minutes on 2 cores.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def generate(target: str, out: Path) -> int:
     from flashgemm import targets
     if not targets.is_cuda(targets.resolve(target)):
         raise SystemExit(f"kernel_sources: error: {target} is not a CUDA target (sm_80, sm_89, sm_90)")
-    os.environ[cuda_stub.GUARD] = "1"  # build.py would re-run itself with a stub driver: stay in this process
+    os.environ[cuda_stub.GUARD] = "1"  # flashgemm-build would re-run itself with a stub driver: stay in this process
     kernel_library.compile_module = _source_module
     from flashgemm.cli import build  # noqa: PLC0415
     return build.main(["--target", target, "--compile-limit", "0", "--out", str(out)])

@@ -1,5 +1,6 @@
 """A seed model end to end on ONNX Runtime's CUDA EP: the original float16 model against the same model with its
-attention scores rewritten to flashgemm::FusedGemmSoftmax, both against a float32 golden run (python -m benchmarks.bench_models).
+attention scores rewritten to flashgemm::FusedGemmSoftmax, both against a float32 golden run (python -m
+benchmarks.bench_models).
 
 Per model (static batch):
   export     float32 and float16 ONNX from the same seeded random weights (models.export; traced on the GPU)

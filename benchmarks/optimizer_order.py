@@ -1,6 +1,6 @@
 """The rewrite beside ONNX Runtime's transformers optimizer, in both orders, end to end on the CUDA EP.
 
-    python -m benchmarks.optimizer_order --bundle build/sm_90 --model bert-large --model vit-b16 \
+    python -m benchmarks.optimizer_order --bundle build/sm_90 --model bert-large --model vit-b16 \\
         --out results/optimizer-order.json
 
 Per model (the float16 export at its benchmark batch, models.BATCH): five pipelines, the same ORT settings,

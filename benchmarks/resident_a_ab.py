@@ -2,7 +2,7 @@
 block; cuda_recompute's resident-A note), from the committed database's best recompute records that are not
 resident.
 
-Resident A needed one warp column (WN = 1) until 2026-11-26, so each record is paired with both one-column resident
+Resident A first had one warp column (WN = 1) only, so each record is paired with both one-column resident
 tilings of its block, BM x CW (rows (BM/16, 1) and (BM/32, 2) warp rows x fragments, FN = CW/16), every other
 decision (row groups, chunks, k tiles, fetch widths, pipeline depth, P's way out) the record's own.
   python -m benchmarks.resident_a_ab build OUT_DIR [--records 3] [--dtype float16]   # here, nvcc (stub driver is fine)

@@ -10,34 +10,39 @@ Forms (each compiled as the export compiles it, with the record's register cap w
   tuning     the module Meta-Schedule measured: static sizes, contiguous operands, scale a constant;
   static     the runtime function with static batch dims (symbolic strides, scale an argument);
   twin       one batch dim static (the bundle's fixed-batch twin, flashgemm.bundle.best._twin);
-  twin_scale the twin specialized on the workload's scale (flashgemm.bundle.best.with_scale: what a CUDA bundle serves to
-             calls with that scale);
+  twin_scale the twin specialized on the workload's scale (flashgemm.bundle.best.with_scale: what a CUDA bundle
+             serves to calls with that scale);
   any_batch  both batch dims symbolic (what serves every other batch);
   twin@capR  the twin compiled with at most R registers a thread (--caps R,...) instead of the record's own cap;
   tuning@guarded, twin@guarded (--guarded)  those two forms with the normalize step's branch left as CodeGenCUDA
              writes it (the pass unguard_normalize off), the twin with the register cap of the tuning
              form compiled that way, as the export compiled it before;
   tuning@exp-twice, twin@exp-twice (--exp-twice)  the same with exp(logit - max) computed again by the normalize
-             step (flashgemm.codegen.tir.keep_exp_in_accumulator off, and with it flashgemm.codegen.cuda_src.store_whole_sectors);
+             step (flashgemm.codegen.tir.keep_exp_in_accumulator off, and with it
+             flashgemm.codegen.cuda_src.store_whole_sectors);
   tuning@half-sectors, twin@half-sectors (--half-sectors)  the same with P stored from the fragments as CodeGenCUDA
              writes it (flashgemm.codegen.cuda_src.store_whole_sectors off);
   tuning@plain-arith, twin@plain-arith (--plain-arith)  the same with exp(x - m) and the division by the row sum
-             as the template writes them (flashgemm.codegen.tir.rewrite_softmax_arithmetic off);
+             as the kernel writes them (flashgemm.codegen.tir.rewrite_softmax_arithmetic off);
   tuning@dynamic-statistics, twin@dynamic-statistics (--dynamic-statistics)  the same with the row statistics left in
              dynamic shared memory (flashgemm.codegen.tir.move_statistics_to_static_shared off: more barriers);
   tuning@shared-warp-statistics, twin@shared-warp-statistics (--shared-warp-statistics)  the same with a warp
-             allreduce's statistics in shared memory (flashgemm.codegen.tir.keep_warp_statistics_in_registers off: a lane-0 store, two barriers
-             and the warp's reloads a statistic);
+             allreduce's statistics in shared memory (flashgemm.codegen.tir.keep_warp_statistics_in_registers off: a
+             lane-0 store, two barriers and the warp's reloads a statistic);
   tuning@combined-statistics, twin@combined-statistics (--combined-statistics)  the same with the register sketches'
-             partial statistics combined by one warp between two barriers (flashgemm.codegen.tir.reduce_statistics_in_quads off);
+             partial statistics combined by one warp between two barriers
+             (flashgemm.codegen.tir.reduce_statistics_in_quads off);
   tuning@shared-rows, twin@shared-rows (--shared-rows)  the same with the one-pass form's sweeps reading each row of
-             S from shared memory three times and computing its exp twice (flashgemm.codegen.tir.keep_rows_in_registers off);
+             S from shared memory three times and computing its exp twice (flashgemm.codegen.tir.keep_rows_in_registers
+             off);
   tuning@cached-stores, twin@cached-stores (--cached-stores)  the same with P's stores without the streaming
              (evict-first) cache hint (flashgemm.codegen.cuda_src.store_whole_sectors' __stcs off);
   tuning@scaled-max, twin_scale@scaled-max (--scaled-max)  the same with the constant scale left in the row max
-             (flashgemm.codegen.tir.take_scale_out_of_max off; the plain twin, whose scale is an argument, never has it out);
+             (flashgemm.codegen.tir.take_scale_out_of_max off; the plain twin, whose scale is an argument, never has it
+             out);
   tuning@two-exchanges, twin@two-exchanges, twin_scale@two-exchanges (--two-exchanges)  the same with the register
-             sketches' row statistics exchanged between warps twice a row tile (flashgemm.codegen.cuda_src.exchange_statistics_once off);
+             sketches' row statistics exchanged between warps twice a row tile
+             (flashgemm.codegen.cuda_src.exchange_statistics_once off);
   any_batch@TAG  with any of the switches above: the any-batch kernel built that way (only when --forms names it).
 Each form's P is checked against an FP32 torch reference before it is timed; the forms are timed in --rounds
 rounds of alternating order (benchmarks.peers.time_in_rounds), and "us" lists each round's median.
@@ -143,7 +148,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("workloads", nargs="+", help="preset:dtype")
-    ap.add_argument("--db", default="tuning_db")
+    ap.add_argument("--db", default="flashgemm/databases")
     ap.add_argument("--target", default="sm_90")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50)
@@ -157,21 +162,27 @@ def main(argv=None) -> int:
     ap.add_argument("--half-sectors", action="store_true",
                     help="also the tuning form and the twin with P's half-sector stores from the fragments (A/B)")
     ap.add_argument("--plain-arith", action="store_true",
-                    help="also the tuning form and the twin without flashgemm.codegen.tir.rewrite_softmax_arithmetic (A/B)")
+                    help="also the tuning form and the twin without "
+                         "flashgemm.codegen.tir.rewrite_softmax_arithmetic (A/B)")
     ap.add_argument("--dynamic-statistics", action="store_true",
-                    help="also the tuning form and the twin without flashgemm.codegen.tir.move_statistics_to_static_shared (A/B)")
+                    help="also the tuning form and the twin without "
+                         "flashgemm.codegen.tir.move_statistics_to_static_shared (A/B)")
     ap.add_argument("--shared-warp-statistics", action="store_true",
-                    help="also the tuning form and the twin without flashgemm.codegen.tir.keep_warp_statistics_in_registers (A/B)")
+                    help="also the tuning form and the twin without "
+                         "flashgemm.codegen.tir.keep_warp_statistics_in_registers (A/B)")
     ap.add_argument("--combined-statistics", action="store_true",
-                    help="also the tuning form and the twin without flashgemm.codegen.tir.reduce_statistics_in_quads (A/B)")
+                    help="also the tuning form and the twin without "
+                         "flashgemm.codegen.tir.reduce_statistics_in_quads (A/B)")
     ap.add_argument("--shared-rows", action="store_true",
                     help="also the tuning form and the twin without flashgemm.codegen.tir.keep_rows_in_registers (A/B)")
     ap.add_argument("--cached-stores", action="store_true",
                     help="also the tuning form and the twin without store_whole_sectors' streaming hint (A/B)")
     ap.add_argument("--scaled-max", action="store_true",
-                    help="also the tuning form and the scale-specialized twin without flashgemm.codegen.tir.take_scale_out_of_max (A/B)")
+                    help="also the tuning form and the scale-specialized twin without "
+                         "flashgemm.codegen.tir.take_scale_out_of_max (A/B)")
     ap.add_argument("--two-exchanges", action="store_true",
-                    help="also the tuning form and the twins without flashgemm.codegen.cuda_src.exchange_statistics_once (A/B)")
+                    help="also the tuning form and the twins without "
+                         "flashgemm.codegen.cuda_src.exchange_statistics_once (A/B)")
     args = ap.parse_args(argv)
     caps = tuple(int(c) for c in args.caps.split(",") if c)
     import torch  # noqa: PLC0415

@@ -6,8 +6,8 @@ P = exp(x - (max + log sum))), same sketches and decisions, each version built f
   python -m benchmarks.staged_p_ab time OUT_DIR OUT.json                        # on the GPU, once both are built
 build: each of DECISIONS on the resident-A sketches of both pipeline depths, exported to OUT_DIR/<LABEL>_<i>.so;
 OUT_DIR/pairs.json lists the kernels (kinds: the labels in build order; the time step times every kind and compares
-the first two). --max-registers: compiled with that register cap (flashgemm/codegen/cuda_build.MAX_REGISTERS_ATTR), e.g. to
-see whether more warps an SM help; --stages: only that pipeline depth.
+the first two). --max-registers: compiled with that register cap (flashgemm/codegen/cuda_build.MAX_REGISTERS_ATTR), e.g.
+to see whether more warps an SM help; --stages: only that pipeline depth.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from flashgemm.spaces.intrinsics import register_intrinsics
 
 os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
 WORKLOAD = "whisper-enc"
-# [groups, BM/16], [WM, FM], [KO, KI], fetch widths: the best two-sweep W3 fp16 records of 2026-11-26's tuning
+# [groups, BM/16], [WM, FM], [KO, KI], fetch widths: the best two-sweep W3 fp16 records a tuning found (fixed here, so
+# that both checkouts build the same kernels)
 DECISIONS = [[[48, 2], [1, 2], [4, 1], 0, 1, 1], [[48, 2], [1, 2], [4, 1], 0, 1, 0],
              [[24, 4], [2, 2], [1, 4], 0, 1, 1], [[32, 3], [3, 1], [1, 4], 0, 1, 1]]
 

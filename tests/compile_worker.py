@@ -39,7 +39,7 @@ def run_compile_worker(worker: str, request: list, tmp_path_factory) -> list:
 def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
     """In a worker: sample `seeds` candidates from ctx's sketches (round robin), count those the postprocessors
     accept, and build the first valid one of each sketch with nvcc, as tuned (its CUDA source kept) and replayed
-    on the runtime form build.py ships (any batch; runtime_kw: pad=, recompute=, ...)."""
+    on the runtime form flashgemm-build ships (any batch; runtime_kw: pad=, recompute=, ...)."""
     import tvm  # noqa: PLC0415  (workers only: the test process need not import TVM's CUDA side)
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
 
@@ -64,7 +64,7 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
             rt = tvm.s_tir.Schedule(tvm.IRModule({"main": runtime_func(wl.variant, wl.canonical,
                                                                         align=TENSOR_CORE_ALIGN, any_batch=True,
                                                                         **runtime_kw)}))
-            sch.trace.apply_to_schedule(rt, remove_postproc=False)  # what build.py ships: any batch
+            sch.trace.apply_to_schedule(rt, remove_postproc=False)  # what flashgemm-build ships: any batch
             cuda_space.build(rt.mod, arch)
             builds.append({"ok": True, "src": src, "sketch": k})
         except Exception as err:  # noqa: BLE001
@@ -73,7 +73,8 @@ def sample_and_build(ctx, mod, wl, arch: str, seeds: int, **runtime_kw) -> dict:
 
 
 def best_record_module(db: str, target: str = "sm_90"):
-    """flashgemm/databases/<target>/<db>'s best record applied to its tuning form: the scheduled IRModule (not compiled)."""
+    """flashgemm/databases/<target>/<db>'s best record applied to its tuning form: the scheduled IRModule (not
+    compiled)."""
     from pathlib import Path
 
     import tvm

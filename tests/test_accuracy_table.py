@@ -1,5 +1,5 @@
-"""The accuracy table (benchmarks/accuracy.py, python -m benchmarks.bench_accuracy) on the CPU: its numbers for a few tiny llvm
-cases are computed and plausible, its error measures catch a wrong P, and the CLI writes JSON + markdown.
+"""The accuracy table (benchmarks/accuracy.py, python -m benchmarks.bench_accuracy) on the CPU: its numbers for a few
+tiny llvm cases are computed and plausible, its error measures catch a wrong P, and the CLI writes JSON + markdown.
 About 15 s on 2 cores (TVM's import and six generic-kernel compiles; the CLI runs in-process)."""
 import importlib.util
 import json

@@ -1,4 +1,4 @@
-"""Any-length kernels (flashgemm/bundle/any_length.py): the template's any-length form computes the op at every M <= Mb,
+"""Any-length kernels (flashgemm/bundle/any_length.py): the kernel's any-length form computes the op at every M <= Mb,
 N <= Nb (checked on the CPU against the FP64 reference, special values included), the models' symbolic sites are
 found, and the CUDA kernels compile with their bounds guarded (compile-only here; tests/test_gpu_kernels.py and
 flashgemm-check-bundle run them)."""
@@ -55,7 +55,7 @@ FORMS = [(v, False) for v in VARIANTS] + [(v, True) for v in RECOMPUTE_VARIANTS 
 @pytest.mark.parametrize("variant,recompute", FORMS, ids=lambda x: x.key if isinstance(x, Variant) else
                          ("recompute" if x else "one-pass"))
 def test_any_length_form_matches_the_reference_below_its_bound(variant, recompute):
-    """The any-length form, and the recompute form over a bound (the template's padded recompute form with M and N
+    """The any-length form, and the recompute form over a bound (the kernel's padded recompute form with M and N
     symbolic): every length up to the bound, special values included."""
     bound = (48, 64)
     fn = {"sizes": [1, 1, *bound, 16]}
@@ -67,9 +67,9 @@ def test_any_length_form_matches_the_reference_below_its_bound(variant, recomput
 
 
 def test_any_length_recompute_twin_matches_the_reference_at_the_calls_it_serves():
-    """The twin of an any-length recompute kernel (flashgemm.bundle.best.ANY_LENGTH_TWIN: B0 = 1, P's column test for N a
-    multiple of 4): every length up to the bound with N a multiple of 4, special values included (bundle_check's
-    runs of a twin)."""
+    """The twin of an any-length recompute kernel (flashgemm.bundle.best.ANY_LENGTH_TWIN: B0 = 1, P's column test for N
+    a multiple of 4): every length up to the bound with N a multiple of 4, special values included (bundle_check's runs
+    of a twin)."""
     from flashgemm.bundle.best import ANY_LENGTH_TWIN
     bound = (48, 64)
     fn = {"sizes": [1, 1, *bound, 16], "fixed_batch": list(ANY_LENGTH_TWIN["fixed_batch"]),
@@ -160,9 +160,10 @@ def test_cuda_kernels_guard_their_bounds(compiled):
 
 
 def test_skip_rows_changes_only_the_block_index(compiled):
-    """flashgemm/codegen/tir/skip_rows_past_m remaps blockIdx.x over the row groups below M and nothing else: the same statements,
-    barriers and warp shuffles as without it (once, its remapped bindings kept TVM from lowering the row statistics'
-    cross-thread reduction, which then raced in shared memory: wrong on every call, invisible without a GPU)."""
+    """flashgemm/codegen/tir/skip_rows_past_m remaps blockIdx.x over the row groups below M and nothing else: the same
+    statements, barriers and warp shuffles as without it (once, its remapped bindings kept TVM from lowering the row
+    statistics' cross-thread reduction, which then raced in shared memory: wrong on every call, invisible without a
+    GPU)."""
     for r in compiled:
         on, off = r["src"], r["src_unskipped"]
         assert re.search(r"blockIdx\.x\) / \(\(M \+ 15\) >> 4\)", on), "the grid does not follow M's row groups"
@@ -202,8 +203,8 @@ def test_tune_py_on_llvm_says_the_generic_kernels_serve_symbolic_lengths(tmp_pat
 
 @pytest.mark.gpu
 def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path, monkeypatch, capfd):
-    """The whole path on the GPU: tune.py --from-model on a dynamic export tunes the any-length kernel of its
-    symbolic sites, build.py ships it with default ones for the other bounds, and the rewritten model runs on the
+    """The whole path on the GPU: flashgemm-tune --from-model on a dynamic export tunes the any-length kernel of its
+    symbolic sites, flashgemm-build ships it with default ones for the other bounds, and the rewritten model runs on the
     tuned one at lengths up to its bound (any batch), matching the original model."""
     import subprocess
     import sys
@@ -249,8 +250,9 @@ def test_tuned_any_length_kernel_serves_a_dynamic_model_at_every_length(tmp_path
 
 
 def test_skip_rows_grid_covers_the_row_groups_below_m():
-    """flashgemm/codegen/tir/skip_rows_past_m on a default any-length kernel: its blocks enumerate every (batch, row group) whose first
-    row is below M exactly once, and nothing else (each block's first row read from the "P" block's binding)."""
+    """flashgemm/codegen/tir/skip_rows_past_m on a default any-length kernel: its blocks enumerate every (batch, row
+    group) whose first row is below M exactly once, and nothing else (each block's first row read from the "P" block's
+    binding)."""
     import tvm_ffi
     from tvm import tirx
 
@@ -357,10 +359,10 @@ def test_long_bounds_are_the_recompute_form():
 
 
 def test_any_length_twins_are_the_recompute_form_from_their_bound():
-    """flashgemm.bundle.best.any_length_twin (through any_length.default_kernels): from ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND a
-    kernel without bias or mask has a twin in the recompute form over its bound (B0 = 1, N a multiple of 4), also
-    where the kernel itself is the one-pass form (then with that form's default schedule); shorter bounds and
-    variants with a bias none."""
+    """flashgemm.bundle.best.any_length_twin (through any_length.default_kernels): from
+    ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND a kernel without bias or mask has a twin in the recompute form over its bound
+    (B0 = 1, N a multiple of 4), also where the kernel itself is the one-pass form (then with that form's default
+    schedule); shorter bounds and variants with a bias none."""
     from flashgemm.bundle import any_length
     from flashgemm.tune import tuner
     twin_bound, long_bound = tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND, tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND
@@ -384,8 +386,8 @@ def test_any_length_twins_are_the_recompute_form_from_their_bound():
 
 
 def test_the_recompute_default_rule_is_w3s_best_record():
-    """flashgemm/spaces/cuda_default.choose_recompute_decisions' first candidate is the decisions of W3's best tuned record
-    in each dtype (the rule says it is), at W3's padded sizes."""
+    """flashgemm/spaces/cuda_default.choose_recompute_decisions' first candidate is the decisions of W3's best tuned
+    record in each dtype (the rule says it is), at W3's padded sizes."""
     from compile_worker import best_record_module
     from flashgemm.spaces import cuda_default, cuda_recompute
     from flashgemm.tune.database import open_json_db
@@ -431,8 +433,9 @@ print("RESULT" + json.dumps(out))
 
 def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(tmp_path_factory):
     """The recompute form over the 1536 bound as a bundle ships it (sm_90): its grid covers the 64-row groups below M
-    (flashgemm/codegen/tir/skip_rows_past_m) and each of its three sweeps the 64-column chunks below N (flashgemm/codegen/tir/skip_chunks_past_n), and
-    nothing else changes: with either pass off, the same barriers, mma and copies."""
+    (flashgemm/codegen/tir/skip_rows_past_m) and each of its three sweeps the 64-column chunks below N
+    (flashgemm/codegen/tir/skip_chunks_past_n), and nothing else changes: with either pass off, the same barriers, mma
+    and copies."""
     (r,) = run_compile_worker(RECOMPUTE_PASSES_WORKER, [["float16", True, 64, 1536]], tmp_path_factory)
     assert r["form"] == "any-length-recompute"
     both, no_chunks, no_rows = (r["srcs"][key] for key in ("both", "skip_chunks_past_n",
@@ -455,8 +458,9 @@ def test_any_length_recompute_kernel_sweeps_only_chunks_and_rows_below_n_and_m(t
 
 
 def test_skip_chunks_finds_each_sweep_and_its_chunk_width():
-    """schedules/skip_chunks_past_n.chunk_width on the scheduled recompute form over a bound: the three sweeps' loops, 64
-    columns a chunk (the default rule's); no chunk loop in a one-pass any-length kernel or a static one."""
+    """flashgemm.codegen.tir.skip_chunks_past_n.chunk_width on the scheduled recompute form over a bound: the three
+    sweeps' loops, 64 columns a chunk (the default rule's); no chunk loop in a one-pass any-length kernel or a static
+    one."""
     import tvm_ffi
     from tvm import tirx
 

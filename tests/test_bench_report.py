@@ -1,5 +1,5 @@
-"""The benchmark's report (benchmarks/report.py, python -m benchmarks.bench_report): table, plots and the regression check,
-on synthetic results (the measuring half needs a GPU; its JSON is what these functions read)."""
+"""The benchmark's report (benchmarks/report.py, python -m benchmarks.bench_report): table, plots and the regression
+check, on synthetic results (the measuring half needs a GPU; its JSON is what these functions read)."""
 import json
 import os
 import subprocess
@@ -43,7 +43,8 @@ def test_markdown_has_every_system_floors_and_reasons():
 
 
 def test_markdown_puts_our_other_kernels_beside_ours_and_not_among_the_peers():
-    """bench.py --also tuned_any_batch,generic: columns right after ours; "best peer / ours" ignores them."""
+    """python -m benchmarks.bench --also tuned_any_batch,generic: columns right after ours; "best peer / ours" ignores
+    them."""
     res = _result()
     res["rows"][0].update(ours_tuned_any_batch={"median_us": 90.0}, ours_generic={"median_us": 400.0})
     md = report.markdown(res)
@@ -106,9 +107,9 @@ def test_suite_workloads_parse_in_both_dtypes():
 
 
 def test_rounds_alternate_the_systems_and_keep_each_ones_median_round():
-    """python -m benchmarks.bench --rounds: a clock that slows down within the run (each timing 10 us slower than the one
-    before) must not favour the system timed first: the order reverses every other round, and each system keeps
-    its median round."""
+    """python -m benchmarks.bench --rounds: a clock that slows down within the run (each timing 10 us slower than the
+    one before) must not favour the system timed first: the order reverses every other round, and each system keeps its
+    median round."""
     from benchmarks.peers import time_in_rounds
     order = []
 

@@ -1,8 +1,8 @@
-"""bf16 -> fp32 conversions in the CUDA sources (flashgemm/codegen/cuda_src/convert_bf16_by_shift.py): every `((float)x)` of a
-source that uses nv_bfloat16 becomes a call that converts a bf16 by a bit shift (no inline asm), so that ptxas can
-merge the bf16 loads from shared memory (decode-m1 bf16: 18.8 -> 11.0 us on the H100, results/h100/README.md).
-CPU only: the rewrite itself, and nvcc compiling a tuned bf16 kernel with it; the GPU numerics and timing are the
-GPU tests' and a benchmark's."""
+"""bf16 -> fp32 conversions in the CUDA sources (flashgemm/codegen/cuda_src/convert_bf16_by_shift.py): every
+`((float)x)` of a source that uses nv_bfloat16 becomes a call that converts a bf16 by a bit shift (no inline asm), so
+that ptxas can merge the bf16 loads from shared memory (decode-m1 bf16: 18.8 -> 11.0 us on the H100,
+results/h100/README.md). CPU only: the rewrite itself, and nvcc compiling a tuned bf16 kernel with it; the GPU numerics
+and timing are the GPU tests' and a benchmark's."""
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ def test_every_float_cast_of_a_bf16_source_goes_through_the_shift_helper():
     assert "((float)" not in kernel
     assert kernel.count("flashgemm_f32(") == 3
     assert "(flashgemm_f32(((nv_bfloat16*)a)[(1 + (2))]))" in kernel  # the operand up to its own closing parenthesis
-    assert "(flashgemm_f32(((int)threadIdx.x)))" in kernel  # other types keep a plain cast (the template)
+    assert "(flashgemm_f32(((int)threadIdx.x)))" in kernel  # other types keep a plain cast (the C++ template)
     assert out.index(BF16_TO_F32) < out.index('extern "C"')
     assert "keep(half h) { return ((float)h); }" in out  # the preamble before the kernels is left as it was
 

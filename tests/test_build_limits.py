@@ -1,5 +1,5 @@
-"""Builds never hang: the kernel bundle's compile limits (per tuned kernel and the whole bundle, llvm and CUDA alike, and
-the register measurement of tuned CUDA kernels).
+"""Builds never hang: the kernel bundle's compile limits (per tuned kernel and the whole bundle, llvm and CUDA alike,
+and the register measurement of tuned CUDA kernels).
 
 Most tests run a stand-in for the compile worker (kernel_library.WORKER) that hangs on one kernel and starts a child
 of its own, as nvcc starts cicc and ptxas: past the limit both must be gone. Two hang the real worker's nvcc (a stub on
@@ -99,7 +99,7 @@ def test_a_tuned_kernel_past_the_limit_is_left_out_and_killed(target, hangs, stu
                                  compile_limit_s=1)
     assert time.monotonic() - t0 < 30
     assert (f"warning: left out tuned kernel {name} (workload demo.f16): its compile did not finish in 1 s; its calls "
-            f"go to the generic kernel. Retune the workload, or give it more time (build.py --compile-limit)") in said
+            f"go to the generic kernel. Retune the workload, or give it more time (flashgemm-build --compile-limit)") in said
     assert _functions(tmp_path / "b") == [kernel_library.generic_name(variant)]
     _assert_all_gone(pids, hangs)
 
@@ -123,7 +123,7 @@ def test_the_whole_bundle_past_its_limit_falls_back_then_fails_in_one_line(stub_
         kernel_library.export_bundle(tmp_path / "c", "llvm", [tk], variants=[variant], log=said.append,
                                      compile_limit_s=1)
     assert "\n" not in str(err.value) and str(err.value) == (
-        "the llvm bundle (1 generic kernel) did not compile in 1 s (1 s a kernel); give it more time: build.py "
+        "the llvm bundle (1 generic kernel) did not compile in 1 s (1 s a kernel); give it more time: flashgemm-build "
         "--compile-limit SECONDS (a kernel; 0: no limit)")
     assert not (tmp_path / "c" / kernel_library.KERNELS_SO).exists()
     assert not (tmp_path / "c" / (kernel_library.KERNELS_SO + ".tmp")).exists()
@@ -178,8 +178,8 @@ def test_a_hung_nvcc_is_killed_at_the_bundle_limit(hung_nvcc, tmp_path):
 
 def test_a_hung_register_measurement_leaves_the_kernel_uncapped(hung_nvcc):
     """A tuned CUDA kernel's register measurement (best._max_registers, an nvcc compile of its tuning form, which
-    build.py runs under --compile-limit) past the limit: killed, and the kernel ships without a register cap, with
-    the warning of a measurement that failed."""
+    flashgemm-build runs under --compile-limit) past the limit: killed, and the kernel ships without a register cap,
+    with the warning of a measurement that failed."""
     from types import SimpleNamespace  # noqa: PLC0415
 
     import tvm  # noqa: PLC0415
@@ -207,6 +207,6 @@ def test_build_py_reports_a_failing_bundle_compile_in_one_line(tmp_path, monkeyp
     rc = exit_.value.code
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
-    assert err[0].startswith("build.py: error: the llvm bundle does not compile: error: the compiler gave up; full "
+    assert err[0].startswith("flashgemm-build: error: the llvm bundle does not compile: error: the compiler gave up; full "
                              "output in ")
     shutil.rmtree(Path(err[0].rsplit("full output in ", 1)[1]).parent)

@@ -242,7 +242,8 @@ def test_generic_builds(results, arch):
         assert r["fatbin_archs"] and all(a == sm for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
-# default (untuned) schedules, flashgemm/spaces/cuda_default.py: one odd shape per arch, both dtypes, all variant features
+# default (untuned) schedules, flashgemm/spaces/cuda_default.py: one odd shape per arch, both dtypes, all variant
+# features
 DEFAULT_CASES = [
     ("sm_80", "a=2x3x1500x64,b=2x3x1500x64,transB=1,scale=0.125"),  # Whisper rows
     ("sm_89", "a=2x3x197x64,b=2x3x197x64,transB=1,bias=2x1x197x197,dtype=bfloat16"),  # the ViT site, bf16
@@ -321,8 +322,8 @@ def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
 
 
 def test_row_vector_default_decisions():
-    """M = 1: the structure the H100 tuning of decode-m1 chose (flashgemm/databases/sm_90/decode-m1.f16): one column a thread,
-    16 warps and the rest of the row in chunks, k vectors of 4 in k tiles of 32; K = 3: scalar k steps."""
+    """M = 1: the structure the H100 tuning of decode-m1 chose (flashgemm/databases/sm_90/decode-m1.f16): one column a
+    thread, 16 warps and the rest of the row in chunks, k vectors of 4 in k tiles of 32; K = 3: scalar k steps."""
     from flashgemm.spaces import cuda_default  # noqa: PLC0415
     dec = cuda_default.choose_row_vector_decisions(2048, 64, 2048)[0]
     assert (dec["j"], dec["w"], dec["kb"]) == ([2048, 1], [4, 16], [2, 8]) and dec["kv"] == 2  # kv = 4
@@ -468,7 +469,7 @@ def _warp_buffers_func(n_accumulators: int):
 def test_warp_memory_fallback_only_with_one_accumulator(monkeypatch, n_accumulators):
     """When LowerWarpMemory fails, compile_cuda falls back to TVM's pipeline only for a kernel with one mma
     accumulator: that pipeline lowers only the first "warp" buffer, and a second accumulator left as a per-lane
-    array computed wrong answers (the two-sweep recompute draft on the H100, 2026-11-25). With several it raises."""
+    array computes wrong answers (as a two-sweep recompute draft did). With several it raises."""
     import tvm  # noqa: PLC0415
     from flashgemm.codegen import cuda_build  # noqa: PLC0415
     from flashgemm import targets

@@ -74,7 +74,8 @@ def test_a_torn_final_line_in_a_database_opened_for_reading_is_read_without_writ
     assert snapshot(llvm_db) == before
     (msg,) = said
     assert str(llvm_db / RECORDS) in msg and f"({len(TORN)} bytes" in msg and "left as it is" in msg
-    # through best.py, which build.py reads with: nothing written either (the message goes to stderr)
+    # through flashgemm.bundle.best, which flashgemm-build reads with: nothing written either (the message goes to
+    # stderr)
     from flashgemm.bundle import best
     assert best.load_tuned(llvm_db, "llvm").run_secs > 0
     assert snapshot(llvm_db) == before

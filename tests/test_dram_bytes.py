@@ -1,5 +1,5 @@
-"""benchmarks/dram_bytes.py and python -m benchmarks.bench_dram_bytes on the CPU: ncu's CSV (raw and details pages, base and scaled
-units), the floor, ratios and goals, the ncu command line, measure() end to end against a stand-in ncu, the
+"""benchmarks/dram_bytes.py and python -m benchmarks.bench_dram_bytes on the CPU: ncu's CSV (raw and details pages, base
+and scaled units), the floor, ratios and goals, the ncu command line, measure() end to end against a stand-in ncu, the
 permission error, and the front end's refusal of a CPU target. The real measurement needs the GPU machine."""
 import importlib.util
 import json

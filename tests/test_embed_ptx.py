@@ -1,6 +1,6 @@
-"""flashgemm-build --embed-ptx (flashgemm.codegen.cuda_build.embedded_ptx): the kernels' fatbin holds their PTX beside the
-machine code, so that a newer GPU's driver can compile and run an sm_80 or sm_89 bundle (how those bundles are checked
-on an sm_90 GPU); a plain build holds machine code only. Compile-only: no GPU needed."""
+"""flashgemm-build --embed-ptx (flashgemm.codegen.cuda_build.embedded_ptx): the kernels' fatbin holds their PTX beside
+the machine code, so that a newer GPU's driver can compile and run an sm_80 or sm_89 bundle (how those bundles are
+checked on an sm_90 GPU); a plain build holds machine code only. Compile-only: no GPU needed."""
 import pytest
 
 from compile_worker import run_compile_worker

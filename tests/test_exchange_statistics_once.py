@@ -1,4 +1,5 @@
-"""The register sketches' row statistics exchanged once a row tile (flashgemm/codegen/cuda_src/exchange_statistics_once).
+"""The register sketches' row statistics exchanged once a row tile
+(flashgemm/codegen/cuda_src/exchange_statistics_once).
 
 CPU: the committed W1 kernels lose one barrier a row tile and combine their warps' partial sums with exp(m_w - m)
 weights; the kernels without exp kept in the accumulator (W2, W3) are not touched; a row tile that fails one of the

@@ -181,15 +181,15 @@ def test_generic_causal_shapes(dtype, m, n):
 def _space_candidates(variant, shape, scale, count, seeds=40, space=None, pad=None, recompute=False,
                       recompute_chunk=0, accept=None, stat_cols=0, split_chunk=0):
     """Up to `count` valid sampled schedules of the space (or of `space`, a schedule function over the same
-    postprocessors), replayed on the runtime function; pad: of the template's padded form (the template), with
-    recompute: its recompute form (stat_cols: the two-sweep form's column groups); split_chunk: the split-N form with
-    this chunk instead of chunk_for's (the wide form); accept: a test of a sampled schedule's decisions (list, in
-    trace order)."""
+    postprocessors), replayed on the runtime function; pad: of the kernel's padded form
+    (flashgemm.kernel.fused_gemm_softmax), with recompute: its recompute form (stat_cols: the two-sweep form's column
+    groups); split_chunk: the split-N form with this chunk instead of chunk_for's (the wide form); accept: a test of a
+    sampled schedule's decisions (list, in trace order)."""
     from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
     from tvm.s_tir.schedule import Trace  # noqa: PLC0415
     from flashgemm.spaces import cuda_space  # noqa: PLC0415
     from flashgemm.spaces import cuda_split_n  # noqa: PLC0415
-    # long rows: the split-N form (not for the recompute forms, whose template takes a chunk only for the two-sweep
+    # long rows: the split-N form (not for the recompute forms, whose kernel takes a chunk only for the two-sweep
     # form's chunk statistics: recompute_chunk)
     chunk = recompute_chunk if recompute else split_chunk or cuda_split_n.chunk_for(ARCH, shape.m, shape.n, shape.k)
     func = tuning_func(variant, shape, scale, chunk=chunk, pad=pad, recompute=recompute,
@@ -270,7 +270,7 @@ def test_space_rejects_ragged_long_rows():
 
 
 # ----------------------------------------------------------------------------- default (untuned) schedules
-DEFAULT_CASES = {  # (b, h, m, n, k), features: what build.py --workload / --from-model ships for untuned shapes
+DEFAULT_CASES = {  # (b, h, m, n, k), features: what flashgemm-build --workload / --from-model ships for untuned shapes
     "vit-site-bias": ((4, 12, 197, 197, 64), dict(bias=True)),
     "bert-boolmask": ((2, 16, 512, 512, 64), dict(mask="bool")),
     "whisper-rows": ((1, 4, 1500, 1500, 64), dict()),
@@ -289,8 +289,8 @@ DEFAULT_CASES = {  # (b, h, m, n, k), features: what build.py --workload / --fro
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(DEFAULT_CASES))
 def test_default_schedule(dtype, case):
-    """The default schedule of a shape (flashgemm.bundle.best.default_kernel, as build.py ships it) at its own batch and,
-    batch dims being symbolic, at another one."""
+    """The default schedule of a shape (flashgemm.bundle.best.default_kernel, as flashgemm-build ships it) at its own
+    batch and, batch dims being symbolic, at another one."""
     from flashgemm.spaces import cuda_space  # noqa: PLC0415
     from flashgemm.bundle import best  # noqa: PLC0415
     (b, h, m, n, k), feat = DEFAULT_CASES[case]

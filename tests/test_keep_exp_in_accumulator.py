@@ -1,7 +1,7 @@
-"""One exp an element (flashgemm/codegen/tir/keep_exp_in_accumulator): the row sum stores exp(logit - max) into the accumulator and
-the normalize step reads it back. CPU only: the rewrite on small device-like functions (applied, and compiled for
-llvm with the same outputs as without it), the shapes it must refuse, and the tuned kernels it applies to as the
-export compiles them. The GPU numerics are the register-sketch GPU tests'; the timing is
+"""One exp an element (flashgemm/codegen/tir/keep_exp_in_accumulator): the row sum stores exp(logit - max) into the
+accumulator and the normalize step reads it back. CPU only: the rewrite on small device-like functions (applied, and
+compiled for llvm with the same outputs as without it), the shapes it must refuse, and the tuned kernels it applies to
+as the export compiles them. The GPU numerics are the register-sketch GPU tests'; the timing is
 benchmarks/shipped_forms_ab.py --exp-twice's."""
 import numpy as np
 import pytest
@@ -114,7 +114,7 @@ def test_the_register_sketch_kernels_get_one_exp_an_element_and_the_others_stay(
     # W1's best record (register sketch, the row-tile loop pipelined: a sum pass and a normalize step in the loop
     # and again in its epilogue): 2 exps of the sum passes; 6 with the normalize steps' float2 pairs
     on, off = _source("bert-large.f16", monkeypatch, False), _source("bert-large.f16", monkeypatch, True)
-    assert (on.count("exp2f("), off.count("exp2f(")) == (2, 6)  # (exp2: flashgemm.codegen.tir.rewrite_softmax_arithmetic)
+    assert (on.count("exp2f("), off.count("exp2f(")) == (2, 6)  # (exp2: rewrite_softmax_arithmetic)
     assert on.count("S_warp_ptr[") > off.count("S_warp_ptr[")  # the stores of E
     # the shared-S form (W2) keeps S in shared memory: nothing to rewrite
     assert _source("vit-b16.f16", monkeypatch, False) == _source("vit-b16.f16", monkeypatch, True)

@@ -1,6 +1,6 @@
-"""flashgemm.codegen.tir.keep_rows_in_registers (the one-pass form's row sweeps read S from shared memory once, exp computed once):
-hand-built device code, rewritten and left alone; the committed W2 kernels' CUDA source; on the GPU, the W2 kernels
-with and without the rewrite against each other and FP64."""
+"""flashgemm.codegen.tir.keep_rows_in_registers (the one-pass form's row sweeps read S from shared memory once, exp
+computed once): hand-built device code, rewritten and left alone; the committed W2 kernels' CUDA source; on the GPU, the
+W2 kernels with and without the rewrite against each other and FP64."""
 import re
 
 import numpy as np
@@ -206,10 +206,10 @@ def test_w2_kernels_with_and_without_the_rewrite(monkeypatch):
     """The committed W2 fp16 record as tuned, compiled with the pass and without it, on the same inputs: both within
     tolerance of FP64, and within one fp16 rounding step of each other (not bit for bit: without the pass nvcc compiles
     the P sweep's exp2 argument on its own and may contract it differently than the sum's, an fp32 ulp that can move
-    P's rounding; the first GPU run, 2026-11-28, saw such differences); and the shipped twins of both dtypes against
+    P's rounding, and on the GPU it does); and the shipped twins of both dtypes against
     FP64."""
     import tests.test_gpu_kernels as g
-    from tests.test_async_copies import REPO, _best, _run_tuning_form, _twin
+    from tests.test_make_copies_async import REPO, _best, _run_tuning_form, _twin
     if g.ARCH is None:
         pytest.skip("no CUDA GPU visible to TVM")
     wl, rec, mod = _best(REPO / "flashgemm" / "databases" / "sm_90" / "vit-b16.f16")

@@ -1,5 +1,6 @@
-"""flashgemm.codegen.tir.keep_warp_statistics_in_registers: a warp allreduce's row statistics kept in registers (CUDA source of committed records and
-of a small hand-scheduled kernel; W2's numerics and racecheck on the GPU: results/h100)."""
+"""flashgemm.codegen.tir.keep_warp_statistics_in_registers: a warp allreduce's row statistics kept in registers (CUDA
+source of committed records and of a small hand-scheduled kernel; W2's numerics and racecheck on the GPU:
+results/h100)."""
 import re
 
 import numpy as np
@@ -40,7 +41,8 @@ def test_the_w2_kernel_keeps_its_statistics_in_registers(monkeypatch):
     lane0_store = re.compile(r"\(\(int\)threadIdx\.x\) == 0\)\) \{\s*"
                              r"\(\(float\*\)buf_dyn_shmem_ptr\)\[[^\]]*\] = red_buf")
     assert len(lane0_store.findall(shared)) == 2 and not lane0_store.findall(regs)
-    # the normalize loop divides by the row sum's register (its reciprocal: rewrite_softmax_arithmetic) and subtracts the max's
+    # the normalize loop divides by the row sum's register (its reciprocal: rewrite_softmax_arithmetic) and subtracts
+    # the max's
     p_loop = regs[regs.rindex("for (int"):]
     assert "red_buf0_ptr[0]" in p_loop and "red_buf0_rcp" in p_loop and "buf_dyn_shmem_ptr)[((int)threadIdx.y)]" \
         not in p_loop

@@ -1,6 +1,7 @@
-"""flashgemm.codegen.tir.make_copies_async (vector global->shared copies made cp.async) and cuda_registers.vectorized_b_fetch (old
-register-sketch records re-expressed with their resident B copy vectorized): lowered TIR, the CUDA source of the
-W1 records as tuned and as shipped; on the GPU, the re-expressed W1 kernels against the committed ones and FP64."""
+"""flashgemm.codegen.tir.make_copies_async (vector global->shared copies made cp.async) and
+cuda_registers.vectorized_b_fetch (old register-sketch records re-expressed with their resident B copy vectorized):
+lowered TIR, the CUDA source of the W1 records as tuned and as shipped; on the GPU, the re-expressed W1 kernels against
+the committed ones and FP64."""
 import re
 
 import numpy as np
@@ -104,8 +105,8 @@ def test_the_switch_turns_it_off(monkeypatch):
     assert not pass_runs(make_copies_async.PASS)
 
 
-# ---- the W1 records: tuned with a scalar B copy (session 38's database, tests/data/w1-scalar-b), re-expressed with a
-# vectorized one; the committed databases' best records are those re-expressions (measured on the GPU, 2026-11-28)
+# ---- the W1 records: tuned with a scalar B copy (the database in tests/data/w1-scalar-b), re-expressed with a
+# vectorized one; the committed databases' best records are those re-expressions (measured on the GPU)
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 SCALAR_B_DB = REPO / "tests" / "data" / "w1-scalar-b" / "sm_90" / "bert-large.f16"
@@ -230,9 +231,9 @@ def test_w1_kernels_with_and_without_the_rewrite(monkeypatch):
 
 
 def test_migrating_w1_records_measures_each_once_with_b_vectorized(tmp_path, stand_in_measurement):
-    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate) on session 38's W1 database: its best N records (register
-    sketches, B copied a scalar at a time) re-expressed with the copy 8 wide, each measured (a stand-in runner here)
-    and committed to the work database, once a work directory."""
+    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate) on the W1 database of tests/data/w1-scalar-b: its best N
+    records (register sketches, B copied a scalar at a time) re-expressed with the copy 8 wide, each measured (a
+    stand-in runner here) and committed to the work database, once a work directory."""
     from flashgemm.op.workloads import parse
     from flashgemm.tune import database as dbm
     from flashgemm.tune import tuner

@@ -1,6 +1,6 @@
-"""flashgemm.codegen.tir.move_statistics_to_static_shared: the row statistics in static shared memory, so that TVM keeps only the barriers their
-dependences need (CUDA source of committed records; the numerics and racecheck are the GPU tests' and the
-sanitizer's job: results/h100)."""
+"""flashgemm.codegen.tir.move_statistics_to_static_shared: the row statistics in static shared memory, so that TVM keeps
+only the barriers their dependences need (CUDA source of committed records; the numerics and racecheck are the GPU
+tests' and the sanitizer's job: results/h100)."""
 import re
 
 import pytest

@@ -194,7 +194,8 @@ def test_tiny_llvm_tuning_resumes_and_loads(tuned):
     # the budget is met: a third call measures nothing
     again = md.tune_unfused(wl, "llvm", 4, wl_dir, log=logs.append, workers=2, strategy=_small_search())
     assert again["trials"] == 4 and len(again["runs"]) == 2
-    # load: one compiled function per task; found from the workload dir, the ms_default root or a flashgemm/databases root
+    # load: one compiled function per task; found from the workload dir, the ms_default root or a flashgemm/databases
+    # root
     assert len(md.load_unfused(wl, "llvm", wl_dir)) == 2
     assert md.find_dir(wl, "llvm", root) == wl_dir
     tdb = root.parent / (root.name + "-tuning_db")

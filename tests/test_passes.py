@@ -1,4 +1,5 @@
-"""The compile pipeline's table of passes (flashgemm/codegen/cuda_build.PASSES) and its one switch, FLASHGEMM_DISABLE_PASSES."""
+"""The compile pipeline's table of passes (flashgemm/codegen/cuda_build.PASSES) and its one switch,
+FLASHGEMM_DISABLE_PASSES."""
 from __future__ import annotations
 
 import re

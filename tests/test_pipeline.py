@@ -1,5 +1,6 @@
 """The whole chain on the CPU: Meta-Schedule tuning -> a database -> flashgemm-build -> bundle (kernels .so + manifest)
--> ORT session with the installed op library that dispatches the tuned kernel for the tuned shape and a generic one otherwise."""
+-> ORT session with the installed op library that dispatches the tuned kernel for the tuned shape and a generic one
+otherwise."""
 import json
 import shutil
 import subprocess
@@ -98,7 +99,7 @@ def test_build_refuses_a_database_of_another_target(tmp_path):
 
 def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
     """flashgemm/databases/sm_90 (tuned on the H100) must load without a GPU and replay onto the runtime form that
-    build.py exports (a CUDA database needs the tensor intrinsics registered first)."""
+    flashgemm-build exports (a CUDA database needs the tensor intrinsics registered first)."""
     from flashgemm.bundle import best  # noqa: PLC0415
 
     from flashgemm.codegen import cuda_build  # noqa: PLC0415
@@ -122,10 +123,11 @@ def test_committed_gpu_databases_load_and_replay_on_the_shipped_kernels():
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89"])
 def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
-    """No A100/RTX 4090 databases: build.py --target sm_80|sm_89 takes the sm_90 records that the arch's
-    verifier accepts (sm_89 has 99 KB of shared memory a block, sm_80 163, the H100 227; no wgmma), builds them for that arch and marks them transferred (untuned there) in the manifest. Four of the committed
-    databases (a register, a one-pass, a recompute and a wgmma split-N record: every kind the transfer meets;
-    all 21 took 5 min an arch to compile on the 2-core box)."""
+    """No A100/RTX 4090 databases: flashgemm-build --target sm_80|sm_89 takes the sm_90 records that the arch's
+    verifier accepts (sm_89 has 99 KB of shared memory a block, sm_80 163, the H100 227; no wgmma), builds them for that
+    arch and marks them transferred (untuned there) in the manifest. Four of the committed databases (a register, a
+    one-pass, a recompute and a wgmma split-N record: every kind the transfer meets; all 21 take minutes an arch to
+    compile)."""
     untuned = "a=2x4x100x72,b=2x4x72x300,mask=2x1x100x300:bool,name=odd"
     db = tmp_path / "db"
     for name in ("bert-large.f16", "vit-b16.f16", "whisper-enc.f16", "lm-head.bf16"):
@@ -172,9 +174,9 @@ def test_build_for_an_untuned_arch_transfers_the_sm90_records(arch, tmp_path):
 
 @pytest.mark.slow
 def test_build_leaves_out_a_tuned_kernel_that_does_not_compile_in_time(tmp_path):
-    """A real demo record (8-trial llvm tuning, 2026-11-26) that built in the tuner but whose bundle kernel (free
-    strides, 512-step explicit unroll) kept LLVM busy for more than 200 s: build.py must give up on it at
-    --compile-limit, say so, and ship a bundle whose generic kernel serves the shape, right."""
+    """A real demo record (an 8-trial llvm tuning, tests/data/llvm-slow-export) that built in the tuner but whose bundle
+    kernel (free strides, 512-step explicit unroll) kept LLVM busy for more than 200 s: flashgemm-build must give up on
+    it at --compile-limit, say so, and ship a bundle whose generic kernel serves the shape, right."""
     db = REPO / "tests" / "data" / "llvm-slow-export"
     bundle = tmp_path / "b"
     out = subprocess.run(BUILD + ["--target", "llvm", "--db", str(db), "--out", str(bundle), "--compile-limit", "10"],

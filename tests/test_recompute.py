@@ -1,8 +1,8 @@
 """The recompute sketches (flashgemm/spaces/cuda_recompute.py): S recomputed over column chunks in three sweeps.
 
-CPU (compile-only, no GPU): where the form applies, that tune() offers it by default on long rows only, and for sm_80 / sm_89 /
-sm_90 that sampled candidates are valid at a stated rate, build with nvcc with the accumulators in registers and the
-B chunks fetched by cp.async, and replay on the shipped runtime form.
+CPU (compile-only, no GPU): where the form applies, that tune() offers it by default on long rows only, and for sm_80 /
+sm_89 / sm_90 that sampled candidates are valid at a stated rate, build with nvcc with the accumulators in registers and
+the B chunks fetched by cp.async, and replay on the shipped runtime form.
 GPU (marked gpu): numerics of sampled candidates against the FP64 reference, aligned and padded shapes, causal,
 B [K, N], and rows longer than any row-resident sketch takes.
 """
@@ -18,7 +18,7 @@ from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 SEEDS = 10
-VALID_FLOOR = 0.3  # measured 2026-11-24 (CPU, compile-only): 4/10 .. 10/10; invalid: more than 1024 threads a block
+VALID_FLOOR = 0.3  # measured (CPU, compile-only): 4/10 .. 10/10; invalid: more than 1024 threads a block
 CODEGEN = [("sm_90", "float16", "a=1x2x1500x64,b=1x2x1500x64,transB=1"),        # W3's rows, padded
            ("sm_80", "bfloat16", "a=2x3x197x64,b=2x3x197x64,transB=1,causal=1"),
            ("sm_89", "float16", "a=2x2x100x40,b=2x2x40x1000")]                  # K padded, B [K, N]
@@ -223,10 +223,10 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
 
 
 def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, stand_in_measurement):
-    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate): the best resident W3 records of session 22 (one warp column,
-    tuned before warp columns were sampled; tests/data holds those two with their provenance) re-expressed at every
-    warp tiling of their blocks, each measured (here by a stand-in runner) and committed to the work database,
-    once."""
+    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate): the best resident W3 records of
+    tests/data/w3-resident-one-column (one warp column, tuned before warp columns were sampled; the two with their
+    provenance) re-expressed at every warp tiling of their blocks, each measured (here by a stand-in runner) and
+    committed to the work database, once."""
     from flashgemm import targets
     from flashgemm.op.workloads import parse
     from flashgemm.tune import database as dbm
@@ -261,7 +261,7 @@ def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, sta
     assert last["strategy"] == "migrated" and last["trials"] == last["valid"] == n
 
 
-CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded template takes none)
+CASES = {  # (b, h, m, n, k), features (no bias or mask: the padded form takes none)
     "w3-rows1500": ((1, 2, 1500, 1500, 64), dict()),
     "w1-aligned": ((2, 4, 512, 512, 64), dict()),
     "w2-197": ((2, 3, 197, 197, 64), dict()),

@@ -1,6 +1,6 @@
-"""flashgemm.codegen.tir.reduce_statistics_in_quads: the register sketches' partial statistics reduced over a quad by shuffles and combined by
-each reader (CUDA source and lowered device code of committed records; the numerics on the GPU, below and in
-test_register_sketches, which compile every sampled register sketch with the pass)."""
+"""flashgemm.codegen.tir.reduce_statistics_in_quads: the register sketches' partial statistics reduced over a quad by
+shuffles and combined by each reader (CUDA source and lowered device code of committed records; the numerics on the GPU,
+below and in test_register_sketches, which compile every sampled register sketch with the pass)."""
 import dataclasses
 import re
 
@@ -24,7 +24,8 @@ def _kernel(src: str) -> str:
 
 def _source(db: str, monkeypatch, combined: bool) -> str:
     from tests.compile_worker import best_record_source_switched
-    # this pass's barriers as it leaves them: exchange_statistics_once, later in the source hook, drops one more a row tile
+    # this pass's barriers as it leaves them: exchange_statistics_once, later in the source hook, drops one more a row
+    # tile
     disable_pass(monkeypatch, "exchange_statistics_once")
     return best_record_source_switched(db, monkeypatch, reduce_statistics_in_quads.PASS, off=combined)
 

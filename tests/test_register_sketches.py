@@ -19,11 +19,11 @@ VALID_FLOOR = 0.5  # measured: 9/12 .. 12/12 (invalid: more than 1024 threads a 
 CODEGEN = [("sm_80", "float16", "a=2x3x128x64,b=2x3x256x64,transB=1,scale=0.125"),
            ("sm_89", "bfloat16", "a=2x3x64x40,b=2x3x40x128"),  # K padded, B [K, N]
            ("sm_90", "float16", "a=2x3x128x64,b=2x3x512x64,transB=1,causal=1")]
-# the template's padded form (cuda_registers.padded_sizes): W3's rows (wide: one warp row), W2's, odd K and causal
+# the kernel's padded form (cuda_registers.padded_sizes): W3's rows (wide: one warp row), W2's, odd K and causal
 PADDED_CODEGEN = [("sm_90", "float16", "a=1x2x1500x64,b=1x2x1500x64,transB=1"),
                   ("sm_80", "bfloat16", "a=2x3x197x64,b=2x3x197x64,transB=1"),
                   ("sm_89", "float16", "a=2x2x100x40,b=2x2x40x200,causal=1")]
-PADDED_VALID_FLOOR = 0.25  # measured 2026-11-24 (CPU, compile-only); wide rows: most B-streamed stages overflow
+PADDED_VALID_FLOOR = 0.25  # measured (CPU, compile-only); wide rows: most B-streamed stages overflow
 
 WORKER = textwrap.dedent(r'''
     import json, os, sys
@@ -155,8 +155,9 @@ def test_register_sketches_build_with_accumulators_in_registers(codegen, padded_
         for needle in (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32", "ldmatrix.sync.aligned", "cp.async"):
             assert needle in src
         # S is a per-thread register array (the warp's fragments: 8 floats each) that the softmax reads directly (no
-        # fp32 S tile in shared memory), and no shuffles of S (only P's whole-sector stores, flashgemm/codegen/cuda_src/store_whole_sectors,
-        # and the partial statistics' quad reductions): every element of S is read by the lane that holds it
+        # fp32 S tile in shared memory), and no shuffles of S (only P's whole-sector stores,
+        # flashgemm/codegen/cuda_src/store_whole_sectors, and the partial statistics' quad reductions): every element of
+        # S is read by the lane that holds it
         (acc,) = re.findall(r"alignas\(64\) float S\w*_warp_ptr\[(\d+)\];", src)
         assert int(acc) % 8 == 0 and int(acc) <= 128, acc
         assert re.search(r"=[^;\n]*\bS\w*_warp_ptr\[", src)  # the softmax reads the accumulators themselves
@@ -200,7 +201,7 @@ def test_register_sketch_numerics(dtype, case, forms):
             assert np.all(p[..., : m - n, :] == 0)  # fully masked rows are exact zeros
 
 
-PADDED_CASES = {  # shapes the register sketches take in the template's padded form (cuda_registers.padded_sizes)
+PADDED_CASES = {  # shapes the register sketches take in the kernel's padded form (cuda_registers.padded_sizes)
     "w3-rows1500": ((1, 2, 1500, 1500, 64), dict()),
     "w2-197": ((2, 3, 197, 197, 64), dict()),
     "causal-m-lt-n-k40": ((2, 2, 100, 200, 40), dict(causal=True)),
@@ -277,5 +278,5 @@ def test_database_keeps_and_replays_records_of_every_form(tmp_path):
         assert tk.run_secs == 1e-5
         assert tk.form == modules[fast][0].name  # replayed on the form it was tuned in
         guarded = re.search(r"if v\w+ < 100 and v\w+ < 200:", tk.schedule.mod.script())
-        assert bool(guarded) == (fast > 0)  # the padded forms' guarded P store (flashgemm.kernel.fused_gemm_softmax._padded)
+        assert bool(guarded) == (fast > 0)  # the padded forms' guarded P store (fused_gemm_softmax._padded)
         assert ('"S_sum' in tk.schedule.mod.script()) == (fast == 2)  # the recompute form's second GEMM

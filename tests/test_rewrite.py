@@ -48,7 +48,8 @@ P_ATOL = 2e-3
 
 @pytest.fixture(scope="module")
 def so(tmp_path_factory):
-    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1: ~6 s), the op library registered."""
+    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1: ~6 s), the op library
+    registered."""
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
     d = tmp_path_factory.mktemp("bundle_rewrite")
     variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)]
@@ -135,7 +136,7 @@ def test_tiny_rewritten_matches_original(so, name, tmp_path):
 @pytest.mark.parametrize("key", DYN)
 def test_tiny_dynamic_model_files(key):
     path = DYN[key]
-    assert path.is_file(), f"{path} missing: see this module's docstring for the getmodel.py command"
+    assert path.is_file(), f"{path} missing: see this module's docstring for the flashgemm-getmodel command"
     assert path.stat().st_size < 400_000
     m = onnx.load(str(path))
     meta = {p.key: p.value for p in m.metadata_props}
@@ -512,7 +513,8 @@ def test_min_broadcast_rule():
 
 
 def test_model_workloads_of_the_tiny_models(tmp_path):
-    """tune.py --from-model: one workload per distinct site shape, parseable, with the rewrite's scale and bias."""
+    """flashgemm-tune --from-model: one workload per distinct site shape, parseable, with the rewrite's scale and
+    bias."""
     from flashgemm.ort.rewrite import model_workloads  # noqa: PLC0415
     from flashgemm.op.workloads import parse  # noqa: PLC0415
     specs = model_workloads(DATA / "bert-large-tiny.f16.onnx")
@@ -528,8 +530,8 @@ def test_model_workloads_of_the_tiny_models(tmp_path):
 
 
 def test_workloads_of_models_for_tune_and_build(tmp_path):
-    """--from-model of tune.py and build.py: every model's specs, logged; a missing file or a model without a
-    fusable site is an error that says so."""
+    """--from-model of flashgemm-tune and flashgemm-build: every model's specs, logged; a missing file or a model
+    without a fusable site is an error that says so."""
     from flashgemm.ort.rewrite import workloads_of_models  # noqa: PLC0415
     lines = []
     models = [DATA / "bert-large-tiny.f16.onnx", DATA / "whisper-enc-tiny.f16.onnx"]

@@ -1,7 +1,7 @@
-"""exp as exp2 of one FFMA and one reciprocal a row (flashgemm/codegen/tir/rewrite_softmax_arithmetic). CPU only: the rewrites on small
-device-like functions, compiled for llvm with and without them (same values, masked and fully masked rows included),
-the divisions they must leave in place, and the tuned kernels as the export compiles them. The GPU numerics are the
-kernel tests'; the timing is benchmarks/shipped_forms_ab.py --plain-arith's."""
+"""exp as exp2 of one FFMA and one reciprocal a row (flashgemm/codegen/tir/rewrite_softmax_arithmetic). CPU only: the
+rewrites on small device-like functions, compiled for llvm with and without them (same values, masked and fully masked
+rows included), the divisions they must leave in place, and the tuned kernels as the export compiles them. The GPU
+numerics are the kernel tests'; the timing is benchmarks/shipped_forms_ab.py --plain-arith's."""
 import re
 
 import numpy as np
@@ -27,7 +27,7 @@ def softmax_rows(case: str = "ok"):
         m = T.alloc_local((1,))
         s = T.alloc_local((1,))
         for r in range(ROWS):
-            m[0] = T.float32(LOWEST)  # the template's identity: a fully masked row keeps it
+            m[0] = T.float32(LOWEST)  # the kernel's identity: a fully masked row keeps it
             for j in range(COLS):
                 m[0] = T.max(m[0], X[r * COLS + j] * T.float32(0.5))
             s[0] = T.float32(0.0)
@@ -123,8 +123,8 @@ def test_the_w1_kernel_as_exported(monkeypatch):
     assert "expf(" not in src and src.count("exp2f(") == 2
     assert len(re.findall(r"_rcp(?:_\d+)? = \(0x1p\+0f/\*1\.000000e\+00\*/ / ", src)) == 2
     assert src.count("fg_pair[2]") == 2
-    # as exported, flashgemm.codegen.cuda_src.exchange_statistics_once weighs the 4 warps' sums (4 exps a row tile) and folds its factor into the
-    # row's one division (an exp and a division instead of the reciprocal)
+    # as exported, flashgemm.codegen.cuda_src.exchange_statistics_once weighs the 4 warps' sums (4 exps a row tile) and
+    # folds its factor into the row's one division (an exp and a division instead of the reciprocal)
     src = best_record_source_switched("bert-large.f16", monkeypatch, "exchange_statistics_once", off=False)
     assert "expf(" not in src and src.count("exp2f(") == 2 + 2 * (4 + 1)
     assert len(re.findall(r"_rcp(?:_\d+)? = exp2f\([^\n]*\) / row_sum_shared_dyn_local_ptr(?:_\d+)?\[0\];", src)) == 2

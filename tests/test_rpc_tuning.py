@@ -1,4 +1,4 @@
-"""Tuning through TVM's RPC tracker (tune.py --runner rpc), with CPU (llvm) servers on loopback.
+"""Tuning through TVM's RPC tracker (flashgemm-tune --runner rpc), with CPU (llvm) servers on loopback.
 
 The fault tests kill servers mid-run: tuning must go on with the rest, lose only the candidates in flight,
 and stop with a clear error, its measurements kept, when no server is left.
@@ -338,7 +338,8 @@ def test_tuning_stops_cleanly_when_every_server_is_gone_and_resumes(cluster, tmp
 
 
 def test_rpc_cluster_run_tunes_several_workloads_at_once(tmp_path):
-    """rpc_cluster.py run -- tune.py --runner rpc --jobs 2: two workloads share two servers; all stopped after."""
+    """flashgemm-rpc-cluster run -- flashgemm-tune --runner rpc --jobs 2: two workloads share two servers; all stopped
+    after."""
     out = subprocess.run([*CLUSTER, "run", "--gpus", "none", "--cpu-servers", "2", "--port", str(_free_port()),
                           "--server-ports", "%d-%d" % _free_port_range(), "--log-dir", str(tmp_path / "logs"), "--",
                           *TUNE[1:], "--target", "llvm", "--workload", "demo", "--workload", "a=2x64x32,b=2x32x64",

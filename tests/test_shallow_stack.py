@@ -1,5 +1,5 @@
-"""flashgemm/tvm_ext/shallow_stack.py: TVM's and our tensor intrinsics parsed with the shallow stack are the ones parsed with
-Python's own inspect.stack(). (How much faster is printed, not asserted: timings are not tests.)"""
+"""flashgemm/tvm_ext/shallow_stack.py: TVM's and our tensor intrinsics parsed with the shallow stack are the ones parsed
+with Python's own inspect.stack(). (How much faster is printed, not asserted: timings are not tests.)"""
 import json
 import subprocess
 import sys
@@ -61,14 +61,14 @@ def _imports_of_tvm_intrinsics(path: Path) -> list:
 
 def test_only_schedules_tensor_intrin_imports_tvm_intrinsics():
     """Whichever module imports TVM's intrinsic modules first pays for parsing all 546: cuda_space importing
-    tvm.s_tir.tensor_intrin.cuda ahead of flashgemm.tvm_ext.tensor_intrin cost tune.py ~50 s of start-up on the H100
-    (2026-11-24). So the package's modules reach them through flashgemm.tvm_ext.tensor_intrin only."""
+    tvm.s_tir.tensor_intrin.cuda ahead of flashgemm.tvm_ext.tensor_intrin costs flashgemm-tune most of its start-up.
+    So the package's modules reach them through flashgemm.tvm_ext.tensor_intrin only."""
     files = [p for p in sorted((REPO / "flashgemm").rglob("*.py")) if p.name != "tensor_intrin.py"]
     assert len(files) > 20
     assert [hit for p in files for hit in _imports_of_tvm_intrinsics(p)] == []
 
 
-# Counts Python's own (deep) inspect.stack() walks while tune.py's CUDA modules are imported.
+# Counts Python's own (deep) inspect.stack() walks while flashgemm-tune's CUDA modules are imported.
 _COUNT = r"""
 import inspect, sys
 sys.path.insert(0, sys.argv[1])

@@ -1,5 +1,5 @@
 """The long-row (split-N) form, without a GPU: when it is chosen, and that its two-pass math (chunk max/sum,
-combine, in-place rescale of P) is the operator: the unscheduled template compiled for llvm against the
+combine, in-place rescale of P) is the operator: the unscheduled kernel compiled for llvm against the
 FP64 reference, masks, causal rows and fully masked rows included. The CUDA schedule of the form is checked
 in test_cuda_codegen (codegen) and test_gpu_kernels (numerics on the GPU)."""
 from __future__ import annotations

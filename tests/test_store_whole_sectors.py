@@ -1,8 +1,8 @@
-"""Whole-sector P stores (flashgemm/codegen/cuda_src/store_whole_sectors): the register sketches' P loop, with the exp kept in the
-accumulator, stores through a quad shuffle and one 8-byte streaming store a lane. CPU: the rewrite on a P loop of the
-W1 kernel's shape, the loops and addresses it must leave alone, P's offset factor it relies on, the store nvcc makes
-of it, and the tuned W1 kernels in every shipped form. GPU: W1's shipped twin gives the same P with and without the
-streaming hint (the other GPU numerics are check_bundle's and the register-sketch GPU tests'; the timing is
+"""Whole-sector P stores (flashgemm/codegen/cuda_src/store_whole_sectors): the register sketches' P loop, with the exp
+kept in the accumulator, stores through a quad shuffle and one 8-byte streaming store a lane. CPU: the rewrite on a P
+loop of the W1 kernel's shape, the loops and addresses it must leave alone, P's offset factor it relies on, the store
+nvcc makes of it, and the tuned W1 kernels in every shipped form. GPU: W1's shipped twin gives the same P with and
+without the streaming hint (the other GPU numerics are check_bundle's and the register-sketch GPU tests'; the timing is
 benchmarks/shipped_forms_ab.py --half-sectors's and --cached-stores's)."""
 import re
 from pathlib import Path

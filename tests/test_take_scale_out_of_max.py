@@ -1,5 +1,6 @@
-"""A constant positive scale out of the row max (flashgemm/codegen/tir/take_scale_out_of_max), and the twins specialized on their workload's
-scale that give the CUDA kernels such a constant (flashgemm.bundle.best.with_scale, the bundle's "scale" entries).
+"""A constant positive scale out of the row max (flashgemm/codegen/tir/take_scale_out_of_max), and the twins specialized
+on their workload's scale that give the CUDA kernels such a constant (flashgemm.bundle.best.with_scale, the bundle's
+"scale" entries).
 
 CPU: the rewrite on a max loop (exact against the loop as written, on llvm, including the no-element case and
 products that overflow), the loops it must leave alone, and the committed W1 / W2 kernels: tuning form and
@@ -23,7 +24,7 @@ LOWEST = -3.4028234663852886e38
 
 
 def _max_loop(c: float, reads_elsewhere: bool = False, scale_arg: bool = False):
-    """out[0] = max over i < n of S[i] * c, from float32's lowest, written as the template's lowering writes it."""
+    """out[0] = max over i < n of S[i] * c, from float32's lowest, written as the kernel's lowering writes it."""
     k = T.float32(c)
 
     @T.prim_func

@@ -554,7 +554,7 @@ def test_the_compiler_that_timed_the_kept_records_is_named_and_checked(tmp_path,
             "flashgemm/codegen/cuda_src/store_whole_sectors.py", "flashgemm/codegen/tir/rewrite_softmax_arithmetic.py",
             "flashgemm/codegen/tir/move_statistics_to_static_shared.py",
             "flashgemm/codegen/tir/keep_warp_statistics_in_registers.py", "flashgemm/tvm_ext/tensor_intrin.py",
-            "flashgemm/codegen/device_pass.py", "flashgemm/targets.py"} <= set(sources)  # (device_pass: a pass's import)
+            "flashgemm/codegen/device_pass.py", "flashgemm/targets.py"} <= set(sources)  # (a pass imports device_pass)
     assert not any(rel.startswith(("flashgemm/kernel/", "flashgemm/op/", "flashgemm/spaces/")) for rel in sources)
     fake = tmp_path / "repo"
     for rel in sources:
@@ -611,14 +611,14 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     assert sorted(b for b, _ in entry["us_before_after"]) == [1e6 * (1.0 + i) for i in range(len(lines))]
     assert json.loads((wl_dir / "provenance.json").read_text())["remeasured"] == prov["remeasured"]
     assert any("timing its" in line for line in said)
-    # tune.py --remeasure then goes on with the search toward --trials
+    # flashgemm-tune --remeasure then goes on with the search toward --trials
     out = subprocess.run(TUNE + ["--target", "llvm", "--workload", SPEC, "--trials", "3", "--db", str(tmp_path),
                                  "--remeasure", "--workers", "2"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "[remeasure]" in out.stdout
     assert len(json.loads((wl_dir / "provenance.json").read_text())["remeasured"]) == 2
     assert json.loads((wl_dir / "provenance.json").read_text())["compiler"] == tuner.compiler_id("llvm")
-    # kept records that another compiler timed: tune.py re-times them first by itself, or warns with --keep-times
+    # kept records that another compiler timed: flashgemm-tune re-times them first by itself, or warns with --keep-times
     if (wl_dir / "work").exists():  # (remeasure refuses a work directory holding measurements)
         shutil.move(wl_dir / "work", wl_dir / "work.second")
     prov_path = wl_dir / "provenance.json"

@@ -1,5 +1,6 @@
-"""Twin verdicts (flashgemm/bundle/twins.py, flashgemm-twin-verdicts): a GPU benchmark that timed a workload's fixed-batch
-twin and its plain any-batch kernel decides whether build.py ships the twin. CPU only: the benchmark is given."""
+"""Twin verdicts (flashgemm/bundle/twins.py, flashgemm-twin-verdicts): a GPU benchmark that timed a workload's
+fixed-batch twin and its plain any-batch kernel decides whether flashgemm-build ships the twin. CPU only: the benchmark
+is given."""
 import json
 import shutil
 import subprocess
@@ -74,8 +75,8 @@ def test_twin_verdicts_refuses_what_is_not_a_whole_benchmark(db, tmp_path):
     cut.write_text(json.dumps({**_result(_row(WORKLOAD, 10.0, 9.0)), "partial": True}))
     junk = tmp_path / "junk.json"
     junk.write_text("[1, 2]")
-    for path, why in ((cut, "a partial bench result"), (junk, "not a bench.py result"),
-                      (tmp_path / "missing.json", "not a readable bench.py result")):
+    for path, why in ((cut, "a partial bench result"), (junk, "not a benchmarks.bench result"),
+                      (tmp_path / "missing.json", "not a readable benchmarks.bench result")):
         out = subprocess.run([sys.executable, "-m", "flashgemm.cli.twin_verdicts", str(path), "--db", str(db)],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and why in out.stderr, out.stderr

@@ -1,5 +1,5 @@
-"""Hopper wgmma (flashgemm/spaces/cuda_wgmma.py): the plain GEMM path (python -m benchmarks.bench_gemm --mma wgmma) and pass 1 of
-the fused op's split-N form (the LM head), which the sm_90 space offers beside its mma.sync sketches.
+"""Hopper wgmma (flashgemm/spaces/cuda_wgmma.py): the plain GEMM path (python -m benchmarks.bench_gemm --mma wgmma) and
+pass 1 of the fused op's split-N form (the LM head), which the sm_90 space offers beside its mma.sync sketches.
 
 CPU (compile-only, stub driver): every GEMM sketch builds for sm_90a, fp16 and bf16, with wgmma.mma_async from
 shared-memory descriptors, the proxy fence, cp.async copies; B as [K, N] (MN-major, the transposed-B flag) builds

@@ -1,6 +1,6 @@
 """Any-length kernels: one kernel of a (variant, K) serves every call with M <= Mb and N <= Nb, any batch.
 
-A model exported with dynamic batch or sequence axes meets lengths nobody built a kernel for. The template's
+A model exported with dynamic batch or sequence axes meets lengths nobody built a kernel for. The kernel's
 any-length form (flashgemm.kernel.fused_gemm_softmax._any_length) iterates over a static bound (Mb, Nb) and guards the
 real M, N, so the one-pass tensor-core space schedules it as it schedules a static shape; rows and columns past
 the real lengths cost their GEMM tile and nothing else (no P store, -inf logits). A bundle holds a ladder of
@@ -9,10 +9,10 @@ bound that holds it (flashgemm/ort/csrc/bundle.cc), so at most ~1.5x of the rows
 
 Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND; ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND with a bias or mask) are
 the recompute form over the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row; its sweeps
-stop at N's last chunk (flashgemm/codegen/tir/skip_chunks_past_n). From tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND (the masked bound
-with a bias or mask) kernels have a twin in the recompute form (best.any_length_twin) for the calls with N a multiple
-of 4 (and B0 = 1 without bias or mask: constant batch index math): P in vector stores, where a plain any-length
-kernel stores P element by element (a row of P starts at a multiple of the runtime N).
+stop at N's last chunk (flashgemm/codegen/tir/skip_chunks_past_n). From tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND (the
+masked bound with a bias or mask) kernels have a twin in the recompute form (best.any_length_twin) for the calls with N
+a multiple of 4 (and B0 = 1 without bias or mask: constant batch index math): P in vector stores, where a plain
+any-length kernel stores P element by element (a row of P starts at a multiple of the runtime N).
 
 Schedules are the space's default (flashgemm/spaces/cuda_default, chosen by rule, never measured): they are what a
 bundle ships before anyone tunes. Lengths past the ladder's top go to the generic kernel, as do head sizes that
@@ -98,8 +98,8 @@ TUNING_BATCH = 8  # the batch any-length kernels are tuned at (their schedules n
 
 def tuning_specs(requests, lengths: Iterable[int]) -> list:
     """Workload specs (flashgemm.op.workloads) of the any-length kernels of (variant, K, heads) `requests` at the
-    bounds of LENGTH_BOUNDS that hold `lengths` (each length's smallest bound): what tune.py --from-model tunes for
-    a model's symbolic sites. Each is tuned at its bound, batch TUNING_BATCH x heads, bias/mask as a padding mask
+    bounds of LENGTH_BOUNDS that hold `lengths` (each length's smallest bound): what flashgemm-tune --from-model tunes
+    for a model's symbolic sites. Each is tuned at its bound, batch TUNING_BATCH x heads, bias/mask as a padding mask
     [batch, 1, 1, N] broadcast over heads and rows."""
     bounds = sorted({next(b for b in LENGTH_BOUNDS if b >= L) for L in lengths if L <= LENGTH_BOUNDS[-1]})
     out = []

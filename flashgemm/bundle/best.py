@@ -37,8 +37,8 @@ class TunedKernel:
     run_secs: Optional[float] = None
     source_target: Optional[str] = None  # set when the record was tuned on another arch (transfer)
     any_batch: bool = False  # the schedule's batch dims are symbolic: it serves every batch of its M, N, K
-    kind: str = "tuned"  # "tuned" (a measured record) or "default" (flashgemm/spaces/cuda_default: chosen by rule, untuned)
-    form: str = "one-pass"  # the template form the schedule is on (flashgemm.tune.tuner.forms)
+    kind: str = "tuned"  # "tuned" (a measured record) or "default" (flashgemm/spaces/cuda_default: by rule)
+    form: str = "one-pass"  # the kernel form the schedule is on (flashgemm.tune.tuner.forms)
     # the twin of an any-batch kernel: the same trace with one batch dim static (runtime_func's fixed_batch:
     # (0, 1) when tuned with B0 = 1, else (1, the tuned B1)); the bundle serves the calls with that dim's value by
     # it (constant index math), the others by `schedule`
@@ -48,7 +48,8 @@ class TunedKernel:
     # (with_scale), served to the calls whose scale attribute is exactly this value
     scale: Optional[float] = None
     # CUDA: the registers a thread the measured (tuning) form took; the export compiles schedule and twin with that
-    # cap (flashgemm.codegen.cuda_build.MAX_REGISTERS_ATTR: their index math may cost the few registers that lose a block)
+    # cap (flashgemm.codegen.cuda_build.MAX_REGISTERS_ATTR: their index math may cost the few registers that lose a
+    # block)
     max_registers: Optional[int] = None
     # an any-length kernel (flashgemm.bundle.any_length): serves every M <= bound[0], N <= bound[1] of its variant and K
     bound: Optional[tuple] = None
@@ -71,9 +72,9 @@ class TunedKernel:
 
 # the twin of an any-length kernel: the recompute form over its bound (tuner.any_length_twin_form) for the calls with
 # B0 = 1 (contiguous batches, which canonicalize() merges into B1) and N a multiple of 4 (P in vector stores:
-# flashgemm.kernel.fused_gemm_softmax._padded's n_multiple); 4, the staged P's vector width on every bound (cuda_recompute.p_vector_width),
-# and two fragment columns' pair with room to spare. With a bias or mask the batch stays symbolic (ANY_LENGTH_TWIN
-# minus fixed_batch): a padding mask [B, 1, 1, N] keeps B0 = batch.
+# flashgemm.kernel.fused_gemm_softmax._padded's n_multiple); 4, the staged P's vector width on every bound
+# (cuda_recompute.p_vector_width), and two fragment columns' pair with room to spare. With a bias or mask the batch
+# stays symbolic (ANY_LENGTH_TWIN minus fixed_batch): a padding mask [B, 1, 1, N] keeps B0 = batch.
 ANY_LENGTH_TWIN = {"fixed_batch": (0, 1), "n_multiple": 4}
 
 
@@ -110,8 +111,9 @@ def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form, target
 def with_scale(func: tvm.tirx.PrimFunc, scale: float) -> tvm.tirx.PrimFunc:
     """`func` with its `scale` argument replaced by the constant `scale` in the body; the argument stays (the calling
     convention is every kernel's) and is ignored. Why: with a constant scale the compile pipeline takes it out of the
-    row max (flashgemm/codegen/tir/take_scale_out_of_max), 2.7 % on W1's twin; the tuning forms, which Meta-Schedule timed, have it constant
-    too. The bundle serves such a kernel only to calls with exactly this scale (manifest "scale")."""
+    row max (flashgemm/codegen/tir/take_scale_out_of_max), ~2.5 % on W1's twin; the tuning forms, which Meta-Schedule
+    timed, have it constant too. The bundle serves such a kernel only to calls with exactly this scale (manifest
+    "scale")."""
     param = func.params[-1]
     if param.name != "scale" or str(param.ty.dtype) != "float32":
         raise ValueError(f"{func.attrs.get('global_symbol', 'kernel')}: the last argument is not the float32 scale")
@@ -172,9 +174,9 @@ def _registers_in_worker(mod, target: str, limit_s: float) -> Optional[int]:
 
 
 def _replay(trace, wl, target: str, form: Optional[Form] = None) -> tuple[tvm.s_tir.Schedule, bool]:
-    """A tuning trace (postprocessors included) on the runtime kernel, with symbolic batch dims when the trace allows (our CUDA space
-    never splits the batch loops; Meta-Schedule's llvm space may tile them, and then the batch stays static).
-    Returns (schedule, any_batch)."""
+    """A tuning trace (postprocessors included) on the runtime kernel, with symbolic batch dims when the trace allows
+    (our CUDA space never splits the batch loops; Meta-Schedule's llvm space may tile them, and then the batch stays
+    static). Returns (schedule, any_batch)."""
     form = form or forms(wl, target)[0]
     for any_batch in (True, False):
         try:
@@ -299,8 +301,9 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
 
 
 def default_kernel(wl, target: str, log: Callable = print, name: Optional[str] = None) -> Optional[TunedKernel]:
-    """The tensor-core space's default (untuned) schedule of a workload on a CUDA target (flashgemm/spaces/cuda_default),
-    on the runtime kernel; None, with the reason logged, for a shape only the generic kernel serves."""
+    """The tensor-core space's default (untuned) schedule of a workload on a CUDA target
+    (flashgemm/spaces/cuda_default), on the runtime kernel; None, with the reason logged, for a shape only the generic
+    kernel serves."""
     from flashgemm.spaces import cuda_default, cuda_space  # noqa: PLC0415
     if not targets.is_cuda(target):
         raise ValueError(f"default schedules exist for CUDA targets only, not {target!r} "
@@ -343,7 +346,8 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     """Every tuned workload of `target` under db_root. For a CUDA target, workloads tuned only on
     `transfer_from` (default sm_90, the committed databases) are transferred: see transfer_tuned.
     An empty list when nothing applies. compile_limit_s: the time limit of each kernel's register measurement
-    (CUDA; build.py passes its --compile-limit): a compile past it is killed and the kernel ships without a cap."""
+    (CUDA; flashgemm-build passes its --compile-limit): a compile past it is killed and the kernel ships without a
+    cap."""
     root = Path(db_root or dbm.default_root())
     kernels, names = [], set()
     own = root / target

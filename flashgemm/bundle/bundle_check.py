@@ -50,9 +50,9 @@ def _sizes(fn: dict) -> tuple:
 
 def _any_length_sizes(fn: dict) -> list:
     """An any-length kernel's runs: its bound, lengths just under it (odd, so no vector of P or B lines up), a short
-    square and a non-square call, at a batch of 2 x 3 (1 x 2 past 512 x 512; the bound's rows and columns past M and N must stay unread
-    and unwritten: compute-sanitizer's memcheck sees a stray access). A twin's runs keep its static batch dim
-    (fixed_batch) and round each N down to its n_multiple (the only calls it serves)."""
+    square and a non-square call, at a batch of 2 x 3 (1 x 2 past 512 x 512; the bound's rows and columns past M and N
+    must stay unread and unwritten: compute-sanitizer's memcheck sees a stray access). A twin's runs keep its static
+    batch dim (fixed_batch) and round each N down to its n_multiple (the only calls it serves)."""
     _, _, mb, nb, k = fn["sizes"]
     pairs = [(mb, nb), (mb - 1, nb - 3), (max(1, mb // 2 + 3), max(1, nb // 2 + 3)), (min(mb, 17), min(nb, 17)),
              (max(1, mb - 5), max(1, nb // 3 + 1))]

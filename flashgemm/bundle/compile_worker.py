@@ -6,9 +6,9 @@
 Compiles the IRModule saved in MODULE.json (tvm.ir.save_json) for TARGET as the bundle compiles it
 (compile_module: nvcc for CUDA targets; --embed-ptx: with the PTX beside the machine code) and, given LIBRARY.so,
 exports it there. With --registers,
-writes to OUT.txt the registers a thread of the module's kernel takes (flashgemm.codegen.cuda_build.kernel_registers; "none"
-for a module of several kernels). Exit status 0 when it did; otherwise the error is on stderr (its last line says what
-failed) and the status is 1.
+writes to OUT.txt the registers a thread of the module's kernel takes (flashgemm.codegen.cuda_build.kernel_registers;
+"none" for a module of several kernels). Exit status 0 when it did; otherwise the error is on stderr (its last line says
+what failed) and the status is 1.
 
 Why a process: kernel_library.run_compiles starts it in a process group of its own and kills the whole group past
 the time limit, nvcc and the compilers it starts included; a compile in the build's own process could not be stopped.
@@ -19,8 +19,9 @@ from pathlib import Path
 
 
 def compile_module(mod, target_name: str, embed_ptx: bool = False):
-    """The bundle's compile of `mod` for `target_name` (CUDA: nvcc, with flashgemm.codegen.cuda_build's pipeline, as the tuned
-    kernels were measured built; embed_ptx: their PTX too, flashgemm.codegen.cuda_build.embedded_ptx); a tvm Executable."""
+    """The bundle's compile of `mod` for `target_name` (CUDA: nvcc, with flashgemm.codegen.cuda_build's pipeline, as the
+    tuned kernels were measured built; embed_ptx: their PTX too, flashgemm.codegen.cuda_build.embedded_ptx); a tvm
+    Executable."""
     import tvm  # noqa: PLC0415
 
     from flashgemm import targets  # noqa: PLC0415

@@ -1,9 +1,9 @@
 """Is a shared library whole? Checked before Python's loaders (tvm.runtime.load_module) dlopen a kernels .so.
 
 dlopen maps each loadable segment by its file offset and size without comparing them with the file's length, so a
-truncated library maps pages past the end of the file and the first touch of one kills the process with SIGBUS
-instead of raising. src/elf_check.cc is the same check in the op library (which runs it before every bundle load);
-the two give the same answer for every file (tests/test_ort_op.py compares them).
+truncated library maps pages past the end of the file and the first touch of one kills the process with SIGBUS instead
+of raising. flashgemm/ort/csrc/elf_check.cc is the same check in the op library (which runs it before every bundle
+load); the two give the same answer for every file (tests/test_ort_op.py compares them).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from flashgemm.op.variant import CanonicalShape, Variant
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
 
-from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile; there so that workers load little)
+from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
 MANIFEST_FORMAT = 1
 KERNELS_SO = "flashgemm_kernels.so"
@@ -82,23 +82,24 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "bias": int(variant.has_bias),
         "mask": variant.mask,
         "causal": int(variant.causal),
-        # schedule: "tuned" (the best measured record), "default" (flashgemm/spaces/cuda_default: the tensor-core space's
-        # schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
+        # schedule: "tuned" (the best measured record), "default" (flashgemm/spaces/cuda_default: the tensor-core
+        # space's schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
         "schedule": schedule or ("tuned" if shape is not None else "generic"),
         "tuned": (schedule or "tuned") == "tuned" and shape is not None,
         # [B0, B1, M, N, K] as tuned / scheduled; an any-length kernel's: [1, 1, Mb, Nb, K], its bound
         "sizes": ([1, 1, *bound, shape.sizes[4]] if bound else list(shape.sizes)) if shape is not None else None,
         # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
         "any_batch": bool(any_batch),
-        # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch (flashgemm.bundle.any_length);
-        # the op takes the smallest bound that holds a call
+        # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch
+        # (flashgemm.bundle.any_length); the op takes the smallest bound that holds a call
         "any_length": bool(bound),
         # n_multiple: an any-length kernel that serves only the calls whose N is a multiple of it (its P stores are
-        # vectors: flashgemm.kernel.fused_gemm_softmax.runtime_func's n_multiple), preferred there to the one without at the same bound
+        # vectors: flashgemm.kernel.fused_gemm_softmax.runtime_func's n_multiple), preferred there to the one without at
+        # the same bound
         "n_multiple": int(n_multiple),
-        # form: the template form the kernel is scheduled on (flashgemm.tune.tuner.forms: "one-pass", "recompute",
-        # "any-length", "any-length-recompute", ...); "generic" for the generic kernels. Reporting only: dispatch
-        # reads sizes, any_length and the twins' fields
+        # form: the kernel form (flashgemm.kernel.fused_gemm_softmax) it is scheduled on (flashgemm.tune.tuner.forms:
+        # "one-pass", "recompute", "any-length", "any-length-recompute", ...); "generic" for the generic kernels.
+        # Reporting only: dispatch reads sizes, any_length and the twins' fields
         "form": form or ("generic" if shape is None else "one-pass"),
         # fixed_batch: [dim, value] for an any-batch kernel's twin that serves only the calls whose canonical batch
         # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
@@ -113,7 +114,7 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "workload": workload,
         "run_secs": run_secs,
         # tuned_on: the arch whose measurements chose this kernel. transferred: a record of another arch
-        # (build.py --target sm_80 with only sm_90 databases), re-validated for this one but never
+        # (flashgemm-build --target sm_80 with only sm_90 databases), re-validated for this one but never
         # measured on it, i.e. untuned here; run_secs is then the other arch's time
         "tuned_on": tuned_on,
         "transferred": bool(transferred),
@@ -228,7 +229,7 @@ def _leave_out(funcs: dict, entries: list, names: list, why, log) -> None:
     for name in names:
         entry = next(e for e in entries if e["name"] == name)
         log(f"warning: left out tuned kernel {name} (workload {entry['workload']}): {why(name)}; its calls go to the "
-            f"generic kernel. Retune the workload, or give it more time (build.py --compile-limit)")
+            f"generic kernel. Retune the workload, or give it more time (flashgemm-build --compile-limit)")
         del funcs[name]
         entries.remove(entry)
 
@@ -277,7 +278,7 @@ def _compile_bundle(funcs: dict, entries: list, target_name: str, limit_s: float
     if failure.timed_out:
         raise CompileError(f"the {target_name} bundle ({len(funcs)} generic kernel{'s' if len(funcs) != 1 else ''}) "
                            f"did not compile in {bundle_limit:g} s ({limit_s:g} s a kernel); give it more time: "
-                           f"build.py --compile-limit SECONDS (a kernel; 0: no limit)")
+                           f"flashgemm-build --compile-limit SECONDS (a kernel; 0: no limit)")
     raise CompileError(f"the {target_name} bundle does not compile: {failure.last_line}; full output in {failure.log}")
 
 
@@ -329,10 +330,11 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     this process. CompileError (one line) when the bundle does not compile, or not in time even without tuned
     kernels.
     scale_twins: also ship each fixed-batch twin specialized on its workload's scale (default: on CUDA targets,
-    where the constant lets flashgemm/codegen/tir/take_scale_out_of_max take the scale out of the row max; the llvm pipeline has no use for
-    it).
-    embed_ptx: CUDA only, the kernels' PTX beside their machine code (flashgemm.codegen.cuda_build.embedded_ptx), so that a
-    newer GPU's driver can run them: to check an sm_80 or sm_89 bundle on an sm_90 GPU (flashgemm-check-bundle)."""
+    where the constant lets flashgemm/codegen/tir/take_scale_out_of_max take the scale out of the row max; the llvm
+    pipeline has no use for it).
+    embed_ptx: CUDA only, the kernels' PTX beside their machine code (flashgemm.codegen.cuda_build.embedded_ptx), so
+    that a newer GPU's driver can run them: to check an sm_80 or sm_89 bundle on an sm_90 GPU
+    (flashgemm-check-bundle)."""
     target_name = targets.resolve(target_name)
     if embed_ptx and not targets.is_cuda(target_name):
         raise ValueError("embed_ptx: only CUDA targets have PTX")
@@ -406,7 +408,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "functions": entries,
     }
-    if not targets.is_cuda(target_name):  # the CPU the kernels need (flashgemm/spaces/llvm.export_mcpu; bundle.cc checks it)
+    if not targets.is_cuda(target_name):  # the CPU the kernels need (spaces/llvm.export_mcpu; bundle.cc checks it)
         from flashgemm.spaces import llvm  # noqa: PLC0415
         manifest["cpu"] = llvm.export_mcpu()
     tmp = out_dir / (MANIFEST + ".tmp")

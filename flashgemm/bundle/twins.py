@@ -1,17 +1,17 @@
 """Whether a workload's bundle ships its fixed-batch twin: a verdict from a benchmark, kept in its provenance.
 
 A twin (TunedKernel.twin: the best record with one batch dim static) is usually as fast or faster than the plain
-any-batch kernel (W3 fp16 780 against 861 us, H200 2026-11-26), but not always: the BERT-Large padding-mask site
-(B1 = 16 static) ran 113.8-115.0 us against 104.6-105.8 us for the plain kernel in three runs on that GPU. Which
-is faster is only known by timing both, which `python -m benchmarks.bench --also tuned_any_batch` does on the GPU; build.py
-runs anywhere. So `flashgemm-twin-verdicts BENCH.json` turns such a benchmark into a verdict per workload,
-written into the workload's provenance.json:
+any-batch kernel, but not always: on the H200 the BERT-Large padding-mask site's twin (B1 = 16 static) is slower
+than its plain kernel. Which is faster is only known by timing both, which
+`python -m benchmarks.bench --also tuned_any_batch` does on the GPU; flashgemm-build runs anywhere. So
+`flashgemm-twin-verdicts BENCH.json` turns such a benchmark into a verdict per workload, written into the workload's
+provenance.json:
 
     "twin": {"ship": false, "twin_us": 115.0, "any_batch_us": 105.8, "best_secs": <the record's>, "gpu": ...,
-             "driver": ..., "date": ..., "source": "bench-suite-float16-2026-11-26.json"}
+             "driver": ..., "date": ..., "source": "bench-suite-float16.json"}
 
 and best.load_tuned leaves the twin out where "ship" is false. A verdict is about one record: it is ignored once
-the database's best record changes (best_secs differs), and tune.py writes a fresh provenance without it.
+the database's best record changes (best_secs differs), and flashgemm-tune writes a fresh provenance without it.
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def ships_twin(prov: dict) -> bool:
 
 
 def verdicts(result: dict, source: str, slower_limit: float = SLOWER_LIMIT) -> dict:
-    """{workload dir name: verdict} from a bench.py result that timed the twin ("ours", served by the twin) and the
-    plain kernel ("ours_tuned_any_batch") of tuned workloads; rows without both are skipped."""
+    """{workload dir name: verdict} from a python -m benchmarks.bench result that timed the twin ("ours", served by
+    the twin) and the plain kernel ("ours_tuned_any_batch") of tuned workloads; rows without both are skipped."""
     env = result.get("env", {})
     out = {}
     for row in result.get("rows", []):
@@ -78,10 +78,10 @@ def load_result(path: os.PathLike) -> dict:
     try:
         result = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
-        raise dbm.DatabaseError(f"{path}: not a readable bench.py result: {err} (give the JSON that python -m benchmarks.bench "
+        raise dbm.DatabaseError(f"{path}: not a readable benchmarks.bench result: {err} (give the JSON that python -m benchmarks.bench "
                                 f"--also tuned_any_batch --out wrote)") from None
     if not isinstance(result, dict) or "rows" not in result or "target" not in result:
-        raise dbm.DatabaseError(f"{path}: not a bench.py result, no rows and target (write one with python -m benchmarks.bench "
+        raise dbm.DatabaseError(f"{path}: not a benchmarks.bench result, no rows and target (write one with python -m benchmarks.bench "
                                 f"--also tuned_any_batch --out FILE.json)")
     if result.get("partial"):
         raise dbm.DatabaseError(f"{path}: a partial bench result, its run was cut short (use a complete one)")
@@ -90,12 +90,13 @@ def load_result(path: os.PathLike) -> dict:
 
 def apply(paths: list, db_root: Optional[os.PathLike] = None, slower_limit: float = SLOWER_LIMIT,
           log: Callable = print) -> list:
-    """Verdicts from every bench result in `paths`, recorded under db_root (default: the committed flashgemm/databases)."""
+    """Verdicts from every bench result in `paths`, recorded under db_root (default: the committed
+    flashgemm/databases)."""
     written = []
     for path in paths:
         result = load_result(path)
         found = verdicts(result, Path(path).name, slower_limit)
         if not found:
-            log(f"[twins] {path}: no row times both a twin and its plain kernel (bench.py --also tuned_any_batch)")
+            log(f"[twins] {path}: no row times both a twin and its plain kernel (python -m benchmarks.bench --also tuned_any_batch)")
         written += record(db_root or dbm.default_root(), result["target"], found, log)
     return written

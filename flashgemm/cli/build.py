@@ -56,11 +56,12 @@ def _any_length_kernels(choice: str, models: list, target: str, tuned: list) -> 
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
-    ap.add_argument("--db", default=None, help="tuning database root (default: the databases installed with the package, flashgemm/databases)")
+    ap.add_argument("--db", default=None,
+                    help="tuning database root (default: flashgemm/databases, installed with the package)")
     ap.add_argument("--out", default=None, help="bundle directory (default: build/<target>)")
     ap.add_argument("--workload", action="append", default=[], metavar="SPEC",
                     help="a shape to serve with a default-schedule kernel when it is not tuned: a preset name or a "
-                         "spec (see tune.py); repeatable")
+                         "spec (as for flashgemm-tune: flashgemm.op.workloads.parse); repeatable")
     ap.add_argument("--from-model", action="append", default=[], metavar="MODEL.onnx",
                     help="the attention-score shapes of a model (rewritten or not), as --workload; repeatable")
     ap.add_argument("--compile-limit", type=number(0.0), default=None, metavar="SECONDS",

@@ -23,8 +23,9 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle", help="a bundle directory written by flashgemm-build (manifest.json + kernels .so)")
-    ap.add_argument("--only", default=None, help="only functions whose name this regular expression matches somewhere in "
-                                                "(e.g. _k64, or 'len.*_k64$' for the any-length kernels of K 64)")
+    ap.add_argument("--only", default=None,
+                    help="only functions whose name this regular expression matches somewhere in "
+                         "(e.g. _k64, or 'len.*_k64$' for the any-length kernels of K 64)")
     ap.add_argument("--sanitizer", default="", help=f"comma-separated compute-sanitizer tools ({', '.join(TOOLS)})")
     ap.add_argument("--log-dir", default=None, help="where sanitizer logs go (default: the bundle directory)")
     args = ap.parse_args(argv)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Run TVM's RPC tracker and one RPC server per GPU, for tune.py --runner rpc.
+"""Run TVM's RPC tracker and one RPC server per GPU, for flashgemm-tune --runner rpc.
 
 One machine, all its GPUs, for the length of one command (stopped afterwards, even on failure):
   flashgemm-rpc-cluster run -- flashgemm-tune --target sm_90 --workload vit-b16 --runner rpc
-  (run exports TVM_TRACKER_HOST/PORT/KEY, which tune.py --runner rpc reads)
+  (run exports TVM_TRACKER_HOST/PORT/KEY, which flashgemm-tune --runner rpc reads)
 
 Or left running:
   flashgemm-rpc-cluster start [--gpus 0,1]       # tracker on 127.0.0.1:9190, servers under key 'flashgemm'

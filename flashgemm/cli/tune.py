@@ -8,9 +8,9 @@
 
 --from-model tunes the attention-score shapes of a model (each FusedGemmSoftmax node of a rewritten model, or
 each site the rewrite would fuse): a tuned kernel serves every batch size of its M, N, K. Sites whose batch or
-sequence length is symbolic (a dynamic export) get any-length kernels instead (flashgemm/bundle/any_length.py), one per
-bound of the ladder that holds a length of --lengths, each tuned at its bound; build.py ships them in place of
-the default-schedule ones:
+sequence length is symbolic (a dynamic export) get any-length kernels instead (flashgemm/bundle/any_length.py), one
+per bound of the ladder that holds a length of --lengths, each tuned at its bound; flashgemm-build ships them in place
+of the default-schedule ones:
   flashgemm-tune --target auto --from-model build/models/bert-large-dyn.f16.onnx --lengths 128,512 --trials 256
 
 Running it again continues toward --trials (the budget is a total, not an increment).
@@ -58,7 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top-k", type=count(1), default=10, help="records kept per workload (default 10)")
     ap.add_argument("--db", default=None, help="database root (default: the repo's flashgemm/databases/)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=count(1), default=None, help="builder processes (default: all cores, at most 16 a search)")
+    ap.add_argument("--workers", type=count(1), default=None,
+                    help="builder processes (default: all cores, at most 16 a search)")
     ap.add_argument("--batch-size", type=count(1), default=256,
                     help="candidates per search iteration; an interrupted run loses at most one batch. One "
                          "evolutionary search costs 30-50 s on 16 cores whatever the batch, so bigger batches "
@@ -93,20 +94,20 @@ def main(argv=None) -> int:
     ap.add_argument("--recompute-form", nargs="?", const="on", default="auto", choices=["auto", "on", "off"],
                     help="tune the kernel's recompute form (S recomputed over column chunks in three sweeps, only a "
                          "chunk on chip) as a second task sharing the trials, for shapes with M >= 16 and no bias or "
-                         "mask: auto (the default) on long rows, N >= flashgemm.tune.tuner.RECOMPUTE_AUTO_MIN_N (it wins "
-                         "at Whisper's 1500 on the H100), on (shorter rows too; the bare flag), off")
+                         "mask: auto (the default) on long rows, N >= flashgemm.tune.tuner.RECOMPUTE_AUTO_MIN_N "
+                         "(it wins at Whisper's 1500 on the H100), on (shorter rows too; the bare flag), off")
     ap.add_argument("--two-sweep-form", action="store_true",
                     help="also tune the two-sweep recompute form (S twice, FlashAttention's online statistics) as one "
                          "more task; experimental: on the H100 it has not beaten the three-sweep form at W3")
     ap.add_argument("--forms", default=None, metavar="NAME[,NAME]",
-                    help="tune exactly these template forms, overriding the three flags above: one-pass or split-n "
+                    help="tune exactly these kernel forms, overriding the three flags above: one-pass or split-n "
                          "(the primary form), split-n-wide (long rows on sm_90; tuned by default there), padded, "
                          "recompute, recompute2 (those the shape has); e.g. "
                          "--forms recompute2 gives that form all the trials")
     ap.add_argument("--migrate-records", type=count(0), default=0, metavar="N",
                     help="before searching, re-express the best N records that predate a knob of today's sketches "
-                         "on them (the recompute form's resident-A records at every warp tiling since 2026-11-26; the "
-                         "register sketches' records with their resident B copy vectorized since 2026-11-28) "
+                         "on them (the recompute form's records at every warp tiling, for resident A; the "
+                         "register sketches' records with their resident B copy vectorized) "
                          "and measure them, so that the search starts from them (default 0: off; the search "
                          "mutates only a record's own decisions and never reaches a knob its records lack)")
     ap.add_argument("--seed-from-dtype", default=None, choices=["float16", "bfloat16"], metavar="DTYPE",
@@ -117,8 +118,8 @@ def main(argv=None) -> int:
                     help="first time each workload's kept records again with today's compiler and write them back "
                          "(then the search goes on toward --trials; the local runner only)")
     ap.add_argument("--keep-times", action="store_true",
-                    help="do not re-time kept records that another compiler timed (by default tune.py does, with the "
-                         "local runner, before the search: tuner.compiler_id)")
+                    help="do not re-time kept records that another compiler timed (by default flashgemm-tune does, "
+                         "with the local runner, before the search: tuner.compiler_id)")
     ap.add_argument("--seed-records", type=count(1), default=10, metavar="N",
                     help="how many records --seed-from-dtype replays (default 10)")
     args = ap.parse_args(argv)
@@ -194,7 +195,7 @@ def main(argv=None) -> int:
         why = None if args.remeasure else tuner.stale_times(wl, target, args.db)
         if why and (args.keep_times or not can_time):
             print(f"[tune] warning: {wl.dir_name}: {why}; the search ranks new candidates against those times "
-                  f"(tuner.remeasure): run tune.py --remeasure on the GPU machine first", file=sys.stderr)
+                  f"(tuner.remeasure): run flashgemm-tune --remeasure on the GPU machine first", file=sys.stderr)
             continue
         if why:
             print(f"[tune] {wl.dir_name}: {why}: timing them again first (--keep-times to skip)", flush=True)
@@ -202,22 +203,22 @@ def main(argv=None) -> int:
             try:
                 tuner.remeasure(wl, target, db_root=args.db, workers=args.workers)
             except dbm.DatabaseError as err:
-                print(f"tune.py: error: {err}", file=sys.stderr)
+                print(f"flashgemm-tune: error: {err}", file=sys.stderr)
                 return 2
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     except (KeyboardInterrupt, RuntimeError):
         if not tuner.aborted_by:
             raise
-        print(f"tune.py: aborted by a second {tuner.aborted_by[0]}; the batches measured so far are kept in work/ "
+        print(f"flashgemm-tune: aborted by a second {tuner.aborted_by[0]}; the batches measured so far are kept in work/ "
               f"and counted by the next run of the same command", file=sys.stderr)
-        # at once, as asked: the interpreter's exit would join threads still waiting on the killed workers (a CI
-        # run once saw this exit take over 120 s); what is kept was written batch by batch
+        # at once, as asked: the interpreter's exit would join threads still waiting on the killed workers (which
+        # can take minutes); what is kept was written batch by batch
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
     for err in errors:
-        print(f"tune.py: error: {err}", file=sys.stderr)
+        print(f"flashgemm-tune: error: {err}", file=sys.stderr)
     return 2 if errors else 0
 
 

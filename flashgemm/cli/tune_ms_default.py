@@ -89,7 +89,7 @@ def main(argv=None) -> int:
                 ms_default.prune_unfused(wl, target, ms_default.workload_dir(args.db, target, wl.dir_name), args.prune,
                                          log=lambda msg: print(msg, flush=True))
             except (ms_default.TuningError, NotImplementedError, ValueError) as err:
-                print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
+                print(f"flashgemm-tune-ms-default: error: {err}", file=sys.stderr)
                 bad += 1
         return 2 if bad else 0
 
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
             try:
                 cuda_stub.require_cuda_codegen()
             except cuda_stub.CudaCodegenError as err:
-                print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
+                print(f"flashgemm-tune-ms-default: error: {err}", file=sys.stderr)
                 return 2
         else:
             import tvm  # noqa: PLC0415
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
             if not gpu or os.environ.get(cuda_stub.GUARD):
                 why = ("no CUDA driver (libcuda.so.1 does not load)" if not cuda_stub.real_driver_present()
                        else "TVM's CUDA runtime sees no GPU")
-                print(f"tune_ms_default.py: error: tuning for {target} measures every candidate on the GPU, and "
+                print(f"flashgemm-tune-ms-default: error: tuning for {target} measures every candidate on the GPU, and "
                       f"there is none here ({why}). Run this on the GPU machine; here, --check compiles one candidate "
                       f"of each kernel's default space without a GPU.", file=sys.stderr)
                 return 2
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
             bad += [f"{wl.dir_name} {name}: no candidate built ({r['error'] or 'none passed the postprocessors'})"
                     for name, r in res.items() if not r["built"]]
         for msg in bad:
-            print(f"tune_ms_default.py: error: {msg}", file=sys.stderr)
+            print(f"flashgemm-tune-ms-default: error: {msg}", file=sys.stderr)
         return 2 if bad else 0
 
     summary, errors = [], []
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
                                            max_seconds=None if args.max_minutes is None else args.max_minutes * 60)
         except (ms_default.TuningError, NotImplementedError, ValueError) as err:
             errors.append(str(err))
-            print(f"tune_ms_default.py: error: {err}", file=sys.stderr)
+            print(f"flashgemm-tune-ms-default: error: {err}", file=sys.stderr)
             continue
         summary.append((wl, meta))
     if summary:

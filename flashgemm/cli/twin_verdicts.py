@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Record, per tuned workload, whether its bundle ships the fixed-batch twin, from a GPU benchmark that timed both.
 
-  python -m benchmarks.bench --target sm_90 --suite --also tuned_any_batch --out results/bench.json   # on the GPU
-  flashgemm-twin-verdicts results/bench.json [--db flashgemm/databases/]                              # anywhere
+  python -m benchmarks.bench --target sm_90 --suite --also tuned_any_batch --out bench.json   # on the GPU
+  flashgemm-twin-verdicts bench.json [--db flashgemm/databases/]                              # anywhere
 
-The twin is left out of the bundle (build.py) where it was more than --slower-limit slower than the plain
+The twin is left out of the bundle (flashgemm-build) where it was more than --slower-limit slower than the plain
 any-batch kernel; the verdict goes into the workload's provenance.json and holds until its best record changes.
 """
 import argparse
@@ -17,7 +17,8 @@ from flashgemm.cli.usage import ArgumentParser, number
 
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("bench_json", nargs="+", help="python -m benchmarks.bench --out results (with --also tuned_any_batch)")
+    ap.add_argument("bench_json", nargs="+",
+                    help="python -m benchmarks.bench --out results (with --also tuned_any_batch)")
     ap.add_argument("--db", default=None, help="tuning database root (default: the repo's flashgemm/databases/)")
     ap.add_argument("--slower-limit", type=number(0.0), default=None,
                     help="leave the twin out when it is slower than this fraction (default 0.03)")

@@ -1,18 +1,18 @@
 """How every CUDA kernel of the project is compiled: Meta-Schedule's builder workers, the final export
 and the benchmarks all use `f_build` / `compile_cuda` / PASS_CONFIG from here.
 
-This module is deliberately light: builder workers are fresh processes that unpickle `f_build` by
-reference, so importing this module must not import TVM's tensor-intrinsic modules (16 s of TVMScript
-parsing per worker on a 2-core box; with 16 workers starting at once on the GPU machine every build
-of the first tuning run timed out). A tensorized module needs no intrinsic registry to compile.
+This module is deliberately light: builder workers are fresh processes that unpickle `f_build` by reference, so
+importing this module must not import TVM's tensor-intrinsic modules (seconds of TVMScript parsing per worker; with many
+workers starting at once, a whole batch's builds can time out). A tensorized module needs no intrinsic registry to
+compile.
 
 The TIR pipeline "flashgemm" is TVM's default ("s_tir") pipeline with our passes around it, and CodeGenCUDA's
 source hook runs our rewrites of the CUDA text: all of them, in order, are PASSES below (one entry a pass, named
 verb_object; each module's docstring says what its pass does, why, and what it proves before it rewrites).
-FLASHGEMM_DISABLE_PASSES=name[,name...] leaves passes out for A/B runs (flashgemm/codegen/device_pass.py); the ones marked
-required cannot be left out. The CUDA-text rewrites match TVM's printed code with regular expressions: each is
-there because TIR could not express it at that point of the pipeline (its module says why), and its tests compile
-a shipped kernel and fail, naming the pass, when the printed code stops matching.
+FLASHGEMM_DISABLE_PASSES=name[,name...] leaves passes out for A/B runs (flashgemm/codegen/device_pass.py); the ones
+marked required cannot be left out. The CUDA-text rewrites match TVM's printed code with regular expressions: each is
+there because TIR could not express it at that point of the pipeline (its module says why), and its tests compile a
+shipped kernel and fail, naming the pass, when the printed code stops matching.
 """
 from __future__ import annotations
 
@@ -187,8 +187,8 @@ _register_mma_store_index_map()
 # ---- occupancy of the shipped forms (flashgemm.bundle.best: TunedKernel.max_registers)
 # A tuned kernel ships as its runtime forms (symbolic strides, runtime scale, any batch or a fixed-batch twin), whose
 # index math can cost ptxas a few registers more than the form that was measured, and that can cross an occupancy
-# step: the W3 resident-A winner took 79 registers as tuned (4 blocks of 192 threads an SM) and 81 as its twin (3
-# blocks): 759.8 us in tuning, 806.3 us as shipped (H200, 2026-11-26). A function with MAX_REGISTERS_ATTR = R is
+# step (e.g. a W3 resident-A kernel at 79 registers as tuned, 4 blocks of 192 threads an SM, and 81 as its twin, 3
+# blocks: several percent slower as shipped). A function with MAX_REGISTERS_ATTR = R is
 # compiled with __maxnreg__(R) in place of __launch_bounds__(threads) (CUDA >= 12.4; nvcc refuses both on one kernel):
 # with R the measured form's count rounded up to the allocation unit, the shipped form keeps its occupancy (at worst
 # a few bytes of spills), and never needs more registers than the launch has.

@@ -11,8 +11,8 @@ _ARGS: dict = {}  # runner worker process: the arguments of the last workload me
 def alloc_arguments_once(device, args_info, alloc_repeat):
     """LocalRunner f_alloc_argument: Meta-Schedule's default allocation (random fill), made once per workload and
     reused by every later candidate in the (persistent) runner worker. The default allocates and random-fills
-    every argument per candidate: on W3 (780 MB of arguments) the runner stage took 3.9 s a candidate on the
-    H200 (0.18 trials/s) for 30 timed launches of at most a few ms. A kernel's speed does not depend on the
+    every argument per candidate: on W3 (780 MB of arguments) that takes seconds a candidate, for 30 timed launches
+    of at most a few ms. A kernel's speed does not depend on the
     values, and every candidate writes the whole output, so sharing the buffers changes no measurement."""
     from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument  # noqa: PLC0415
     key = (str(device), repr(args_info), alloc_repeat)

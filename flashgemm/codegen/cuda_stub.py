@@ -1,4 +1,4 @@
-"""Compile CUDA kernels on a machine without a GPU driver (CI, a build box, `build.py --target sm_80` here).
+"""Compile CUDA kernels on a machine without a GPU driver (CI, a build box: `flashgemm-build --target sm_80`).
 
 TVM 0.27 loads its CUDA runtime (libtvm_runtime_cuda) at import only when libcuda.so.1, the driver, loads.
 Without it `tvm.compile` for a CUDA target silently keeps the CUDA *source* in the module (nvcc never runs),

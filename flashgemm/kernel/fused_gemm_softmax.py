@@ -1,6 +1,6 @@
 """P = softmax_rowwise(scale * A @ B + bias + mask), causal optional, in TensorIR (TVM 0.27).
 
-One template, two forms of the same computation (identical block and loop structure, so a
+One kernel definition (_template), two forms of the same computation (identical block and loop structure, so a
 Meta-Schedule trace found on one replays on the other):
 
 * runtime form (`runtime_func`): what the exported library contains. `scale` is a scalar argument,
@@ -40,9 +40,9 @@ NEG_INF = float("-inf")
 POS_INF = float("inf")
 # P's element offset is a multiple of this in the runtime tensor-core forms (strided, align >= 64): TVM's argument
 # binder checks it at every call (a clear error otherwise), because the register sketches' P stores are 8 bytes wide
-# (flashgemm/codegen/cuda_src/store_whole_sectors, which proves its addresses aligned on this). The tuning form keeps offset_factor 1 (its
-# structure is the tuning databases' key); only the tuner and the benchmarks call it, with byte_offset 0, as do the
-# op (flashgemm/ort/csrc/op.cc) and DLPack tensors.
+# (flashgemm/codegen/cuda_src/store_whole_sectors, which proves its addresses aligned on this). The tuning form keeps
+# offset_factor 1 (its structure is the tuning databases' key); only the tuner and the benchmarks call it, with
+# byte_offset 0, as do the op (flashgemm/ort/csrc/op.cc) and DLPack tensors.
 P_OFFSET_FACTOR = 4
 # function attribute of the any-length form (_any_length): the schedules tell it from the padded form by it
 ANY_LENGTH_ATTR = "flashgemm.any_length"
@@ -467,8 +467,8 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
     # an mma lane holds: (j // 2) % 4), the plain max and the sum of exp(logit - that max) ("part_max", "part_sum":
     # one exp an element), and folds the (max, sum) pairs into the row's with the online-softmax reducer ("row_stats",
     # flashgemm/tvm_ext/online_softmax.py registers it so rfactor takes it: one rescale a pair, not an element). Sweep 2
-    # ("S_p", "P") as in the three-sweep form. The pairs are indexed by gq = g * 4 + q (flashgemm/spaces/cuda_recompute binds
-    # g to the warp columns, each warp owning its own groups' statistics).
+    # ("S_p", "P") as in the three-sweep form. The pairs are indexed by gq = g * 4 + q (flashgemm/spaces/cuda_recompute
+    # binds g to the warp columns, each warp owning its own groups' statistics).
     CW = int(chunk)
     G = int(stat_cols) or CW
     if recompute and CW and (Np % CW or CW % G or G % 8):
@@ -483,11 +483,12 @@ def _padded(variant: Variant, sizes, pad, a_shape, b_shape, a_strides, b_strides
         """The masked logit of element (r, jl) of lane q in chunk c, as min(S * scale, +inf or -inf): the S read sits
         in no Select arm. min, not S * scale + (0 or -inf): a masked element must not read S (NaN + -inf is NaN, and a
         NaN there would make its row NaN, README: special values); min(NaN, -inf) is -inf, and min(NaN, +inf) is +inf
-        (CUDA's fminf and LLVM's select alike), whose row is NaN, as an unmasked NaN's row must be. Inside Select(col < N, S[...], -inf) the simplifier narrows the read's index under the arm's
-        condition: in the pipeline's last chunk (c constant) with N % CW a multiple of 8 (N = 200: col < N is r < 1)
-        it folds the lane's element index to one valid only there, hoists the Select, and LowerWarpMemory, reading
-        that index for every r, fails ("failed to rewrite load to shuffle"); cuda_build's fallback then leaves S_p's
-        fragments unlowered, whose mma_fill zeroes lane 0's accumulator only, so S_p accumulated across chunks."""
+        (CUDA's fminf and LLVM's select alike), whose row is NaN, as an unmasked NaN's row must be. Inside
+        Select(col < N, S[...], -inf) the simplifier narrows the read's index under the arm's condition: in the
+        pipeline's last chunk (c constant) with N % CW a multiple of 8 (N = 200: col < N is r < 1) it folds the lane's
+        element index to one valid only there, hoists the Select, and LowerWarpMemory, reading that index for every r,
+        fails ("failed to rewrite load to shuffle"); cuda_build's fallback then leaves S_p's fragments unlowered, whose
+        mma_fill zeroes lane 0's accumulator only, so S_p accumulated across chunks."""
         col = chunk_col(c, q, r, jl)
         keep = T.Select(col < N, T.float32(POS_INF), T.float32(NEG_INF))
         if variant.causal:  # bottom-right aligned, as logit()
@@ -691,7 +692,7 @@ def _any_length(variant: Variant, sizes, bound, a_shape, b_shape, a_strides, b_s
 
 
 def _drop_unused_params(func: tvm.tirx.PrimFunc, variant: Variant) -> tvm.tirx.PrimFunc:
-    """The template always declares bias and mask; remove the ones this variant does not read."""
+    """_template always declares bias and mask; remove the ones this variant does not read."""
     a, b, bias, mask, p, scale = func.params
     keep = [a, b] + ([bias] if variant.has_bias else []) + ([mask] if variant.mask != "none" else []) + [p, scale]
     return tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
@@ -707,11 +708,11 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     any_batch: keep `shape`'s M, N, K but make the batch dims B0, B1 symbolic. A tuned schedule never splits
     the batch loops (they only enter blockIdx), so its trace replays on this form and one tuned kernel serves
     every batch size of its (M, N, K): a model tuned at batch 16 runs tuned at batch 1 or 8 too.
-    fixed_batch: with any_batch, (dim, value): that batch dim static, the other symbolic. blockIdx.x fuses (B0, B1,
-    row groups); with both symbolic its split divides by B1 * groups, which LowerIntrin cannot prove positive, and
-    every address carries sign corrections (results/cpu/any-batch-index-math-2026-11-25.txt); with one of them
-    static every divisor is a constant. (0, 1) serves the calls canonicalize() makes of contiguous batches (they
-    merge into B1); (1, heads) those whose bias or mask broadcasts over the heads (B0 = batch, B1 = heads).
+    fixed_batch: with any_batch, (dim, value): that batch dim static, the other symbolic. blockIdx.x fuses (B0, B1, row
+    groups); with both symbolic its split divides by B1 * groups, which LowerIntrin cannot prove positive, and every
+    address carries sign corrections; with one of them static every divisor is a constant. (0, 1) serves the calls
+    canonicalize() makes of contiguous batches (they merge into B1); (1, heads) those whose bias or mask broadcasts over
+    the heads (B0 = batch, B1 = heads).
     align: the byte alignment A, B, bias and P pointers are promised to have. 2 (any element) for the
     generic kernels; tuned tensor-core kernels need 64, as measured (their cp.async/ldmatrix tiles are
     matched against TVM's intrinsics, which require it): the op serves a call with a less aligned pointer
@@ -719,8 +720,8 @@ def runtime_func(variant: Variant, shape: Optional[CanonicalShape] = None, name:
     chunk: 0 for the one-pass form; CW > 0 for the long-row (split-N) form with chunks of CW columns
     (flashgemm/spaces/cuda_split_n; N must be static).
     pad: (Mp, Np, Kp) for the padded form (_padded: static M, N, K, no bias or mask), else None.
-    recompute: with pad, the recompute form (_padded; flashgemm/spaces/cuda_recompute); with chunk too, its two-sweep form,
-    whose chunk statistics are per group of stat_cols columns (0: the chunk).
+    recompute: with pad, the recompute form (_padded; flashgemm/spaces/cuda_recompute); with chunk too, its two-sweep
+    form, whose chunk statistics are per group of stat_cols columns (0: the chunk).
     bound: (Mb, Nb) for the any-length form (_any_length): M and N symbolic up to the bound, K from `shape`, the
     batch dims as any_batch / fixed_batch say; with recompute, the recompute form over the bound (_padded with
     pad = (Mb, Nb, K): no bias or mask), whose traces are those of the static recompute form at M = Mb, N = Nb.

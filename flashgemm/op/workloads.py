@@ -31,7 +31,7 @@ class Workload:
     mask_shape: Optional[tuple] = None
     mask_kind: str = "none"  # none | add | bool
     causal: bool = False
-    # an any-length workload (flashgemm/bundle/any_length.py): the kernel of the template's any-length form whose bound is
+    # an any-length workload (flashgemm/bundle/any_length.py): the kernel of the any-length form whose bound is
     # this M x N, tuned at the bound (every call it serves is at most that long: its time there bounds theirs)
     any_length: bool = False
 

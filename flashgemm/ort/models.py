@@ -6,12 +6,13 @@
 No model hub: every config is written out below from the published config.json of the named checkpoint, and the
 weights are a seeded random init (`torch.manual_seed(seed)`, default 0, then transformers' own `_init_weights`). The
 numbers are therefore meaningless; the *graphs* (ops, shapes, dtypes, where scale and mask enter attention) are the
-real ones, which is what the rewrite (rewrite.py) and the kernels care about.
+real ones, which is what the rewrite (flashgemm/ort/rewrite.py) and the kernels care about.
 
 Export path: `attn_implementation="eager"` and the TorchScript exporter (`torch.onnx.export(..., dynamo=False)`,
 opset 17), which writes attention as explicit ops. What the exports look like (transformers 5.23, torch 2.13):
 
-    BERT     MatMul(Transpose(Q,[0,2,1,3]), Transpose(K,[0,2,3,1])) -> Mul(c = head_dim^-0.5) -> Add(mask [B,1,S,S]) -> Softmax(-1)
+    BERT     MatMul(Transpose(Q,[0,2,1,3]), Transpose(K,[0,2,3,1])) -> Mul(c = head_dim^-0.5) -> Add(mask [B,1,S,S])
+             -> Softmax(-1)
     ViT      MatMul(Transpose(Q,[0,2,1,3]), Transpose(K,[0,2,3,1])) -> Mul(c) -> Softmax(-1)
              (ViT asks for softmax(dtype=float32).to(fp16); the exporter writes Softmax(-1) in the model's dtype
              followed by Cast(float32) -> Cast(float16), so the softmax itself is float16 - the Casts are kept)
@@ -187,7 +188,7 @@ SPECS = {
         "last_hidden_state", "encoder_layers"),
 }
 NAMES = tuple(SPECS)
-SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the scripts)
+SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the commands)
 
 
 def _randn(shape, gen):

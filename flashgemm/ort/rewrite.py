@@ -807,8 +807,8 @@ def any_length_requests(paths, log: Callable = print, heads: bool = False) -> li
 
 def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False) -> list:
     """The workload specs of every model in `paths` (model_workloads), each model's listed in the log: what
-    `tune.py --from-model` tunes and `build.py --from-model` builds kernels for. ValueError, with the fix, for a
-    missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K
+    `flashgemm-tune --from-model` tunes and `flashgemm-build --from-model` builds kernels for. ValueError, with the fix,
+    for a missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K
     (symbolic_ok: unless it has sites of symbolic lengths, which any-length kernels serve: model_any_length)."""
     specs = []
     for path in paths:
@@ -845,7 +845,7 @@ def _fused_sites(path: os.PathLike):
 
 def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool = False) -> list:
     """The distinct workload specs (flashgemm.op.workloads.parse strings) of a model's FusedGemmSoftmax nodes: what
-    to tune so that a rewritten model runs tuned kernels (`tune.py --from-model`). Nodes with an unknown dim are
+    to tune so that a rewritten model runs tuned kernels (`flashgemm-tune --from-model`). Nodes with an unknown dim are
     skipped (a tuned kernel needs static M, N, K; its batch may differ at run time). A model without fused nodes
     (not rewritten yet) is rewritten in memory first. Names: <name>-m<M>n<N>k<K>[-<n>]. counts: (spec, number of
     nodes with it) pairs instead."""
@@ -883,9 +883,9 @@ def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool 
 
 def model_any_length(path: os.PathLike) -> list:
     """(Variant, K, heads) of each kind of FusedGemmSoftmax site whose batch or lengths are symbolic in the model at
-    `path` (rewritten in memory first when it is not): what the bundle's any-length kernels (flashgemm.bundle.any_length)
-    must cover for it. heads: A's dim -3 where static, else 1 (the batch to tune at). Sites with an unknown K are
-    left to the generic kernel."""
+    `path` (rewritten in memory first when it is not): what the bundle's any-length kernels
+    (flashgemm.bundle.any_length) must cover for it. heads: A's dim -3 where static, else 1 (the batch to tune at).
+    Sites with an unknown K are left to the generic kernel."""
     from flashgemm.op.variant import Variant  # noqa: PLC0415
     out = []
     for node, a, b, bias, mask in _fused_sites(path):

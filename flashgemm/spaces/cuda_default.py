@@ -1,7 +1,7 @@
 """Default (untuned) schedules of the tensor-core space: a fast kernel for a shape nobody tuned.
 
 The generic CUDA kernel serves any shape but is 100-170x slower than a tuned one (one block per row,
-S recomputed in every softmax pass). For a shape known at build time (`build.py --workload`,
+S recomputed in every softmax pass). For a shape known at build time (`flashgemm-build --workload`,
 `--from-model`) we can do far better without a GPU: pick one point of the tuned space
 (cuda_space._schedule) by rule instead of by measurement, check it the way the tuner checks a
 candidate (the space's postprocessors, the arch's shared-memory limit), and ship it. The manifest
@@ -67,11 +67,10 @@ def choose_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, nt: int, kt
 
 def choose_any_length_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, nt: int, kt: int) -> list:
     """The any-length form's candidates (flashgemm/bundle/any_length.py), best guess first: 16 rows a block and 8 warps
-    over the columns, one 16-column fragment each; then fewer warps. 16 rows, not choose_decisions' 64: a row block
-    of S is 4x smaller in shared memory, so 4x more blocks fit an SM, and rows past M cost a 16-row tile, not a
-    64-row one; of ten choices swept over bounds and head sizes this one was the fastest at every point
-    (results/h200/any-length-2026-12-01/). B as [K, N] is copied element by element: its rows are N long, N known
-    only at the call."""
+    over the columns, one 16-column fragment each; then fewer warps. 16 rows, not choose_decisions' 64: a row block of S
+    is 4x smaller in shared memory, so 4x more blocks fit an SM, and rows past M cost a 16-row tile, not a 64-row one;
+    of ten choices swept over bounds and head sizes this one is the fastest at every point. B as [K, N] is copied
+    element by element: its rows are N long, N known only at the call."""
     vec_a = _widest(k)
     vec_b = _widest(k) if trans_b else 1
     bk = 2 if kt % 2 == 0 else 1
@@ -120,12 +119,12 @@ def choose_split_n_decisions(m: int, n: int, k: int, trans_b: bool, mt: int, jt:
 
 def choose_row_vector_decisions(n: int, k: int, npad: int) -> list:
     """Candidates of the M = 1 row-vector space (flashgemm/spaces/cuda_row_vector), best guess first. npad: N padded to
-    cuda_row_vector.N_PAD. The rule is the structure of the H100 tuning of decode-m1 (flashgemm/databases/sm_90/decode-m1.f16:
-    all of its top 3 records, 10.7-10.9 us against 23.6 us for the first rule's V = 4): one column a thread (V = 1:
-    the product reads B's shared tile element by element, and a thread's rows V apart put V lanes on one bank), as
-    many warps as divide the row up to 16 and the rest in chunks, k vectors of 4 (8-byte cp.async copies) and k tiles
-    of up to 32 elements, a 2-stage pipeline (cuda_default.ROW_VECTOR_STAGES), unroll 64, 4-wide P stores. More
-    columns a thread follow as fallbacks."""
+    cuda_row_vector.N_PAD. The rule is the structure of the H100 tuning of decode-m1
+    (flashgemm/databases/sm_90/decode-m1.f16: all of its top 3 records, about twice as fast as the first rule's V = 4):
+    one column a thread (V = 1: the product reads B's shared tile element by element, and a thread's rows V apart put V
+    lanes on one bank), as many warps as divide the row up to 16 and the rest in chunks, k vectors of 4 (8-byte cp.async
+    copies) and k tiles of up to 32 elements, a 2-stage pipeline (cuda_default.ROW_VECTOR_STAGES), unroll 64, 4-wide P
+    stores. More columns a thread follow as fallbacks."""
     lanes = npad // 32
     kv_choices = cuda_row_vector.kv_choices(k)
     kv = 4 if 4 in kv_choices else kv_choices[-1]
@@ -148,11 +147,11 @@ RECOMPUTE_SKETCH = {"stages": 2, "staged_p": True, "resident_a": True}
 
 
 def choose_recompute_decisions(mt: int, nt: int, kt: int) -> list:
-    """Candidates of the recompute form (flashgemm/spaces/cuda_recompute, RECOMPUTE_SKETCH), best guess first. mt, nt, kt:
-    16-element tile counts of the padded M, N, K. The rule is W3's best records (flashgemm/databases/sm_90/whisper-enc.f16 and
-    .bf16, 648.6 and 649.3 us, the same decisions in both dtypes): blocks of 64 rows sweeping chunks of
-    64 columns, 2 x 2 warps of 32 x 32, k tiles of 16, A copied a scalar at a time (its only width), B's chunks 4,
-    then 8 and 8 elements a thread. Fallbacks: 32 and 16 rows a block, 32-column chunks."""
+    """Candidates of the recompute form (flashgemm/spaces/cuda_recompute, RECOMPUTE_SKETCH), best guess first. mt, nt,
+    kt: 16-element tile counts of the padded M, N, K. The rule is W3's best records
+    (flashgemm/databases/sm_90/whisper-enc.f16 and .bf16, the same decisions in both dtypes): blocks of 64 rows sweeping
+    chunks of 64 columns, 2 x 2 warps of 32 x 32, k tiles of 16, A copied a scalar at a time (its only width), B's
+    chunks 4, then 8 and 8 elements a thread. Fallbacks: 32 and 16 rows a block, 32-column chunks."""
     out = []
     for bmt, (wm, fm) in ((4, (2, 2)), (2, (1, 2)), (1, (1, 1))):
         for cwt, (wn, fn) in ((4, (2, 2)), (2, (1, 2))):

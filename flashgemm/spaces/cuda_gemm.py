@@ -47,9 +47,8 @@ REDUCE_THREADS = 256
 REDUCE_VEC = 4  # output elements a thread of the reduction kernel: 16-byte fp32 loads (the most VerifyGPUCode allows)
 
 
-# The fragment pipeline (register double buffer of the A/B fragments, _schedule) is opt-in: on 4096^3 fp16 (H100,
-# 2026-11-26, 192 trials with both forms in the space) its best candidate ran 485.4 us against 408.7 us without it
-# (results/h100/gemm-records-fragment-pipeline-2026-11-26.txt): nvcc already schedules the unrolled k-steps' ldmatrix
+# The fragment pipeline (register double buffer of the A/B fragments, _schedule) is opt-in: on 4096^3 fp16 (H100)
+# its best candidate is slower than the best without it: nvcc already schedules the unrolled k-steps' ldmatrix
 # ahead of their mma, and the second fragment buffer costs registers.
 FRAGMENT_PIPELINE = (False,)
 

@@ -73,7 +73,7 @@ def recompute_s_per_pass(func: tirx.PrimFunc) -> tirx.PrimFunc:
     head = head[:m_s.end()] + f"\n    S_e = {m_s.group(2)}\n    S_p = {m_s.group(2)}\n    E_p = {m_e.group(1)}" \
         + head[m_s.end():]
     n_s, n_max, n_exp, n_sum, n_p = nests
-    # (Only for an operator whose row max starts at -inf; the current template already uses min_value.)
+    # (Only for an operator whose row max starts at -inf; flashgemm.kernel.fused_gemm_softmax uses min_value.)
     # With -inf, TVM's reducer matching (needed for the cross-thread
     # reduction) only knows max with identity min_value("float32") = -FLT_MAX. Same results: a row
     # whose logits are all -inf gets row_max = -FLT_MAX instead of -inf, then exp(-inf - row_max) = 0

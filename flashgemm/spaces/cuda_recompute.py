@@ -3,7 +3,7 @@
 The row-resident sketches keep a whole row block of S on chip: in shared memory (cuda_space: 16 x 1504 fp32 =
 96 KB at W3's N = 1500, two blocks an SM) or in the mma accumulators with B resident (cuda_registers: B alone is
 192 KB at W3, one block of 8-12 warps an SM). Either way a W3 SM runs one or two blocks, and the P stores of a
-block (its only HBM traffic worth counting) are not overlapped by anything: W3 ran at 4.6x its HBM floor.
+block (its only HBM traffic worth counting) are not overlapped by anything: W3 runs at ~4.6x its HBM floor.
 
 Here a block of BM rows sweeps N three times, in chunks of CW columns, each chunk recomputed on tensor cores:
 
@@ -23,8 +23,8 @@ of P written once. Shared memory is only A, the B chunks and the partial statist
 share an SM and one block's stores overlap another's GEMM. Why three sweeps and not two (online softmax): the
 rescaling running sum is not a reduction TIR can rfactor, and the extra GEMM sweep is the cheaper one.
 
-The template's recompute form (the template: recompute=True, a padded form) writes the GEMM three times ("S",
-"S_sum", "S_p"), so each is computed at the chunk loop of its own consumer. It iterates over padded sizes
+The kernel's recompute form (flashgemm.kernel.fused_gemm_softmax: recompute=True, a padded form) writes the GEMM three
+times ("S", "S_sum", "S_p"), so each is computed at the chunk loop of its own consumer. It iterates over padded sizes
 (padded_sizes: M to 16/32/64, N to 64, K to 16), so every split here is perfect.
 
 Statistics as in cuda_registers (rfactor over (warp column, quad lane); the partial in a register of the lane
@@ -35,15 +35,12 @@ Sampled knobs: rows [groups, BM/16 <= 16] then [WM, FM <= 2], columns [chunks, C
 (nested sample_perfect_tile), K tiles, B fetch vector widths; sketches: 2 or 3 pipeline stages over the chunks, each
 with P stored from the fragments, two elements at a time where N is even (half2 / nv_bfloat162; see the note at the
 P block), or staged through shared memory (the staged-P note below), each with A's fragments loaded at every k tile
-or once a block (the resident-A note below; the W3 winners in both dtypes since 2026-11-26).
+or once a block (the resident-A note below; W3's best kernels in both dtypes are resident).
 
-Measured (H100, results/h100/README.md). 2026-11-24, P stored one element at a time: correct (14 numerics tests,
-memcheck clean) but not faster than the one-pass form at W3, 1712 us after 128 trials against 1640 us in the same run;
-ncu: L2-bound (L2 86 %, DRAM 14 %), which the 2-byte stores (one L2 request per 2 bytes) explain better than B's
-reads. 2026-11-25, two elements a store: the same sampled kernels 1.25-2.03x faster (median 1.71x, 12 pairs), and
-after ~260 trials of it W3 took 935.8 us (fp16) and 923.4 us (bf16) against 1143.8 and 1157.6 us for the one-pass
-form after 1024+ trials; winners: BM = 128 rows, CW = 64 columns, 16 warps (4 x 4) of 32 x 16. Hence tuned by default on
-long rows (flashgemm.tune.tuner.RECOMPUTE_AUTO_MIN_N).
+Why two elements a store: with P stored one element at a time the form is L2-bound (one L2 request per 2 bytes of
+P; ncu: L2 busy, DRAM mostly idle) and no faster than the one-pass form at W3. Two elements a store make the same
+kernels well over 1.5x faster, and the form then beats the one-pass form at W3 in both dtypes, in fewer trials.
+Hence tuned by default on long rows (flashgemm.tune.tuner.RECOMPUTE_AUTO_MIN_N).
 """
 from __future__ import annotations
 
@@ -59,13 +56,13 @@ TWO_SWEEP_STAT_COLS = 32  # its statistics' column groups: 2 warp columns of 32 
 
 
 def is_recompute_form(sch: tvm.s_tir.Schedule) -> bool:
-    """Whether this module is the template's recompute form (it alone has an "S_p" block)."""
+    """Whether this module is the kernel's recompute form (it alone has an "S_p" block)."""
     return any(buf.name == "S_p" for buf in sch.mod["main"].body.block.alloc_buffers)
 
 
 def padded_sizes(variant, m: int, n: int, k: int):
     """(Mp, Np, Kp) of the static recompute form for this shape, or None where it does not apply: M < 16 (decoding:
-    the row-vector space), a bias or mask (the static padded template takes none; the form over a bound does:
+    the row-vector space), a bias or mask (the static padded form takes none; the form over a bound does:
     flashgemm.tune.tuner.any_length_form). Mp a multiple of 64, else 32, when that
     pads at most 15 % of the rows, else of 16; Np of 64; Kp of 16. No limit on N: only a chunk is on chip."""
     if m < 16 or variant.has_bias or variant.mask != "none":
@@ -83,7 +80,7 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=CHUNK_STAG
     every k tile, or once a block: the resident-A note below); the three-sweep form also one per way P leaves the
     fragments (staged_p: directly, or through shared memory: the staged-P note below)."""
     if not is_recompute_form(sch):
-        raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the template's recompute form")
+        raise cuda_space.UnsupportedShapeError("cuda_recompute schedules only the kernel's recompute form")
     if is_two_sweep_form(sch):
         return [_schedule2(sch.copy(), stages, res) for res in resident_a for stages in stage_options]
     return [_schedule(sch.copy(), stages, staged, res)
@@ -99,31 +96,27 @@ def p_vector_width(n: int) -> int:
 
 # Staged P (the sketches with staged_p, _schedule): P from a shared-memory tile of the chunk's logits, row by row,
 # p_vector_width elements a thread. Why: from the fragments, a warp's half2 store covers 8 rows x 16 bytes, half of
-# eight 32-byte sectors; the W3 kernel, 720 MB of P, was L2-bound on such stores (ncu 2026-11-24: L2 86 %, DRAM 14 %,
-# with 2-byte stores). Staged, a warp store covers whole sectors (two rows of a 64-column chunk with 8-byte vectors):
-# half the sector writes (by count; not measured with ncu), for BM x CW fp32 of shared memory and a barrier a chunk.
-# The tile holds S_p (fp32), not P (fp16): P's block keeps its bounds test (rows and columns past M, N of the padded
-# form), which a copy block of a P tile (cache_write) would not have; such a tile also inherits P's symbolic
-# elem_offset. Tile rows are padded by 8 words, so that the lanes of a half warp (4 rows x 4 quad lanes, 8 bytes each)
-# write distinct banks.
-# Measured (H200, 2026-11-26, results/h200): with the same decisions 0.65-1.19x the direct kernel (a big tile costs
-# occupancy: the search decides); after 316 more W3 fp16 trials the best kernel is staged, 782.5 us against 801.6 for
-# the best direct one (845.4 before).
+# eight 32-byte sectors; the W3 kernel, 720 MB of P, is L2-bound on such stores (as it is with 2-byte stores). Staged, a
+# warp store covers whole sectors (two rows of a 64-column chunk with 8-byte vectors): half the sector writes (by count;
+# not measured with ncu), for BM x CW fp32 of shared memory and a barrier a chunk. The tile holds S_p (fp32), not P
+# (fp16): P's block keeps its bounds test (rows and columns past M, N of the padded form), which a copy block of a P
+# tile (cache_write) would not have; such a tile also inherits P's symbolic elem_offset. Tile rows are padded by 8
+# words, so that the lanes of a half warp (4 rows x 4 quad lanes, 8 bytes each) write distinct banks.
+# With the same decisions staging is faster or slower than the direct stores depending on the tile (a big tile
+# costs occupancy), so both are sketches and the search decides; W3's best fp16 kernel is staged.
 
 
 # Resident A (the sketches with resident_a): A's fragments are loaded from shared memory once a block (ldmatrix,
 # FM x K/16 tiles a warp, K/4 registers a thread a row tile) and read by every chunk of the three (two) sweeps,
-# instead of once a k tile of every chunk. Why: the W3 fp16 kernel was bound by the shared-memory pipe (ncu
-# 2026-11-26: L1/TEX 81.5 %, MIO-throttle and short-scoreboard stalls), and A was half of its ldmatrix traffic
+# instead of once a k tile of every chunk. Why: the W3 fp16 kernel without it is bound by the shared-memory pipe
+# (ncu: L1/TEX near its peak, MIO-throttle and short-scoreboard stalls), and A is half of its ldmatrix traffic
 # (FM = FN = 2) while it never changes within a block. The load loop is bound to threadIdx.y (the warp row) only, so
 # the warps of every column (threadIdx.z, bind_warp) run it, each filling its own registers: a copy a warp column,
 # which a TIR block could not express with the warp index fused into one axis. FN <= 8.
 # The two-sweep form has TWO_SWEEP_STAT_COLS-wide warp columns (its statistics are per column group: _schedule2).
-# Measured (H200, 2026-11-26, results/h200): the best W3 fp16 records re-tiled as resident (same BM, CW and other
-# decisions): 0.80-1.05x; after ~250 more trials with these sketches in the space the best kernels are resident in
-# both dtypes: fp16 782.5 -> 759.8 us (BM 96, CW 64, 6 warps of 16 rows), bf16 817.0 -> 757.4 us (BM 64, 4 warps).
-# With warp columns (session 23): that fp16 record at every tiling of its block 735.6-1096.4 us (itself 756.5), and
-# after 256 more trials 675.7 us (BM 64, CW 64, 2 x 2 warps of 32 x 32: each warp reads half of each B chunk).
+# A direct record re-tiled as resident (same BM, CW and other decisions) gains little by itself; searched with these
+# sketches in the space, the best W3 kernels are resident in both dtypes, and faster still with warp columns (e.g.
+# BM 64, CW 64, 2 x 2 warps of 32 x 32: each warp reads half of each B chunk).
 
 
 def warp_tilings(bmt: int, cwt: int) -> list:
@@ -164,7 +157,7 @@ def is_staged(trace, mod: tvm.IRModule) -> bool:
 
 def current_decisions(trace, mod: tvm.IRModule) -> list:
     """A three-sweep record's sample decisions in the order of today's sketches: resident records tuned before warp
-    columns were sampled (2026-11-26) lack that decision; they had one warp column, [WN, FN] = [1, CW/16]."""
+    columns were sampled lack that decision; they had one warp column, [WN, FN] = [1, CW/16]."""
     decisions = [trace.decisions[i] for i in trace.insts if i in trace.decisions]
     if _is_one_column_resident(trace, mod):
         decisions.insert(3, [1, int(decisions[1][1])])
@@ -177,11 +170,11 @@ def _is_one_column_resident(trace, mod: tvm.IRModule) -> bool:
 
 
 def retiled(trace, mod: tvm.IRModule) -> list:
-    """Today's resident-A traces for a resident three-sweep record tuned before warp columns were sampled
-    (2026-11-26): its decisions at every warp tiling of its block (warp_tilings), on the sketch of its own pipeline
-    depth and P store; [] for any other record. Why: the search mutates a record's own decisions, and such a record
-    has no warp-column decision, so a database of them never reaches the new tilings by mutation; measured, these
-    traces seed it (flashgemm.tune.tuner.tune's migrate_records)."""
+    """Today's resident-A traces for a resident three-sweep record tuned before warp columns were sampled: its
+    decisions at every warp tiling of its block (warp_tilings), on the sketch of its own pipeline depth and P store; []
+    for any other record. Why: the search mutates a record's own decisions, and such a record has no warp-column
+    decision, so a database of them never reaches the new tilings by mutation; measured, these traces seed it
+    (flashgemm.tune.tuner.tune's migrate_records)."""
     if not _is_one_column_resident(trace, mod):
         return []
     sketch = _schedule(tvm.s_tir.Schedule(mod), pipeline_stages(trace), staged_p=is_staged(trace, mod),
@@ -368,12 +361,10 @@ def _fetch(sch: tvm.s_tir.Schedule, blk, at, widths=(2, 4, 8), probs=(0.1, 0.3, 
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The two-sweep form (the template: recompute=True with chunk=CW, stat_cols=G); opt-in (tune.py --two-sweep-form /
-# --forms). On the H100: numerics pass in both dtypes, memcheck and racecheck clean. At W3 fp16, with one warp column
-# (2026-11-25) its best after ~470 trials was 900.7 us against the three-sweep form's 845.4; with two of 32 columns
-# (2026-11-26) 763.8 us after ~500 trials, benched at parity with the three-sweep kernel (761-764 against 751-757 us):
-# a third less tensor-core work, but sweep 1's per-pair combine adds exps (ncu: XU 40.6 % against 33.8 %) and its
-# 120 registers leave 16 warps an SM (results/h100/README.md).
+# The two-sweep form (flashgemm.kernel.fused_gemm_softmax: recompute=True with chunk=CW, stat_cols=G); opt-in
+# (flashgemm-tune --two-sweep-form / --forms). Why opt-in: at W3 fp16 on the H100 it is at best at parity with the
+# three-sweep kernel (with two warp columns of 32; slower with one): a third less tensor-core work, but sweep 1's
+# per-pair combine adds exps (ncu: a busier XU pipe) and its 120 registers leave 16 warps an SM.
 def _gemm_at(sch: tvm.s_tir.Schedule, s_name: str, c_):
     """A GEMM block of S at chunk loop `c_`, its (i, j, k) loops split by 16 and the 16x16x16 inner block, which
     mma.sync matches, blockized. Returns (i, j, k, outer block, inner block) (both recompute forms)."""
@@ -437,7 +428,7 @@ def is_two_sweep_form(sch: tvm.s_tir.Schedule) -> bool:
 def _schedule2(sch: tvm.s_tir.Schedule, stages: int, resident_a: bool = False) -> tvm.s_tir.Schedule:
     """Sweep 1: S chunk on tensor cores -> the lane's (max, sum) of each of its column groups in the chunk, in
     registers -> the lane's running pairs (the online reducer, rfactor over the (group, quad lane) pairs); combine
-    one thread a row; sweep 2: S_p chunk -> P, half2 stores. Warp columns: the template's column groups (stat_cols;
+    one thread a row; sweep 2: S_p chunk -> P, half2 stores. Warp columns: the kernel's column groups (stat_cols;
     WN = CW / G, FN = G / 16), so each warp's statistics are over its own fragments."""
     from flashgemm.tvm_ext import online_softmax  # noqa: PLC0415
     online_softmax.register()

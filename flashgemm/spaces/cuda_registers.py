@@ -14,7 +14,7 @@ sketches keep S where mma.sync leaves it, in registers, and run the softmax on t
         P = exp(logit - max) / sum from the fragments, half2 stores straight to global memory
     After LowerWarpMemory two rewrites of the compile pipeline change the last two steps (cuda_build): the row sum
     keeps exp(logit - max) in the accumulator and P reads it back (keep_exp_in_accumulator), and P's stores become whole
-    32-byte sectors through a quad shuffle (store_whole_sectors). Together: W1 120 -> 87 us on the H100.
+    32-byte sectors through a quad shuffle (store_whole_sectors). Together they make W1 ~1.4x faster on the H100.
 
 Why it is written with rfactor. A fragment row is spread over the 4 lanes of a quad and over the WN
 warps of a row. TIR cannot bind one loop to both a row (spatial) and a quad lane (reduction), so each
@@ -29,21 +29,19 @@ in loops of its own bound to threadIdx.y/x; TVM's LiftThreadBinding merges them,
 allocation ends up inside threadIdx.y and compacts to one warp's fragments. Thread loops always have
 the block's full extents: TVM 0.27 puts no predicate on a thread loop shorter than its launch extent.
 
-Limits: M a multiple of 16 and N a multiple of 64 as the module's S block iterates. Other M, N take the
-template's padded form (padded_sizes; flashgemm.tune.tuner.forms): padding inside the schedule does not work, the
-statistics would need predicated partials whose placement TVM derives wrongly from an unpadded producer, while
-the padded form's blocks all iterate over the padded extents, so only P's stores carry a guard. N <= 2048
-(registers; rows wider than WIDE_N take one warp row a block); no bias or mask (`serves`: as shipped, with symbolic strides, their element-wise reads make these sketches slower than
-the shared-memory ones). Other shapes and variants use the shared-memory sketches only.
-
+Limits: M a multiple of 16 and N a multiple of 64 as the module's S block iterates. Other M, N take the kernel's padded
+form (padded_sizes; flashgemm.tune.tuner.forms): padding inside the schedule does not work, the statistics would need
+predicated partials whose placement TVM derives wrongly from an unpadded producer, while the padded form's blocks all
+iterate over the padded extents, so only P's stores carry a guard. N <= 2048 (registers; rows wider than WIDE_N take one
+warp row a block); no bias or mask (`serves`: as shipped, with symbolic strides, their element-wise reads make these
+sketches slower than the shared-memory ones). Other shapes and variants use the shared-memory sketches only.
 Sampled knobs: row tiles [groups, RT, WM, FM <= 2] and column tiles [WN, FN <= 8] (sample_perfect_tile; at most
 128 fp32 accumulators a thread), K tiles,
 A/B fetch vector widths; sketches (FORMS): B resident (RT row tiles a block) or B streamed with A over K (RT=1),
 each with 2 or 3 pipeline stages over K; and "row-pipelined": B resident, A fetched a whole row tile (all of K) at a
 time and the row-tile loop software-pipelined instead of the K loop, so the next row tile's cp.async overlaps this
-one's GEMM and softmax. Why: at K = 64 there is one K tile, so the K pipeline hides nothing; the shipped W1 kernel
-waited on A at the start of each of its 8 row tiles with 2 blocks an SM (ncu: long-scoreboard stalls, 14 % of the
-stall cycles; results/h100/ncu-2026-11-24-bert-large-ours-stalls.txt).
+one's GEMM and softmax. Why: at K = 64 there is one K tile, so the K pipeline hides nothing; a W1 kernel without
+it waits on A at the start of each of its 8 row tiles with 2 blocks an SM (ncu: long-scoreboard stalls).
 """
 from __future__ import annotations
 
@@ -53,7 +51,7 @@ from flashgemm.spaces import cuda_space
 from flashgemm.spaces.cuda_space import PIPELINE_STAGES, SMEM
 from flashgemm.tvm_ext.tensor_intrin import intrin_group
 
-# the resident B copy's vector widths (elements) and their probabilities; records tuned before 2026-11-28 had only 1
+# the resident B copy's vector widths (elements) and their probabilities; older records had only 1
 # (vectorized_b_fetch re-expresses them)
 B_FETCH_WIDTHS, B_FETCH_PROBS = (1, 2, 4, 8), (0.1, 0.1, 0.2, 0.6)
 MAX_N = 2048  # FM*FN*8 fp32 accumulators a thread: beyond this every tiling spills registers
@@ -66,12 +64,12 @@ def applies(m: int, n: int, k: int) -> bool:
 
 
 def padded_sizes(target_name: str, variant, m: int, n: int, k: int):
-    """(Mp, Np, Kp) of the template's padded form (the template: pad=) for a shape these sketches do not serve as it
-    is, or None. The padded form iterates over Mp x Np x Kp with zero-filled A/B, -inf logits in the padded
-    columns and guarded P stores, so every split here is perfect (the W2/W3 shapes: 197, 1500). Np is a multiple
+    """(Mp, Np, Kp) of the kernel's padded form (flashgemm.kernel.fused_gemm_softmax: pad=) for a shape these sketches
+    do not serve as it is, or None. The padded form iterates over Mp x Np x Kp with zero-filled A/B, -inf logits in the
+    padded columns and guarded P stores, so every split here is perfect (the W2/W3 shapes: 197, 1500). Np is a multiple
     of 64; Mp of 64, else 32, when that pads at most 15 % of the rows (more factors for the row tiles: 1500 -> 1536,
-    197 -> 224), else of 16; Kp of 16. None for: shapes already served, M < 16 (decoding: the row-vector space), a bias or mask
-    (their reads would need the same guards), Np > MAX_N, or an Np whose smallest B-streamed stage does not fit
+    197 -> 224), else of 16; Kp of 16. None for: shapes already served, M < 16 (decoding: the row-vector space), a bias
+    or mask (their reads would need the same guards), Np > MAX_N, or an Np whose smallest B-streamed stage does not fit
     the arch's shared memory (sm_89 at N = 1500)."""
     if m < 16 or applies(m, n, k) or variant.has_bias or variant.mask != "none":
         return None
@@ -85,7 +83,7 @@ def padded_sizes(target_name: str, variant, m: int, n: int, k: int):
 
 
 def is_padded_form(sch: tvm.s_tir.Schedule) -> bool:
-    """Whether this module is the template's padded form (it alone has a zero-filled A copy before scheduling)."""
+    """Whether this module is the kernel's padded form (it alone has a zero-filled A copy before scheduling)."""
     return _has_block(sch, "A_pad")
 
 
@@ -93,9 +91,9 @@ def serves(sch: tvm.s_tir.Schedule) -> bool:
     """Whether the register sketches serve this module: the shape (applies) and a variant that reads no bias or
     mask. Each logit is computed three times (max, sum, P) from the fragments, and a bias/mask element is read
     where its fragment lives: 2-byte loads spread over 8 rows a warp instruction. With the runtime form's symbolic
-    bias strides that cost BERT's padding-mask site 164.7 us on the H100 against 93.6 us in the (static-stride)
-    tuning form that Meta-Schedule measured, and 122 us with S in shared memory (results/h100/
-    bench-registers-2026-11-24.md): the tuner would pick a kernel that is slower as shipped."""
+    bias strides that makes BERT's padding-mask site far slower as shipped than in the (static-stride) tuning form
+    that Meta-Schedule measures, and slower than with S in shared memory: the tuner would pick a kernel that is
+    slower as shipped."""
     _, _, m, n, k = cuda_space._sizes(sch.mod["main"])
     reads = {r.source.name for r in sch.get(sch.get_sblock("row_max")).reads}
     return applies(m, n, k) and not reads & {"Bias", "Mask"}
@@ -121,11 +119,12 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
 
 
 def vectorized_b_fetch(trace):
-    """A register-sketch record tuned when the resident B copy was scalar (before 2026-11-28), re-expressed with
-    that copy 8 elements wide: its trace's JSON up to the postprocessors, the copy's sample given today's widths and
-    the widest chosen (the postprocessors, applied again, then split and vectorize it); None for any other record
-    (a streamed or zero-filled B has no such sample; the recompute form's scalar copy is of A). Why: the search only mutates a record's own decisions, and an
-    old record's sample offers only width 1 (flashgemm.tune.tuner.tune's migrate_records measures these)."""
+    """A register-sketch record tuned when the resident B copy was scalar, re-expressed with that copy 8 elements wide:
+    its trace's JSON up to the postprocessors, the copy's sample given today's widths and the widest chosen (the
+    postprocessors, applied again, then split and vectorize it); None for any other record (a streamed or zero-filled B
+    has no such sample; the recompute form's scalar copy is of A). Why: the search only mutates a record's own
+    decisions, and an old record's sample offers only width 1 (flashgemm.tune.tuner.tune's migrate_records measures
+    these)."""
     insts, decisions = trace.as_json()
     end = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
     # the block each CacheRead made -> the index of the operand it copies (1: B, as fetch(1, ...) below)
@@ -164,7 +163,7 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
     dtype = next(r.source.dtype for r in sch.get(sch.get_sblock("S")).reads if r.source.name in ("A", "A_pad"))
     names = intrin_group(str(dtype), cuda_space._is_trans_b(sch), SMEM)
     s_blk = sch.get_sblock("S")
-    # K padded to 16 (zero-filled A/B tiles) here; the padded form of the template (padded_sizes) comes with
+    # K padded to 16 (zero-filled A/B tiles) here; the kernel's padded form (padded_sizes) comes with
     # zero-filled A_pad / Bm_pad blocks of its own, and either way the global->shared copies inline them
     if k % 16:
         sch.pad_einsum(s_blk, [1, 1, 16, 16, 16])
@@ -213,8 +212,9 @@ def _schedule(sch: tvm.s_tir.Schedule, stages: int, resident_b: bool, row_pipeli
     fetch(0, rt if row_pipeline else ko, sch.get_sblock("A_pad") if zero_filled else None)
     if resident_b:
         # B once a block, outside the pipelined k loop. Vectorized, it becomes cp.async in the compile pipeline
-        # (flashgemm/codegen/tir/make_copies_async: TVM 0.27 cannot prove a plain vector load aligned with the runtime forms' symbolic
-        # batch strides). A zero-filled B (padded K or form) is a predicated load the pass leaves alone: scalar.
+        # (flashgemm/codegen/tir/make_copies_async: TVM 0.27 cannot prove a plain vector load aligned with the runtime
+        # forms' symbolic batch strides). A zero-filled B (padded K or form) is a predicated load the pass leaves alone:
+        # scalar.
         widths, probs = (B_FETCH_WIDTHS, B_FETCH_PROBS) if not zero_filled and k % 16 == 0 else ((1,), (1.0,))
         fetch(1, bx, sch.get_sblock("Bm_pad") if zero_filled else None, widths=widths, probs=probs)
     else:

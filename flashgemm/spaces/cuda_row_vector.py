@@ -142,7 +142,7 @@ def schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_S
         # rows V apart spread over 8 banks instead of 2-4. The product reads B's tile from shared memory
         # element by element: a kv-vector read into registers would make TVM 0.27's StorageRewrite retype
         # the tile as a buffer of vectors, which its cp.async rewrite then rejects. (ptxas merges those element
-        # loads itself: for bf16 only since cuda_build converts bf16 to fp32 by a bit shift, 2026-11-26.)
+        # loads itself; for bf16 only because cuda_build converts bf16 to fp32 by a bit shift.)
         sch.storage_align(b_sh, 0, axis=-2, factor=16, offset=8)
     else:
         # B [.., K, N]: the lanes read consecutive columns straight from global memory (coalesced; scalar

@@ -28,18 +28,18 @@ Shared memory. S takes BM*Npad*4 bytes, so it quickly outgrows the 48 KB of stat
 (W1: N=512, BM=32 is 64 KB; W3: N=1500 needs 96 KB at BM=16). Every buffer of the space is in
 "shared.dyn" scope: TVM merges them into one `extern __shared__` buffer (MergeSharedMemoryAllocations,
 with liveness-based reuse), passes its size as the launch's dynamic shared memory, and its CUDA
-runtime raises the kernel's limit (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) when needed. VerifyGPUCode is run with the
-arch's real opt-in limit (SMEM_LIMIT) instead of the 48 KB the target tags declare.
+runtime raises the kernel's limit (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) when needed. VerifyGPUCode is run
+with the arch's real opt-in limit (SMEM_LIMIT) instead of the 48 KB the target tags declare.
 
 Limits: shapes whose S row block does not fit even at BM=16 (N > ~3580 on sm_90, > ~2560 on
-sm_80, > ~1530 on sm_89) raise `LongRowError` here; they take the template's split-N form, scheduled
+sm_80, > ~1530 on sm_89) raise `LongRowError` here; they take the kernel's split-N form, scheduled
 by flashgemm/spaces/cuda_split_n (the LM head), when N is a multiple of 16, else the generic kernel.
 No k-split (the whole K is reduced by one block).
 
 Row max / row sum: warp per row (threadIdx.y over the block's rows, lanes over the columns), TVM's
 cross-thread allreduce (warp shuffles). That needs the row_max init to be min_value("float32") (the
-template's choice since it dropped -inf): TVM's reducer matching knows max only with that identity.
-With a -inf init (older template) the max falls back to one thread per row, serial over the columns.
+kernel's choice, not -inf): TVM's reducer matching knows max only with that identity. With a -inf init
+the max would fall back to one thread per row, serial over the columns.
 The statistics are scheduled in shared memory; where a warp holds one row, the compile pipeline keeps them in
 registers instead (flashgemm/codegen/tir/keep_warp_statistics_in_registers: no lane-0 store, barriers and reloads).
 """
@@ -97,7 +97,7 @@ def _pad_factors(m: int, n: int):
 def check_shape(target_name: str, m: int, n: int, k: int) -> None:
     """Raise LongRowError when even BM=16 and the smallest staging do not fit in shared memory, and
     UnsupportedShapeError for M = 1: a 16-row mma tile would be 15/16 padding (and TVM 0.27's shared-memory
-    merge fails on such candidates); design_space hands M = 1 to schedules/cuda_row_vector."""
+    merge fails on such candidates); design_space hands M = 1 to flashgemm/spaces/cuda_row_vector."""
     if m == 1:
         raise UnsupportedShapeError(
             "M=1 (decoding) is not a tensor-core shape: the row-vector space (flashgemm/spaces/cuda_row_vector) serves it")
@@ -236,7 +236,7 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     # shape, so the same instructions replay on the runtime form of that shape.
     # M and N are padded to multiples of 32 / 64 (not just 16) when larger: the tile counts then have
     # the factors 2 and 4 that warps / rows-per-block need (197 -> 13 tiles of 16 is prime; 256 -> 16).
-    # The any-length form (the template) brings its own A_pad/Bm_pad guards, and its bounds are multiples of the
+    # The kernel's any-length form brings its own A_pad/Bm_pad guards, and its bounds are multiples of the
     # factors (kernel_library.LENGTH_BOUNDS), so nothing more is padded.
     any_length = is_any_length(sch)
     m_fac, n_fac = _pad_factors(m, n)
@@ -256,7 +256,7 @@ def _schedule(sch: tvm.s_tir.Schedule, target_name: str, stage_options=PIPELINE_
     # (symbolic elem_offset) therefore yields shared/warp caches with a symbolic offset, and the build
     # fails the ldmatrix/mma offset_factor=16 check ("does not satisfy the offset_factor 16"). Padded
     # operands are read via the fresh A_pad/Bm_pad buffers and are fine; unpadded ones need A/Bm declared
-    # without offset_factor (elem_offset 0) in the template (see the report).
+    # without offset_factor (elem_offset 0) in the kernel (flashgemm.kernel.fused_gemm_softmax).
     sch.compute_inline(sch.get_sblock("exp"))
 
     # ---- GEMM tiling
@@ -347,7 +347,7 @@ def pipeline_sketches(sch, ko, stage_options=PIPELINE_STAGES) -> list:
 
 
 def is_any_length(sch: tvm.s_tir.Schedule) -> bool:
-    """Whether this module is the template's any-length form (symbolic M and N under a static bound)."""
+    """Whether this module is the kernel's any-length form (symbolic M and N under a static bound)."""
     return bool(sch.mod["main"].attrs.get(ANY_LENGTH_ATTR, False))
 
 
@@ -356,7 +356,7 @@ def _is_trans_b(sch: tvm.s_tir.Schedule) -> bool:
     blk = sch.get(sch.get_sblock("S"))
     iv = [v.var for v in blk.iter_vars]  # v0, v1, vi, vj, vk
     for region in blk.reads:
-        if region.source.name in ("Bm", "Bm_pad"):  # Bm_pad: the template's padded form
+        if region.source.name in ("Bm", "Bm_pad"):  # Bm_pad: the kernel's padded form
             last = region.region[-1].min
             return last.same_as(iv[4])
     raise ValueError("cuda_space: S reads no buffer named Bm")
@@ -409,7 +409,7 @@ def design_space(target_name: str) -> ms.space_generator.SpaceGenerator:
                 return hopper  # the wide form: wgmma only (cuda_split_n.schedule refuses its chunk width)
             return cuda_split_n.schedule(sch, target_name) + hopper
         # (the recompute form first: over a bound it is an any-length form too; then the one-pass space over the
-        # bound, guards in the template; both before the padded test, which they would pass)
+        # bound, guards in the kernel; both before the padded test, which they would pass)
         if cuda_recompute.is_recompute_form(sch):
             return cuda_recompute.schedule(sch, target_name)
         if is_any_length(sch):
@@ -451,7 +451,7 @@ def builder(target_name: str, workers: int, build_fn=f_build) -> ms.builder.Buil
 def evaluator_config() -> ms.runner.EvaluatorConfig:
     # 10 launches per repeat, 3 repeats, no minimum repeat time: 30 launches rank 5-500 us kernels well
     # (spread of repeats ~1 %), and a candidate costs milliseconds of GPU time instead of the 150 ms that
-    # min_repeat_ms=50 cost (it made the runner the slowest stage of tuning: 0.7 s a candidate).
+    # min_repeat_ms=50 costs (which makes the runner the slowest stage of tuning).
     # L2 is NOT flushed between launches (enable_cpu_cache_flush only flushes the CPU cache): inputs of
     # small workloads (W2: 9.7 MB) stay in the H100's 50 MB L2, so times are warm-L2 times, which is what
     # an attention layer repeatedly called with fresh Q/K would not quite see; compare against

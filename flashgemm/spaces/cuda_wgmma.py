@@ -61,7 +61,7 @@ WGS = (1, 2)
 # The split-N form: two warpgroups only. Its epilogue's per-row chunk max/sum are static shared memory (2 x 4 bytes x
 # 64 WG rows), which the dynamic pool follows, and wgmma applies the 128-byte swizzle to absolute shared addresses:
 # the swizzled tiles need the pool 1024-byte aligned, which 2 x 4 x 128 = 1024 bytes keeps and one warpgroup's 512
-# breaks (measured on the H100: with B as [K, N] the one-warpgroup sketch's P was wrong; K-major B hid it, A and B
+# breaks (on the H100, with B as [K, N] the one-warpgroup sketch's P is wrong; K-major B hides it: A and B
 # misread alike permute k identically).
 SPLIT_N_WGS = (2,)
 STAGES = (3, 4)
@@ -398,8 +398,8 @@ def serves(sch: tvm.s_tir.Schedule) -> bool:
 
 def split_n_schedule(sch: tvm.s_tir.Schedule, wg_options=SPLIT_N_WGS, stage_options=STAGES,
                      inflight_options=INFLIGHT) -> list:
-    """Pass 1 of the split-N form (the template, chunk=CW; flashgemm/spaces/cuda_split_n) on wgmma: one sketch per (WG,
-    stages, in-flight groups) that tiles the shape (WG: SPLIT_N_WGS, why there). The block is 64 WG rows x one
+    """Pass 1 of the split-N form (the kernel's, chunk=CW; flashgemm/spaces/cuda_split_n) on wgmma: one sketch per
+    (WG, stages, in-flight groups) that tiles the shape (WG: SPLIT_N_WGS, why there). The block is 64 WG rows x one
     chunk (the wgmma N = CW), chunk-major as in cuda_split_n; the accumulators go to the fp32 S tile in shared
     memory, and cuda_split_n's epilogue and pass 2 follow (warps = 4 WG over threadIdx.z x y, 32 lanes)."""
     from flashgemm.spaces import cuda_space, cuda_split_n  # noqa: PLC0415

@@ -7,9 +7,9 @@ def register_intrinsics(name: str) -> None:
     recompute form's rfactor needs the online-softmax reducer: they must be registered before a database of such
     records is opened, or loading it fails (it replays every trace)."""
     if targets.is_cuda(name):
-        from flashgemm.tvm_ext import online_softmax, tensor_intrin  # noqa: F401,PLC0415  (imports TVM's intrinsics, registers ours)
+        from flashgemm.tvm_ext import online_softmax, tensor_intrin  # noqa: F401,PLC0415  (TVM's intrinsics, and ours)
         online_softmax.register()
-        # the sm_90 split-N form's wgmma sketches (flashgemm/spaces/cuda_wgmma): on every arch, so that sm_90's databases
-        # load for a transfer to sm_80 / sm_89 (which skips those records: flashgemm.bundle.best)
+        # the sm_90 split-N form's wgmma sketches (flashgemm/spaces/cuda_wgmma): on every arch, so that sm_90's
+        # databases load for a transfer to sm_80 / sm_89 (which skips those records: flashgemm.bundle.best)
         from flashgemm.spaces import cuda_wgmma  # noqa: PLC0415
         cuda_wgmma.register_all()

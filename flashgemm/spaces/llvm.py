@@ -55,7 +55,7 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
       no-NaN fast-math).
     Numerics: only the order of the fp32 additions in the row sum changes (NaN and inf propagate as in any order),
     and exp is within 2 ulp; a row with a NaN logit is a NaN row either way (the max ignores or returns the NaN,
-    exp(NaN - max) or exp(x - NaN) is NaN); masking, the fully-masked-row zeros and the NaN rows are the template's
+    exp(NaN - max) or exp(x - NaN) is NaN); masking, the fully-masked-row zeros and the NaN rows are the kernel's
     Selects, untouched."""
     sch = tvm.s_tir.Schedule(nan_propagating_max(inline_exp(func)))
     s = sch.get_sblock("S")
@@ -221,7 +221,7 @@ def export_target(target: tvm.target.Target) -> tvm.target.Target:
 
 def design_space() -> ms.space_generator.SpaceGenerator:
     # Meta-Schedule's llvm rules import TVM's tensor intrinsics when a TuneContext starts: through
-    # flashgemm.tvm_ext.tensor_intrin they are parsed with the shallow stack (13 s instead of 34 on the 2-core box)
+    # flashgemm.tvm_ext.tensor_intrin they are parsed with the shallow stack (several times faster)
     from flashgemm.tvm_ext import tensor_intrin  # noqa: F401,PLC0415
     rules = []
     for rule in ms.ScheduleRule.create("llvm"):

@@ -34,7 +34,7 @@ def plot_curve(csv_path: Path, png_path: Path, title: str) -> Optional[Path]:
     return png_path
 
 
-if __name__ == "__main__":  # python -m flashgemm.tune.curves flashgemm/databases/sm_90/vit-b16.f16/curve.csv: redraw its PNG
+if __name__ == "__main__":  # python -m flashgemm.tune.curves DB_DIR/curve.csv: redraw its PNG
     import sys
     for arg in sys.argv[1:]:
         csv_file = Path(arg)

@@ -161,9 +161,9 @@ def json_database(work_dir: Path, allow_missing: bool, files: Optional[tuple] = 
     files: the two file paths, when they are not work_dir's DB_FILES.
 
     Why: opening the database replays every record's trace on TVM's worker threads, and a trace with rfactor of the
-    online-softmax reducer (flashgemm/tvm_ext/online_softmax.py) calls back into Python from those threads. tvm-ffi releases
-    the GIL during function calls but holds it during object constructors, so the constructor deadlocks (the two-sweep
-    recompute form hung here). The function returns the same JSONDatabase object."""
+    online-softmax reducer (flashgemm/tvm_ext/online_softmax.py) calls back into Python from those threads. tvm-ffi
+    releases the GIL during function calls but holds it during object constructors, so the constructor deadlocks (the
+    two-sweep recompute form hung here). The function returns the same JSONDatabase object."""
     make = tvm.get_global_func("s_tir.meta_schedule.DatabaseJSONDatabase")
     workload, records = files or (Path(work_dir) / DB_FILES[0], Path(work_dir) / DB_FILES[1])
     return make(str(workload), str(records), allow_missing, "structural")
@@ -209,8 +209,8 @@ def open_json_db(path: Path, create: bool = False,
     in provenance.json is a DatabaseError. The database object holds every record in memory; what is committed to
     it goes to the removed copy, not to `path`.
 
-    create=True: the caller's own work directory, which it appends to (flashgemm/databases/**/work/ and its shards): created
-    when missing, and a torn final line is cut off in place, with a message (repair_jsonl); any other unreadable
+    create=True: the caller's own work directory, which it appends to (flashgemm/databases/**/work/ and its shards):
+    created when missing, and a torn final line is cut off in place, with a message (repair_jsonl); any other unreadable
     line is a DatabaseError."""
     if not create and not all((path / f).exists() for f in DB_FILES) and _expected_digests(path) is None:
         raise DatabaseError(f"no tuning database at {path} (expected {', '.join(DB_FILES)})")

@@ -100,7 +100,7 @@ def server_count(tracker: Tracker, timeout: float = 10.0) -> int:
 
 
 # One session per runner worker, kept across candidates: a server starts a fresh process for every session
-# (spawned: ~6 s of Python and TVM start-up on the H200 machine), which then pays CUDA's start-up too. The
+# (spawned: seconds of Python and TVM start-up), which then pays CUDA's start-up too. The
 # session is given back to the tracker after IDLE_S without work (between batches, while the search and
 # the builder run, so that other tuning jobs get the server), after any failed candidate (a kernel fault
 # poisons the CUDA context), and before the server's own session timeout could kill it.
@@ -108,7 +108,7 @@ _IDLE_S = float(os.environ.get("FLASHGEMM_RPC_IDLE_S", "2"))
 _lock = threading.Lock()
 _held: dict = {"session": None, "config": None, "born": 0.0, "used": 0.0, "busy": False, "ok": False, "args": None}
 _reaper: list = []
-_ARGS_KEPT = 2  # workloads whose arguments a session keeps (tune.py --jobs 2 may alternate between two)
+_ARGS_KEPT = 2  # workloads whose arguments a session keeps (flashgemm-tune --jobs 2 may alternate between two)
 
 
 def _drop_locked() -> None:
@@ -167,8 +167,8 @@ def create_session(rpc_config: ms.runner.RPCConfig):
 
 def _bounded(what: str, fn):
     """fn() with a client-side deadline of the session timeout + 30 s. The server's own session timeout did not
-    end every stuck session: on the 4xH200 host a session that connected and never went on held its runner
-    worker (and the whole search) for minutes. Past the deadline the candidate fails and its session is dropped."""
+    end every stuck session: one that connected and never went on could hold its runner worker (and the whole
+    search) for minutes. Past the deadline the candidate fails and its session is dropped."""
     limit = (_held["config"].session_timeout_sec if _held["config"] is not None else 60) + 30.0
     value, err = _within(limit, fn)
     if err is not None:
@@ -181,7 +181,7 @@ def _bounded(what: str, fn):
 def upload_module(session, local_path: str, remote_path: str):
     """Meta-Schedule's upload, under a name of the candidate's own. Every artifact is called tvm_tmp_mod.tar;
     in a session kept across candidates, loading a second library at the first one's path gave back the
-    first (the H100 then timed one kernel 128 times)."""
+    first (one kernel was then timed for every candidate of the batch)."""
     unique = f"{os.path.basename(os.path.dirname(local_path))}-{remote_path}"
     _held["remote"] = unique
 
@@ -193,11 +193,10 @@ def upload_module(session, local_path: str, remote_path: str):
 
 def alloc_argument(session, device, args_info, alloc_repeat):
     """Meta-Schedule's allocation (random fill), made once per held session and workload and reused by its later
-    candidates. The default random-fills every argument for every candidate: with
-    --jobs 2 on the 2xH200 machine the runner took 0.9 s a W1 candidate (160 MB of arguments) against 0.17 s for
-    W2 (25 MB), for ~4 ms of kernel time. A kernel's speed does not depend on the values, and every candidate
-    writes the whole output, so sharing the buffers changes no measurement (the local runner has done so since
-    the W3 tuning, flashgemm/codegen/cuda_runner.py)."""
+    candidates. The default random-fills every argument for every candidate, which costs far more than the
+    kernels' few milliseconds of timing on the big workloads (W1: 160 MB of arguments). A kernel's speed does not
+    depend on the values, and every candidate writes the whole output, so sharing the buffers changes no
+    measurement (the local runner does the same, flashgemm/codegen/cuda_runner.py)."""
     from tvm.s_tir.meta_schedule.runner.rpc_runner import default_alloc_argument  # noqa: PLC0415
 
     key = (str(device), repr(args_info), alloc_repeat)

@@ -5,7 +5,7 @@ postprocessor, and the cost model's feature extraction. No GPU needed (sm_* targ
     python -m flashgemm.tune.search_profile --target sm_90 --workload lm-head --form split-n-wide
 
 Every candidate the search scores costs one replay, the postprocessors and one feature extraction, on one core;
-a search of population P with G evolve iterations scores about P * (G + 1) of them a batch. tune.py's
+a search of population P with G evolve iterations scores about P * (G + 1) of them a batch. flashgemm-tune's
 provenance gives the search's wall time per run; this gives its cost per candidate, to tell which part to cut.
 """
 from __future__ import annotations
@@ -72,11 +72,11 @@ def profile(workload, target_name: str, candidates: int = 40, seed: int = 1, for
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", default="sm_90", help="llvm | sm_80 | sm_89 | sm_90 (default sm_90)")
-    ap.add_argument("--workload", required=True, help="a preset or a spec, as for tune.py")
+    ap.add_argument("--workload", required=True, help="a preset or a spec, as for flashgemm-tune")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16"])
     ap.add_argument("--candidates", type=int, default=40)
-    ap.add_argument("--form", default="", help="a form of the workload (tune.py --forms names them; default: the "
-                                               "primary one)")
+    ap.add_argument("--form", default="", help="a form of the workload (flashgemm-tune --forms names them; "
+                                               "default: the primary one)")
     args = ap.parse_args(argv)
     if args.candidates < 1:
         ap.error("--candidates must be at least 1")

@@ -47,7 +47,7 @@ STRATEGIES = ("evolutionary", "random")
 
 
 def split_n_chunk(workload: Workload, target_name: Optional[str]) -> int:
-    """The template form a workload is tuned and shipped in on a target: 0 (one pass, rows resident) or
+    """The kernel form a workload is tuned and shipped in on a target: 0 (one pass, rows resident) or
     the chunk width of the long-row split-N form (flashgemm/spaces/cuda_split_n.chunk_for)."""
     if target_name is None or not targets.is_cuda(target_name):
         return 0
@@ -58,7 +58,8 @@ def split_n_chunk(workload: Workload, target_name: Optional[str]) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """One form of the template a workload is tuned in (flashgemm.kernel.fused_gemm_softmax.tuning_func's chunk / pad)."""
+    """One form of the kernel a workload is tuned in (flashgemm.kernel.fused_gemm_softmax.tuning_func's chunk /
+    pad)."""
     name: str  # "one-pass", "split-n", "split-n-wide", "padded", "recompute" or "recompute2"
     chunk: int = 0
     pad: Optional[tuple] = None
@@ -68,15 +69,15 @@ class Form:
 
 
 def forms(workload: Workload, target_name: Optional[str] = None) -> list:
-    """The template forms a workload can be tuned in on a target, the primary one first: one pass (rows resident)
+    """The kernel forms a workload can be tuned in on a target, the primary one first: one pass (rows resident)
     or split-N (long rows); on CUDA, for shapes the register sketches take only when padded (W2/W3: 197, 1500), the
     padded form too (flashgemm/spaces/cuda_registers.padded_sizes). tune(padded_form=True) tunes each form as a task of
     one run (round robin); the database keeps the fastest records of any form, and each replays on its own.
-    The padded form is opt-in: on the H100 it has not beaten the primary form at W2 or W3 (results/h100/README.md,
-    2026-11-24), and a second task halves each form's share of the trials. Last, for shapes with M >= 16 and no bias
-    or mask (not long rows: they have split-N), the recompute form (flashgemm/spaces/cuda_recompute), tuned by default
-    where rows are at least RECOMPUTE_AUTO_MIN_N long (tuned_forms). On sm_90, long rows also have the wide split-N
-    form (wgmma only, CW = 256: cuda_split_n.WIDE_CHUNK), tuned by default beside the primary one."""
+    The padded form is opt-in: on the H100 it has not beaten the primary form at W2 or W3, and a second task halves each
+    form's share of the trials. Last, for shapes with M >= 16 and no bias or mask (not long rows: they have split-N),
+    the recompute form (flashgemm/spaces/cuda_recompute), tuned by default where rows are at least RECOMPUTE_AUTO_MIN_N
+    long (tuned_forms). On sm_90, long rows also have the wide split-N form (wgmma only, CW = 256:
+    cuda_split_n.WIDE_CHUNK), tuned by default beside the primary one."""
     if workload.any_length:  # one form: the one-pass space over the bound, or on long rows its recompute form
         return [any_length_form(workload.variant, workload.bound, workload.canonical.sizes[4], target_name)]
     chunk = split_n_chunk(workload, target_name)
@@ -103,19 +104,19 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
 
 # Any-length kernels of bounds at least this long are the recompute form over the bound, where it applies
 # (any_length_form). Why: the one-pass form keeps a 16-row block's whole S row (Nb fp32) in shared memory, one or two
-# blocks an SM on long rows; the recompute form keeps a chunk of S on chip. Both default schedules measured at the
-# lengths each bound serves (results/h200/any-length-recompute-2026-12-01/): the recompute form 1.08-1.19x
-# faster on the 1024 bound (K 64) and 1.6-2.1x on 1536 and 2048, but 0.56-0.94x on 512 and 768.
+# blocks an SM on long rows; the recompute form keeps a chunk of S on chip. At the lengths each bound serves, the
+# recompute form's default schedule is faster than the one-pass one from the 1024 bound (K 64) up, slower on 512
+# and 768.
 ANY_LENGTH_RECOMPUTE_MIN_BOUND = 1024
 
 
 # From this bound up (and below ANY_LENGTH_RECOMPUTE_MIN_BOUND), the one-pass any-length kernel's twin
-# (best.any_length_twin) is the recompute form: with P in vector stores it measured 1.34-1.39x faster than the
-# one-pass kernel on the 768 bound, and 0.99-1.09x on 512 (results/h200/any-length-recompute-2026-12-01/).
+# (best.any_length_twin) is the recompute form: with P in vector stores it is clearly faster than the one-pass
+# kernel on the 768 bound, about even on 512.
 ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND = 768
-# With a bias or mask, kernel and twin are the recompute form from this bound up: against the one-pass kernel its
-# better of plain and twin measured 1.36-2.49x on the 1536 and 2048 bounds, but 0.79-1.37x on 1024 (a bias loses
-# there) and 0.61-1.07x on 768 (padding masks [B, 1, 1, N], results/h200/any-length-recompute-2026-12-01/).
+# With a bias or mask, kernel and twin are the recompute form from this bound up: the better of its plain kernel
+# and twin beats the one-pass kernel on the 1536 and 2048 bounds, but not reliably on 1024 (a bias loses there)
+# or 768 (padding masks [B, 1, 1, N]).
 ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND = 1536
 
 
@@ -146,12 +147,9 @@ def any_length_twin_form(variant, bound: tuple, k: int, target_name: Optional[st
     return _recompute_over(variant, bound, k, target_name, ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND)
 
 
-# The recompute form is tuned by default (recompute_form=None) on rows at least this long. Measured on the H100
-# (2026-11-25, results/h100/README.md): at W3 (N = 1500) it won in both dtypes once its P stores were half2
-# (935.8 us fp16 and 923.4 us bf16 after ~260 trials of it, against 1143.8 and 1157.6 us for the one-pass form
-# after 1024+). On W1 (N = 512) it lost: 152.3 us against the one-pass form's 121.9 after 256 trials of each
-# (results/h100/recompute-records-bert-large-f16-2026-11-25.txt); on W2 (N = 197, 2026-11-26, with warp columns and
-# resident A) too: 34.3 us (two sweeps: 50.9) against 31.3 (results/h100/w2-recompute-records-2026-11-26.txt).
+# The recompute form is tuned by default (recompute_form=None) on rows at least this long: on the H100 it beats
+# the one-pass form at W3 (N = 1500) in both dtypes (with half2 P stores, in a quarter of the trials), and loses
+# to it at W1 (N = 512) and W2 (N = 197, even with warp columns and resident A, and in two sweeps).
 # Shorter rows keep one form and all the trials.
 RECOMPUTE_AUTO_MIN_N = 1024
 
@@ -267,8 +265,8 @@ COMPILER_PACKAGES = ("flashgemm.codegen", "flashgemm.tvm_ext")  # (and flashgemm
 def compiler_sources() -> tuple:
     """flashgemm/codegen/cuda_build.py, the modules of the compile pipeline it imports (its passes and source rewrites,
     flashgemm.targets, TVM workarounds) and theirs, followed through every module-level import so that a new one, or a
-    helper a pass imports, is never left out, and the tensor intrinsics: paths relative to the package's parent. (Read, not imported:
-    importing cuda_build registers an index map that TVM's own tensor-intrinsic module, imported later by
+    helper a pass imports, is never left out, and the tensor intrinsics: paths relative to the package's parent. (Read,
+    not imported: importing cuda_build registers an index map that TVM's own tensor-intrinsic module, imported later by
     Meta-Schedule, would then fail to register.)"""
     def path_of(module: str) -> Optional[Path]:
         parts = module.split(".")[1:]
@@ -368,10 +366,10 @@ class StopRequest:
 def short_tail(asked: int, got: int, left: int, batch_size: int) -> Optional[str]:
     """Why a search should end with `left` trials of its budget unspent, or None.
 
-    The evolutionary search returns fewer candidates than asked when its population holds too few new ones (a
-    batch of 256 often comes back 253-255). Meta-Schedule then runs one more round for the few left: a whole search,
-    build and measurement (on the H100: 81 s for the LM head's last 2 trials, 46 s for decode-m1's last 6) for
-    them. A tail of at most 1/32 of a batch left by such a short batch is not worth that round."""
+    The evolutionary search returns fewer candidates than asked when its population holds too few new ones (a batch of
+    256 often comes back 253-255). Meta-Schedule then runs one more round for the few left: a whole search, build and
+    measurement (up to a minute or more, for a handful of trials) for them. A tail of at most 1/32 of a batch left by
+    such a short batch is not worth that round."""
     if 0 < left <= batch_size // 32 and got < asked:
         return (f"the last batch came back with {got} of {asked} candidates (the search found no more new ones) and "
                 f"{left} trial(s) of the budget are not worth another search round")
@@ -428,9 +426,9 @@ class _ResumeDatabase(ms.database.PyDatabase):
 
 
 SHARD_PREFIX = "shard-"
-# Cores one search uses by default. Measured (2026-11-21): with 64 cores on the 4xH200 host a 256-trial run spent
-# 87 s building and 74 s updating the cost model, against 21 s and ~0 s per 128 trials with 16 cores on the H100
-# host: Meta-Schedule's builder pool and XGBoost do not scale past ~16 threads on these small batches.
+# Cores one search uses by default: Meta-Schedule's builder pool and XGBoost do not scale past ~16 threads on these
+# small batches (with 64 cores a batch spends several times longer building and updating the cost model than
+# with 16).
 MAX_CORES_PER_SEARCH = 16
 
 
@@ -456,13 +454,12 @@ class _SearchOutcome:
 
 # A form whose space is a handful of points gets a population of a few candidates a point instead of `population`:
 # the wide split-N form has 12 (4 sketches x one categorical of 3), and with a population of 512 the evolutionary
-# search spent 150-160 s of each 3-minute run re-sampling them
-# (results/h100/tune-lm-head-wide-session31-2026-11-27.log).
+# search spent most of a 3-minute run re-sampling them.
 SMALL_SPACE_CANDIDATES_A_POINT = 4
 MIN_POPULATION = 16
 # A small batch gets a population of this many candidates a measured one instead of `population`: Meta-Schedule's
-# defaults pair 512 with batches of 64. A population of 512 for batches of 2 (CI, a demo's 8 trials) spent 93 of
-# a 119 s llvm run evolving candidates the batch never measures; batches of 64 or more keep the full population.
+# defaults pair 512 with batches of 64. A population of 512 for batches of 2 (CI, a demo's 8 trials) spends most
+# of a short llvm run evolving candidates the batch never measures; batches of 64 or more keep the full population.
 POPULATION_A_MEASURED_CANDIDATE = 8
 
 
@@ -589,10 +586,10 @@ def _migrate(workload: Workload, target_name: str, work: Path, dbs: list, record
              log: Callable) -> tuple:
     """Re-express the best `records` records of each form that predate a knob of today's sketches on those sketches,
     measure them with the tuning builder and runner into the work database, and return (measured, valid):
-    recompute-form records at every warp tiling (flashgemm/spaces/cuda_recompute.retiled: resident A, 2026-11-26) and
-    register-sketch records with their resident B copy vectorized (flashgemm/spaces/cuda_registers.vectorized_b_fetch,
-    2026-11-28). The search then starts from them: it only mutates a record's own decisions, so it never reaches a
-    knob its records lack. Each source record is re-expressed once per work directory (work/migrated.json)."""
+    recompute-form records at every warp tiling (flashgemm/spaces/cuda_recompute.retiled: resident A) and
+    register-sketch records with their resident B copy vectorized (flashgemm/spaces/cuda_registers.vectorized_b_fetch).
+    The search then starts from them: it only mutates a record's own decisions, so it never reaches a knob its records
+    lack. Each source record is re-expressed once per work directory (work/migrated.json)."""
     from flashgemm.spaces import cuda_recompute, cuda_registers  # noqa: PLC0415
     if not targets.is_cuda(target_name):
         log(f"[tune] {workload.dir_name}: no CUDA sketches on {target_name}: nothing to migrate")
@@ -690,14 +687,13 @@ def remeasure(workload: Workload, target_name: str, *, db_root=None, workers: Op
     returns the new provenance.
 
     A record's time is its kernel's as compiled the day it was measured. A change to how kernels are compiled (a
-    device pass or source hook of flashgemm/codegen/cuda_build) leaves the kept times stale, and a search then ranks its new
-    candidates against them: after the W1 rewrites of 2026-11-27 a 256-trial slice measured new kernels at 92.4 us
-    and up, ranked them above the best record's stale 121.9 us, and the top-k pruning dropped that record, which now
-    ran 88 us (results/h100/tune-w1-f16-after-rewrites-*). So: re-measure, then search. Each kept record is rebuilt
-    from its trace (postprocessors included) on its form's module and measured with the tuning builder and runner;
-    one that no longer builds or runs is dropped (and logged). Provenance: best_secs, and an entry under
-    "remeasured" (when, the times before and after). A work directory holding earlier measurements is refused: a
-    search reads them before the committed records, with their stale times."""
+    device pass or source hook of flashgemm/codegen/cuda_build) leaves the kept times stale, and a search then ranks
+    its new candidates against them: after a pass that speeds up every kernel, new candidates rank above the best
+    record's stale time and the top-k pruning can drop that record, though rebuilt it would be the fastest. So:
+    re-measure, then search. Each kept record is rebuilt from its trace (postprocessors included) on its form's module
+    and measured with the tuning builder and runner; one that no longer builds or runs is dropped (and logged).
+    Provenance: best_secs, and an entry under "remeasured" (when, the times before and after). A work directory holding
+    earlier measurements is refused: a search reads them before the committed records, with their stale times."""
     target_name = targets.resolve(target_name)
     wl_dir = dbm.workload_dir(db_root or dbm.default_root(), target_name, workload.dir_name)
     with tuning_lock(wl_dir):
@@ -737,7 +733,7 @@ def remeasure(workload: Workload, target_name: str, *, db_root=None, workers: Op
                                     f"was; tune it afresh (another --db) or find what broke the build")
         kept.sort(key=dbm.mean_secs)
         prov = dict(prov, best_secs=dbm.mean_secs(kept[0]))
-        prov.pop("twin", None)  # (a twin verdict times the old kernels: flashgemm/bundle/twins ignores it from here on anyway)
+        prov.pop("twin", None)  # (a twin verdict timed the old kernels; flashgemm/bundle/twins ignores it now anyway)
         prov["compiler"] = compiler_id(target_name)
         prov["remeasured"] = [*prov.get("remeasured", []), {
             "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -830,7 +826,7 @@ def _seed_from_dtype(workload: Workload, target_name: str, work: Path, source_dt
                      workers: int, log: Callable) -> tuple:
     """Measure seed_candidates into the work database and return (measured, valid). Why: the search mutates its
     own records, and one dtype's database can hold a kernel family the other's search never reached (W1: fp16's
-    row-pipelined winner, bf16's K-pipelined one, 2026-11-24). Each source record is replayed once per work
+    row-pipelined winner, bf16's K-pipelined one). Each source record is replayed once per work
     directory (work/seeded.json)."""
     source = workload.with_dtype(source_dtype).dir_name
     done_path = work / SEEDED
@@ -964,7 +960,7 @@ def tune(workload: Workload, target_name: str, trials: int, *, strategy: str = "
     Meta-Schedule runs one search in lock-step (search, build, measure, update), so it keeps a GPU busy only a
     fraction of the time however many servers there are; separate searches keep several busy. Needs a tracker.
     Search i works in work/shard-i/ (resumable like work/).
-    padded_form: tune the template's padded form too, where the shape has one (forms()); its records count toward
+    padded_form: tune the kernel's padded form too, where the shape has one (forms()); its records count toward
     the budget and the top-k like the primary form's (they are kept whether or not a later run tunes it).
     recompute_form: the same for the recompute form (flashgemm/spaces/cuda_recompute: S recomputed in three sweeps over
     column chunks instead of kept on chip); None (the default) tunes it where the rows are long (tuned_forms).

@@ -3,13 +3,14 @@
     (m1, l1) + (m2, l2) = (M, l1 exp(m1 - M) + l2 exp(m2 - M)),  M = max(m1, m2);  identity (lowest float, 0)
 
 registered with TVM's reducer registry (s_tir.schedule.RegisterReducer), so rfactor and cross-thread reductions
-accept a block written in exactly this form (the template: the two-sweep recompute form's "row_stats"):
+accept a block written in exactly this form (the two-sweep recompute form's "row_stats" in
+flashgemm.kernel.fused_gemm_softmax):
 
     v_max = T.Bind(T.max(m, m2))
     v_sum = T.Bind(l * T.exp(m - T.max(m, m2)) + l2 * T.exp(m2 - T.max(m, m2)))
     m = v_max; l = v_sum
 
-(results/cpu/online-softmax-reducer-spike-2026-11-25.py showed rfactor splitting it.)
+(Registered, rfactor splits such a block as it splits a plain sum.)
 """
 from __future__ import annotations
 

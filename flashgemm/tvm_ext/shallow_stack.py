@@ -1,11 +1,10 @@
-"""A faster `inspect.stack()` while TVM's tensor intrinsics are parsed (40-89 s -> 7-11 s on the 2-core box).
+"""A faster `inspect.stack()` while TVM's tensor intrinsics are parsed (several times faster).
 
-Every `@T.prim_func` calls `inspect.stack()` once to find the caller's frames. Python builds a FrameInfo for every
-frame of the stack, and for each one `getsourcefile` stats the file and, for frames with no file on disk (the
-`<frozen importlib._bootstrap>` frames of an import chain), `inspect.getmodule` walks all of `sys.modules`.
-Importing `tvm.s_tir.tensor_intrin` parses 546 prim_funcs about 46 frames deep inside imports: that walk was
-most of tune.py's start-up on the H100 machine: 86-97 s before the first search, 35 s with this
-(results/h100/startup-w3-2026-11-24.txt). It works only where the first import of TVM's intrinsic modules
+Every `@T.prim_func` calls `inspect.stack()` once to find the caller's frames. Python builds a FrameInfo for every frame
+of the stack, and for each one `getsourcefile` stats the file and, for frames with no file on disk (the
+`<frozen importlib._bootstrap>` frames of an import chain), `inspect.getmodule` walks all of `sys.modules`. Importing
+`tvm.s_tir.tensor_intrin` parses 546 prim_funcs about 46 frames deep inside imports: that walk was most of
+flashgemm-tune's start-up before the first search. It works only where the first import of TVM's intrinsic modules
 happens inside the block: flashgemm/tvm_ext/tensor_intrin.py is the one module that imports them.
 
 TVMScript reads from that stack only each frame's `.frame` (closure variables hidden by PEP 563) and the source

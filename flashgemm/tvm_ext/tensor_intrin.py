@@ -41,8 +41,8 @@ if "tvm.s_tir.tensor_intrin.cuda" not in sys.modules:
 from flashgemm.tvm_ext.shallow_stack import shallow_stack  # noqa: E402
 
 # Our modules get TVM's intrinsic modules only through this one, so that the first import (which parses all 546 of
-# them) is the shallow one: 7-11 s instead of 40-89 s on the 2-core box (shallow_stack's doc; tests/test_shallow_stack
-# checks that no other module imports them first).
+# them) is the shallow one, several times faster (shallow_stack's doc; tests/test_shallow_stack checks that no other
+# module imports them first).
 with shallow_stack():
     import tvm.s_tir.tensor_intrin.cuda as _tc  # noqa: E402  (importing registers TVM's own fp16 intrinsics)
 from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout  # noqa: E402,F401  (re-exported)

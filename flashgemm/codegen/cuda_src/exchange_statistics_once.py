@@ -15,23 +15,19 @@ and P weighs each warp's partial sum by exp(m_w - M'):
     sum:  e = exp(x*c - m*log2e);  ... as before
     P:    S = sum_w SUMP[slot + w] * exp2((MAXP[slot + w] - M') * log2e);  rcp = exp2((m - M') * log2e) / S
 
-Exact in exact arithmetic; in float32 each factor adds one rounding (W1 fp16, hand probe: max |P - P_before| 1.2e-4,
-the same error against FP64).
+Exact in exact arithmetic; in float32 each factor adds one rounding (on W1 fp16, P moves by about 1e-4 at most, and
+its error against FP64 stays the same).
 
-Where it pays (one H200, 2026-11-28, results/h200/one-exchange-w1-2026-11-28): W1's shipped kernel edited by hand
-first ran 67.2 / 67.7 us against 70.9 / 71.7 (fp16, two runs of 9 alternating rounds). As this pass builds it, in one
-process (benchmarks/shipped_forms_ab.py --two-exchanges, 5 rounds), the scale-specialized twin ran 68.7-69.9 against
-71.6-72.1 us (fp16) and 68.3-68.7 against 70.7-71.5 (bf16), the tuning forms 67.9-69.9 against 71.0-73.0 and
-68.1-68.4 against 70.3-70.8: about 4 %. A hand-written W3 kernel of the same design gained 8-10 % from it
-(results/h200/w3-register-probe-2026-11-28); at W3 the shipped kernels are of the recompute form, which this does not
-touch.
+Where it pays: W1's register-sketch kernels, every shipped form and both dtypes, run about 4 % faster on the H200
+(benchmarks/shipped_forms_ab.py --two-exchanges times them without it); a hand-written W3 kernel of the same design
+gains more, but at W3 the shipped kernels are of the recompute form, which this does not touch.
 
 Applied to every register-sketch kernel: the tuning forms and the twins specialized on their scale, whose row max
-reads the accumulator elements (take_scale_out_of_max took the constant scale out), and the kernels with a runtime scale (the
-plain twin, the any-batch kernel), whose max reads X * scale. Either way m_w is the maximum of what the sum's exp
-takes, so the exp's argument stays <= 0 as before; and the result does not depend on which m_w each warp uses, as
-long as the sum's exp and P's factor use the same one (they read the same fg_mw slot). Applied to a row tile only
-when the source proves the rewrite safe (each check below, else that tile is left as it is):
+reads the accumulator elements (take_scale_out_of_max took the constant scale out), and the kernels with a runtime scale
+(the plain twin, the any-batch kernel), whose max reads X * scale. Either way m_w is the maximum of what the sum's exp
+takes, so the exp's argument stays <= 0 as before; and the result does not depend on which m_w each warp uses, as long
+as the sum's exp and P's factor use the same one (they read the same fg_mw slot). Applied to a row tile only when the
+source proves the rewrite safe (each check below, else that tile is left as it is):
 - the kernel kept exp in its accumulator (the mark store_whole_sectors also reads): P reads e, not a new exp;
 - the max and sum loops walk the same accumulator elements (their index expressions equal once the loop names are
   mapped), the two partial stores use the same slot expression, and the sum's and P's combines read the same partials
@@ -50,7 +46,7 @@ from flashgemm.codegen.cuda_src.store_whole_sectors import EXP_KEPT
 
 PASS = "exchange_statistics_once"  # its name in cuda_build.PASSES
 _LOG2E = "1.4426950408889634f"
-_CLAMP = "-0x1.2ced32a16a1b1p+127f"  # the template's max(M, -2e38) before exp: no -inf - -inf
+_CLAMP = "-0x1.2ced32a16a1b1p+127f"  # the kernel's max(M, -2e38) before exp: no -inf - -inf
 _SYNC = "__syncthreads();"
 # the max block's partial store: `if ((((int)threadIdx.x) % 4) == 0) { MAXP[IDX] = LOCAL[0]; }`
 _MAX_STORE = re.compile(r"\n(?P<ind>[ ]*)if \(\(\(\(int\)threadIdx\.x\) % 4\) == 0\) \{\n[ ]*row_max_rf_shared_dyn_shared_ptr"

@@ -15,32 +15,27 @@ and each warp store writes 16 bytes of eight rows: half of eight sectors. Rewrit
 row segment are exchanged within the quad (four shuffles) so that lane q holds columns 4q..4q+3 and stores them with
 one 8-byte store: a warp store covers eight whole sectors.
 
-Where it pays (H100, 2026-11-27, results/h100/sector-stores-*): only together with keep_exp_in_accumulator. The W1 fp16
-twin ran 118.7-120.4 us as shipped, 154.6-155.5 with the exp kept in the accumulator alone (its P pass, no longer
-paced by the exps, queued half-sector stores: ncu lg-throttle stalls, L2 sectors written 5.75 M -> 7.79 M), 124-127
-with whole-sector stores alone, and 86.1-87.7 with both. So the rewrite is applied to the kernels whose accumulator
+Where it pays: only together with keep_exp_in_accumulator. With the exp kept in the accumulator alone, the W1 kernel's
+P pass, no longer paced by the exps, queues half-sector stores (ncu: lg-throttle stalls, about a third more L2 sectors
+written) and the kernel is much slower; with whole-sector stores alone it is slightly slower; with both, ~1.4x faster
+than with neither (H100, fp16). So the rewrite is applied to the kernels whose accumulator
 the exp pass rewrote (recognised in the source by a store of an exp of an accumulator element into that element).
 
 Applied to a loop only when its shape is the one above and the address is proven to be one: the store is the last
 statement of the jh loop body, only loops of constant trip count enclose the loop (every lane reaches the shuffles),
 and ADDR, evaluated as an integer expression at random values of its variables, moves by 8 elements with jh and by 2
 with q = threadIdx.x & 3, while the rewritten address is the quad's first address plus 4q and a multiple of 4 elements
-(8 bytes). For that
-last condition P's `elem_offset` is sampled as a multiple of the template's P_OFFSET_FACTOR (4), which the runtime forms
-declare and TVM's argument binder checks at every call; the tuning form is called with byte_offset 0 only. No
-fallback for a misaligned address is emitted: a predicated second path, even never taken, cost the W1 kernel 2x
-(166 against 87 us; results/h100/sector-stores-variants-*). FLASHGEMM_DISABLE_PASSES=store_whole_sectors turns the
-rewrite off (A/B).
+(8 bytes). For that last condition P's `elem_offset` is sampled as a multiple of the kernel's P_OFFSET_FACTOR (4),
+which the runtime forms declare and TVM's argument binder checks at every call; the tuning form is called with
+byte_offset 0 only. No fallback for a misaligned address is emitted: a predicated second path, even never taken, makes
+the W1 kernel about 2x slower. FLASHGEMM_DISABLE_PASSES=store_whole_sectors turns the rewrite off (A/B).
 
 `stream` (the pass stream_p_stores, after this one) gives the lane's store the streaming cache hint (__stcs:
-st.global.cs, evict-first in L2): P is written once and
-never read back by the kernel (W1: 134 MB through a 50 MB L2). Only on this store, where each quad of lanes writes 32
-contiguous bytes (whole sectors where P's rows start 32-byte aligned, as W1's 1024-byte rows do). With every P store
-of every kernel streamed (session 42, H200, results/h200/streaming-stores-2026-11-28/all-p-stores-*), W1 gained, but
-W2's shipped twins, whose 197-element rows end mid-sector, ran 5 % (fp16) and 13 % (bf16) slower (its fp16 tuning form
-ran 7 % faster: the cause was not profiled; partial sectors evicted before their neighbours fill them is a guess). W1
-in that run: tuning form 74.4-74.5 against 75.6-76.4 us, twin 73.4-73.9 against 73.9-74.2 (fp16); 74.8-75.4 against
-76.0-76.3 and 73.2-74.0 against 74.3-74.7 (bf16).
+st.global.cs, evict-first in L2): P is written once and never read back by the kernel (W1: 134 MB through a 50 MB
+L2). Only on this store, where each quad of lanes writes 32 contiguous bytes (whole sectors where P's rows start
+32-byte aligned, as W1's 1024-byte rows do): with every P store of every kernel streamed, W1 gains a little, but
+W2's shipped twins, whose 197-element rows end mid-sector, are slower, bf16 most (not profiled; partial sectors
+evicted before their neighbours fill them is a guess).
 FLASHGEMM_DISABLE_PASSES=stream_p_stores turns the hint off (A/B: benchmarks/shipped_forms_ab.py --cached-stores).
 """
 from __future__ import annotations

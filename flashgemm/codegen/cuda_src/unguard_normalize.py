@@ -1,6 +1,6 @@
 """The normalize step without a branch (the pass unguard_normalize; the recompute form's kernels only).
 
-The template writes P = (row_sum == 0 ? 0 : E / row_sum) as T.if_then_else: a fully masked row (sum 0) gives zeros,
+The kernel writes P = (row_sum == 0 ? 0 : E / row_sum) as T.if_then_else: a fully masked row (sum 0) gives zeros,
 and a NaN sum (a NaN or +inf logit in the row) fails the test, so the row comes out NaN (README: special values).
 CodeGenCUDA prints it as an if/else whose else holds the whole element computation (exp, division):
     if (SUM == 0x0p+0f/*0.000000e+00*/) { condval = 0; } else { ...; condval = E / SUM; }
@@ -11,14 +11,13 @@ Same values for every input (a zero sum gives 0, a NaN sum NaN). The body only r
 every such read sits inside the bounds guard that encloses the if, not under the sum test, so it is as safe
 unguarded. Only this exact shape is touched: a test `X == 0`, a then of `V = <zeros>;`, an else whose body ends
 in `V = ...;`.
-Where it pays (H100, benchmarks/shipped_forms_ab.py --guarded, results/h100/unguard-ab-*): the recompute form's
-W3 kernels ran 7-8 % faster as shipped (fixed-batch twin, median of 5 alternating rounds: fp16 747 against 801 us,
-bf16 734 against 800), but the register sketch's W1 kernels ran 20 % *slower* (143-146 against 119-120 us), though
-its SASS went from 140 to 12 BSSY and from 128 to 8 MUFU.RCP, kept its occupancy and spills nothing: a P pass no
-longer paced by its exps and reciprocals sends P's half-sector stores in bursts, and they, not the math, bound the
-kernel (store_whole_sectors' module doc; with its whole-sector stores this rewrite changes W1 by < 1 %).
-The shared-S form (W2) moved by 1 %. So the hook applies it to the recompute form's kernels only, recognised by its
-third copy of S (`S_p_*` in the source: the template's recompute form is the only one with an "S_p" buffer).
+Where it pays (H100; benchmarks/shipped_forms_ab.py --guarded times the kernels without it): the recompute form's
+W3 kernels run 7-8 % faster as shipped, but the register sketch's W1 kernels without whole-sector stores run 20 %
+*slower*, though their SASS loses most BSSY and MUFU.RCP, keeps its occupancy and spills nothing: a P pass no longer
+paced by its exps and reciprocals sends P's half-sector stores in bursts, and they, not the math, bound the kernel
+(store_whole_sectors' module doc; with its whole-sector stores this rewrite changes W1 by < 1 %). The shared-S form
+(W2) moves by 1 %. So the hook applies it to the recompute form's kernels only, recognised by its
+third copy of S (`S_p_*` in the source: the kernel's recompute form is the only one with an "S_p" buffer).
 
 A rewrite of the CUDA text: TVM 0.27 lowers T.if_then_else to this branch in CodeGenCUDA itself, after every TIR pass.
 """

@@ -2,7 +2,7 @@
 the normalize step reads it back instead of computing it again.
 
 The register sketches (cuda_registers) keep S in the mma accumulators and recompute E = exp(logit - max) for the row
-sum and again for P (the template's E block is inlined: a buffer of its own spilled, results/h100/keep-exp-ab-*).
+sum and again for P (the kernel's E block is inlined: a buffer of its own spills).
 After LowerWarpMemory the accumulator is a per-thread "local" array, and the device code reads
 
     m = row_max[r(...)];  for ...: sum += exp(S[i] * c - m)          (sum pass, each element i once)
@@ -24,9 +24,8 @@ dead after P). It is applied to an accumulator only when the device code proves 
 
 Anything it cannot prove leaves the kernel as it was. FLASHGEMM_DISABLE_PASSES=keep_exp_in_accumulator turns it
 off (A/B).
-Measured (H100, 2026-11-27, results/h100/exp-reuse-alone-ab-*, sector-stores-ab-*): alone it made the W1 twin slower,
-155 against 120 us (P's half-sector stores, no longer paced by the exps, became the limit); with store_whole_sectors,
-which the CUDA source hook applies to the kernels this pass rewrote, 87 us.
+Alone it makes the W1 kernel slower (P's half-sector stores, no longer paced by the exps, become the limit); with
+store_whole_sectors, which the CUDA source hook applies to the kernels this pass rewrote, ~1.4x faster (H100).
 """
 from __future__ import annotations
 

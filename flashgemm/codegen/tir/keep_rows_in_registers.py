@@ -9,8 +9,8 @@ row, a warp a row, lanes over the columns (W2's shipped kernel, after LowerWarpM
     <warp allreduce of sum>
     for c in range(7): if G(c): P[...] = cast(if_then_else(sum != 0, exp2(S[I(c)] * a - ...) * r, 0))  -- sweep 3
 
-so every element is loaded from shared memory three times and its exp computed twice; ncu put W2's one-pass kernel
-on exactly that (short-scoreboard waits on shared loads 33 %, MIO throttle 17 %; results/h100/stall-sites-w1w2-*).
+so every element is loaded from shared memory three times and its exp computed twice; ncu puts W2's one-pass kernel
+without this pass on exactly that (short-scoreboard waits on shared loads, MIO throttle).
 This pass, in the device pipeline after rewrite_softmax_arithmetic, rewrites such a group of sibling sweeps to
 
     sweep 1:  row[c] = S[I(c)]; mx = max(mx, row[c] * s)

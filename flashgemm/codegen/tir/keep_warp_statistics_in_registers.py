@@ -19,7 +19,7 @@ statistic moves only when (checked on the block structure, `_movable`):
 - every other block that reads it reads one element, at the same index as the writer as a function of the block
   and thread indices (threadIdx.y etc. mean the same warp), with no serial loop in either index (a thread holds one
   element: no per-thread array).
-Where a check fails (e.g. the serial max of a template with a -inf init: one thread a row, read by a warp) the
+Where a check fails (e.g. the serial max of a kernel with a -inf init: one thread a row, read by a warp) the
 statistic stays where the schedule put it.
 
 FLASHGEMM_DISABLE_PASSES=keep_warp_statistics_in_registers turns it off (A/B: benchmarks/shipped_forms_ab.py

@@ -3,9 +3,8 @@
 The register sketches (cuda_registers) copy B into shared memory once a block, before the software-pipelined loop,
 so the copy is not one of the pipeline's asynchronous stages: TVM lowers it to plain loads and stores. Vectorized,
 that needs an alignment TVM 0.27 cannot prove with the runtime forms' symbolic batch strides, and CodeGenCUDA
-writes a gather nvcc rejects (make_uint4 of 8 halves), so the copy stayed one 2-byte load and store an element:
-W1's kernel spent ~6 % of its ncu samples there (results/h100/stall-sites-w1w2-quad-float16-*), and the same kernel
-with the copy edited to 16-byte cp.async ran 2.4-3.2 % faster (H200 probe, results/h200/probes-2026-11-28).
+writes a gather nvcc rejects (make_uint4 of 8 halves), so the copy would stay one 2-byte load and store an
+element: W1's kernel spends ~6 % of its ncu samples there without this pass, and ~3 % of its time.
 
 This pass, in the device pipeline, turns every remaining vector copy
 

@@ -18,11 +18,9 @@ check_shared_memory, at the end of the device pipeline, raises, and cuda_build.c
 
 Kernels that reduce across threads and kernels that compute S more than once keep their statistics dynamic (move).
 
-Measured (H100, 2026-11-28, session 36; results/h100/static-statistics-ab-*): W1's shipped twin 85.9-87.3 us
-against 87.6-88.2 with the statistics dynamic (fp16), 84.9-85.6 against 86.3-86.9 (bf16), 3 alternating rounds:
-about 1.5 %. So W1 is not bound by its barriers' count (its barrier stalls may be the waits for warp 0's combine
-of the partials: not measured). W3's recompute kernel ran 3-4 % slower with the move (twin median 802 against
-769 us, tuning form 755 against 729, 5 rounds), so the recompute forms are left out.
+W1's shipped kernels gain about 1.5 % from it (H100, both dtypes), so W1 is not bound by its barriers' count (its
+barrier stalls may be the waits for warp 0's combine of the partials: not measured). W3's recompute kernels are 3-4 %
+slower with the move, so the recompute forms are left out.
 
 FLASHGEMM_DISABLE_PASSES=move_statistics_to_static_shared turns it off (A/B: benchmarks/shipped_forms_ab.py
 --dynamic-statistics).

@@ -1,10 +1,10 @@
 """Any-length recompute kernels: each sweep runs over the column chunks that hold a column below the call's N.
 
-The recompute form over a bound (flashgemm.kernel.fused_gemm_softmax._padded with M, N symbolic; flashgemm/spaces/cuda_recompute)
-sweeps the bound's Nb columns in chunks of CW, three times: a call of N = 1025 on the 1536 bound computed 24 chunks
-of GEMM a sweep where 17 hold its columns. A chunk whose columns all lie at or past N adds nothing: its logits are
--inf (no part of the row's max or sum) and P's stores are guarded by j < N. So the chunk loops run over
-min(E, ceil(N / CW)) chunks instead of their E = Nb / CW.
+The recompute form over a bound (flashgemm.kernel.fused_gemm_softmax._padded with M, N symbolic;
+flashgemm/spaces/cuda_recompute) sweeps the bound's Nb columns in chunks of CW, three times: a call of N = 1025 on the
+1536 bound computed 24 chunks of GEMM a sweep where 17 hold its columns. A chunk whose columns all lie at or past N adds
+nothing: its logits are -inf (no part of the row's max or sum) and P's stores are guarded by j < N. So the chunk loops
+run over min(E, ceil(N / CW)) chunks instead of their E = Nb / CW.
 
 The pass runs on the scheduled module (sblocks still there), before TVM's lowering, so the software pipeline of each
 chunk loop is built over the new extent. A chunk loop is a software-pipelined loop (cuda_recompute annotates each

@@ -1,13 +1,13 @@
 """A constant positive scale taken out of the row max: max_i(x_i * c) = c * max_i(x_i), one multiply a row instead of
 one an element.
 
-The template's row max reads the scaled logits, so after lowering every kernel's max pass is
+The kernel's row max reads the scaled logits, so after lowering every kernel's max pass is
 
     m[0] = LOWEST;  ...;  for ...: [if (...)] m[0] = max(m[0], X * c);
 
 with m a per-thread scalar ("local", constant index) and LOWEST float32's lowest. Where c is a constant > 0 (the
-tuning forms, and the shipped kernels specialized on a model's scale: flashgemm.bundle.best.with_scale), this pass rewrites
-it to
+tuning forms, and the shipped kernels specialized on a model's scale: flashgemm.bundle.best.with_scale), this pass
+rewrites it to
 
     m[0] = -inf;  ...;  for ...: m[0] = max(m[0], X);  m[0] = max(m[0] * c, LOWEST);
 
@@ -16,10 +16,9 @@ product of the largest x. The -inf start and the closing max keep the no-element
 off) at LOWEST, as before. It is applied only where the loop reads m in its own updates and nowhere else, and stores
 m only through them; a runtime scale is left alone (its sign is unknown: a negative scale needs the min).
 
-Why only constants (results/h200/scale-specialized-2026-11-28/, H200, W1's shipped twin edited by hand, 9 alternating
-rounds twice): the twin with the runtime scale hoisted ran 0.6 % faster, with max and min of the raw values and a
-select by the sign 1.2 %, with the scale a constant and hoisted 2.7 % (71.0-71.6 against 73.0-73.5 us); a constant
-scale alone was 0.5 % slower. FLASHGEMM_DISABLE_PASSES=take_scale_out_of_max turns it off (A/B).
+Why only constants (H200, W1's shipped twin edited by hand): with the runtime scale hoisted it gains ~0.5 %, with
+max and min of the raw values and a select by the sign ~1 %, with the scale a constant and hoisted ~2.5 %; a constant
+scale alone is slightly slower. FLASHGEMM_DISABLE_PASSES=take_scale_out_of_max turns it off (A/B).
 """
 from __future__ import annotations
 
