@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate a benchmark's markdown table and plots from its committed JSON (python -m benchmarks.bench's output).
 
-  python -m benchmarks.bench_report results/h100/bench-bfloat16-1024trials-2026-11-22.json [--compare OLD.json]
+  python -m benchmarks.bench_report results/h200/proof-2026-11-29/bench-w1.json [--compare OLD.json]
 
 Writes <name>.md, <name>-bars.png and <name>-roofline.png beside the JSON; with --compare, also flags our
 numbers more than 5 % slower than the old file's (exit status 1 when any are).

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from flashgemm.spaces.intrinsics import register_intrinsics
 
-# The two best tilings of the 2026-11-26 192-trial run (results/h100/gemm-records-fragment-pipeline-2026-11-26.txt)
+# The two best tilings of a 192-trial H100 run (commit ee9b77c's results/h100/gemm-records-fragment-pipeline-2026-11-26.txt)
 DEFAULT_DECISIONS = ["16,8,2 32,1,8 64,4 0 0", "32,4,2 16,2,8 64,4 0 0"]
 
 

@@ -1,7 +1,7 @@
 """bf16 -> fp32 conversions in the CUDA sources (flashgemm/codegen/cuda_src/convert_bf16_by_shift.py): every
 `((float)x)` of a source that uses nv_bfloat16 becomes a call that converts a bf16 by a bit shift (no inline asm), so
-that ptxas can merge the bf16 loads from shared memory (decode-m1 bf16: 18.8 -> 11.0 us on the H100,
-results/h100/README.md). CPU only: the rewrite itself, and nvcc compiling a tuned bf16 kernel with it; the GPU numerics
+that ptxas can merge the bf16 loads from shared memory (decode-m1 bf16: 18.8 -> 11.0 us on the H100).
+CPU only: the rewrite itself, and nvcc compiling a tuned bf16 kernel with it; the GPU numerics
 and timing are the GPU tests' and a benchmark's."""
 from pathlib import Path
 

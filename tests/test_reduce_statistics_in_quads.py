@@ -15,7 +15,7 @@ from flashgemm.codegen.tir import reduce_statistics_in_quads
 from flashgemm import targets
 from tests.compile_worker import disable_pass, enable_pass, pass_runs
 
-WN_OF_W1 = 4  # the shipped W1 kernels: 4 warps across a row (results/h100/README.md)
+WN_OF_W1 = 4  # the shipped W1 kernels: 4 warps across a row
 
 
 def _kernel(src: str) -> str:

@@ -1,7 +1,7 @@
 """The register cap of shipped CUDA kernels (flashgemm/codegen/cuda_build.py, MAX_REGISTERS_ATTR;
 flashgemm.bundle.best's TunedKernel.max_registers): a tuned kernel's runtime forms are compiled with no more registers a
 thread than its measured (tuning) form took, so that their extra index math cannot cost an occupancy step. CPU only:
-nvcc compiles and its cubin is read; the GPU timing is a benchmark's (results/h200/README.md)."""
+nvcc compiles and its cubin is read; the GPU timing is a benchmark's."""
 import re
 from pathlib import Path
 

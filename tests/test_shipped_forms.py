@@ -1,5 +1,5 @@
 """benchmarks.shipped_forms_ab builds a database's best record in every form it takes between tuning and shipping
-(CPU: compile only; the timing runs on the GPU, results/h100/shipped-forms-ab-*-2026-11-27.*)."""
+(CPU: compile only; the timing runs on the GPU)."""
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent

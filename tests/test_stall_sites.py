@@ -1,6 +1,6 @@
 """benchmarks/stall_sites.py on synthetic ncu pages (CPU): the source page of a two-kernel report parses per kernel,
 samples group by instruction class with their stall reasons, the report renders, and bad input fails clearly.
-Profiling itself needs ncu and a GPU (python -m benchmarks.bench_stall_sites; results/h100/stall-sites-*)."""
+Profiling itself needs ncu and a GPU (python -m benchmarks.bench_stall_sites; results/h200/proof-2026-11-29/stall-sites-*)."""
 import pytest
 
 from benchmarks import stall_sites
