@@ -78,7 +78,7 @@ def forms_of(wl, target_name: str, db_root: Path, caps: tuple = (), switches: tu
     from flashgemm import targets
     from flashgemm.bundle import best  # noqa: PLC0415
     from flashgemm.tune import database as dbm
-    from flashgemm.tune.tuner import form_of, tuning_modules  # noqa: PLC0415
+    from flashgemm.spaces.kernel_forms import form_of, tuning_modules  # noqa: PLC0415
     wl_dir = dbm.workload_dir(db_root, target_name, wl.dir_name)
     tk = best.load_tuned(wl_dir, target_name)
     modules = tuning_modules(wl, target_name)

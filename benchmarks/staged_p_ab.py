@@ -43,7 +43,7 @@ def recompute_setup(out_dir: Path, dtype: str):
     from flashgemm import targets
     from flashgemm.op.workloads import parse  # noqa: PLC0415
     from flashgemm.tune import database as dbm  # noqa: PLC0415
-    from flashgemm.tune.tuner import form_of, tuning_modules  # noqa: PLC0415
+    from flashgemm.spaces.kernel_forms import form_of, tuning_modules  # noqa: PLC0415
     arch = "sm_90"
     register_intrinsics(arch)
     wl = parse(WORKLOAD, dtype)

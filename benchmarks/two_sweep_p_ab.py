@@ -33,7 +33,7 @@ def build(out_dir: Path, label: str, dtype: str, max_registers: int = 0, stages_
     from flashgemm.spaces import cuda_recompute, cuda_space
     from flashgemm import targets
     from flashgemm.op.workloads import parse  # noqa: PLC0415
-    from flashgemm.tune.tuner import tuning_modules  # noqa: PLC0415
+    from flashgemm.spaces.kernel_forms import tuning_modules  # noqa: PLC0415
     arch = "sm_90"
     register_intrinsics(arch)
     mod = next(m for f, m in tuning_modules(parse(WORKLOAD, dtype), arch) if f.name == "recompute2")

@@ -13,6 +13,7 @@ import pytest
 import tvm
 
 from compile_worker import run_compile_worker
+from flashgemm.spaces import kernel_forms
 from flashgemm.bundle.bundle_check import _any_length_sizes, compare, inputs, poke_special_values
 from flashgemm.op.variant import Variant
 from flashgemm.op.reference import fused_gemm_softmax_ref
@@ -98,7 +99,7 @@ def test_model_sites_with_symbolic_lengths_are_found():
     found = model_any_length(DATA / "bert-large-tiny-dyn.f16.onnx")
     assert found == [(Variant("float16", True, True, "none", False), 32, 2)]
     assert model_any_length(DATA / "bert-large-tiny.f16.onnx") == []
-    with pytest.raises(ValueError, match="build.py --from-model builds any-length kernels"):
+    with pytest.raises(ValueError, match="flashgemm-build --from-model builds any-length kernels"):
         workloads_of_models([str(DATA / "bert-large-tiny-dyn.f16.onnx")], log=lambda msg: None)
     assert workloads_of_models([str(DATA / "bert-large-tiny-dyn.f16.onnx")], log=lambda msg: None,
                                symbolic_ok=True) == []
@@ -123,7 +124,7 @@ import json, os, sys
 sys.path.insert(0, ".")
 from flashgemm.bundle.compile_worker import compile_module
 from flashgemm.op.variant import Variant
-from flashgemm/databases import any_length
+from flashgemm.bundle import any_length
 import tvm
 out = []
 for arch, dtype, trans_b, bias, mask, causal, k, bounds in json.loads(sys.argv[1]):
@@ -185,9 +186,8 @@ def test_tuning_specs_of_a_dynamic_model():
     assert wl.any_length and wl.bound == (128, 128) and wl.canonical.sizes == (8, 2, 128, 128, 32)
     assert parse(wl.spec()) == dataclasses.replace(wl, name=parse(wl.spec()).name)
     # a long bound of a variant without bias or mask is tuned in the recompute form over the bound (its one form)
-    from flashgemm.tune import tuner
     (spec,) = any_length.tuning_specs([(Variant("float16", True), 64, 12)], [1500])
-    (form,) = tuner.forms(parse(spec), "sm_90")
+    (form,) = kernel_forms.forms(parse(spec), "sm_90")
     assert form.name == "any-length-recompute" and form.bound == (1536, 1536) and form.pad == (1536, 1536, 64)
 
 
@@ -302,13 +302,13 @@ from flashgemm.spaces import cuda_space
 from tests.compile_worker import best_record_module
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.op.workloads import parse
-from flashgemm/databases import best
-from flashgemm.tune.database import open_json_db
+from flashgemm.bundle import best
+from flashgemm.tune.database import default_root, open_json_db
 from pathlib import Path
 out = []
 for db, spec, bound in json.loads(sys.argv[1]):
     best_record_module(db)  # registers the target's tensor intrinsics
-    rec = min(open_json_db(Path("flashgemm/databases/sm_90") / db).get_all_tuning_records(),
+    rec = min(open_json_db(default_root() / "sm_90" / db).get_all_tuning_records(),
               key=lambda r: sum(float(s) for s in r.run_secs))
     wl = parse(spec)
     sch = tvm.s_tir.Schedule(runtime_func(wl.variant, wl.canonical, align=best.TENSOR_CORE_ALIGN, any_batch=True,
@@ -333,12 +333,12 @@ def test_tuned_recompute_record_replays_on_the_any_length_recompute_form(tmp_pat
 
 
 def test_long_bounds_are_the_recompute_form():
-    """flashgemm.tune.tuner.any_length_form: the recompute form over the bound on CUDA with B transposed, from
+    """flashgemm.spaces.kernel_forms.any_length_form: the recompute form over the bound on CUDA with B transposed, from
     ANY_LENGTH_RECOMPUTE_MIN_BOUND for variants without bias or mask and from ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND
     for the others; the one-pass any-length form everywhere else."""
-    from flashgemm.tune.tuner import ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND as masked_bound
-    from flashgemm.tune.tuner import ANY_LENGTH_RECOMPUTE_MIN_BOUND as long_bound
-    from flashgemm.tune.tuner import any_length_form
+    from flashgemm.spaces.kernel_forms import ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND as masked_bound
+    from flashgemm.spaces.kernel_forms import ANY_LENGTH_RECOMPUTE_MIN_BOUND as long_bound
+    from flashgemm.spaces.kernel_forms import any_length_form
     short = max(b for b in (32, 64, 128, 192, 256, 384, 512, 768) if b < long_bound)
     assert long_bound < masked_bound
     cases = [(Variant("float16", True), long_bound, "sm_90", "any-length-recompute"),
@@ -364,8 +364,8 @@ def test_any_length_twins_are_the_recompute_form_from_their_bound():
     (B0 = 1, N a multiple of 4), also where the kernel itself is the one-pass form (then with that form's default
     schedule); shorter bounds and variants with a bias none."""
     from flashgemm.bundle import any_length
-    from flashgemm.tune import tuner
-    twin_bound, long_bound = tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND, tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND
+    twin_bound = kernel_forms.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND
+    long_bound = kernel_forms.ANY_LENGTH_RECOMPUTE_MIN_BOUND
     assert twin_bound < long_bound
     below = max(b for b in any_length.LENGTH_BOUNDS if b < twin_bound)
     plain = Variant("float16", True)
@@ -377,10 +377,10 @@ def test_any_length_twins_are_the_recompute_form_from_their_bound():
         assert (tk.form, tk.twin_form, tk.fixed_batch, tk.n_multiple) == (form, "any-length-recompute", (0, 1), 4)
         assert "S_p" in tk.twin.mod["main"].script()  # the recompute form's third GEMM
     biased = {tk.bound[0]: tk for tk in any_length.default_kernels(
-        Variant("float16", True, True), 64, "sm_90", [long_bound, tuner.ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND],
+        Variant("float16", True, True), 64, "sm_90", [long_bound, kernel_forms.ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND],
         log=lambda m: None)}
     assert biased[long_bound].twin is None and biased[long_bound].form == "any-length"
-    tk = biased[tuner.ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND]  # (its batch stays symbolic: a padding mask keeps B0)
+    tk = biased[kernel_forms.ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND]  # (its batch stays symbolic: a padding mask keeps B0)
     assert (tk.form, tk.twin_form, tk.fixed_batch, tk.n_multiple) == ("any-length-recompute", "any-length-recompute",
                                                                      None, 4)
 
@@ -412,7 +412,7 @@ sys.path.insert(0, ".")
 import tvm
 from flashgemm.bundle.compile_worker import compile_module
 from flashgemm.op.variant import Variant
-from flashgemm/databases import any_length
+from flashgemm.bundle import any_length
 out = []
 for dtype, causal, k, bound in json.loads(sys.argv[1]):
     (tk,) = any_length.default_kernels(Variant(dtype, True, causal=causal), k, "sm_90", [bound], log=lambda m: None)

@@ -80,7 +80,7 @@ WORKER = textwrap.dedent(r'''
 
     req = json.loads(sys.argv[1])
     res = {"space": [], "generic": []}
-    from flashgemm.tune.tuner import tuning_module
+    from flashgemm.spaces.kernel_forms import tuning_module
     for arch, dtype, spec in req["space"]:
         wl = parse(spec, dtype)
         mod = tuning_module(wl, arch)  # the one-pass form, or the split-N form for long rows
@@ -111,7 +111,7 @@ WORKER = textwrap.dedent(r'''
         except Exception as err:  # noqa: BLE001
             res["generic"].append({"arch": arch, "variant": v.key, "ok": False, "error": str(err)[-2000:]})
     res["default"] = []
-    from flashgemm/databases import best
+    from flashgemm.bundle import best
     for arch, spec in req.get("default", []):
         wl = parse(spec)
         tk = best.default_kernel(wl, arch, log=lambda *_: None)
@@ -306,7 +306,7 @@ def test_default_schedule_refuses_what_the_space_cannot_hold(arch):
 
     from flashgemm.spaces import cuda_default, cuda_space  # noqa: PLC0415
     from flashgemm.op.workloads import parse  # noqa: PLC0415
-    from flashgemm.tune.tuner import tuning_module  # noqa: PLC0415
+    from flashgemm.spaces.kernel_forms import tuning_module  # noqa: PLC0415
     for spec, needle in (("a=2x1x64,b=2x64x65536", "M=1 with N=65536"),  # one row of S beyond shared memory
                          ("a=64x512,b=512x32001,dtype=bfloat16", "multiple of 16")):
         with pytest.raises(cuda_space.UnsupportedShapeError, match=needle):
@@ -423,7 +423,7 @@ def test_meta_schedule_builder_workers_build_candidates():
     from flashgemm.spaces import cuda_space  # noqa: PLC0415
     from flashgemm import targets
     from flashgemm.op.workloads import parse  # noqa: PLC0415
-    from flashgemm.tune.tuner import tuning_module  # noqa: PLC0415
+    from flashgemm.spaces.kernel_forms import tuning_module  # noqa: PLC0415
 
     mod = tuning_module(parse(WORKLOAD))
     target = targets.tvm_target("sm_90")

@@ -52,6 +52,7 @@ WORKER = textwrap.dedent(r'''
     from flashgemm.kernel.gemm import gemm_func
     from flashgemm.spaces import cuda_gemm, cuda_space
     from flashgemm import targets
+    from flashgemm.spaces.intrinsics import register_intrinsics
 
     out = []
     for arch, dtype, (m, n, k), seeds, k_split in json.loads(sys.argv[1]):

@@ -11,6 +11,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.script import tirx as T
 
+from flashgemm.spaces import kernel_forms
 from flashgemm.codegen.tir import make_copies_async
 from flashgemm.codegen import cuda_build
 from flashgemm.spaces import cuda_registers
@@ -116,7 +117,7 @@ def _best(wl_dir):
     """(workload, the best record of a database directory, its tuning module)."""
     from flashgemm.bundle import best
     from flashgemm.tune import database as dbm
-    from flashgemm.tune.tuner import form_of, tuning_modules
+    from flashgemm.spaces.kernel_forms import form_of, tuning_modules
     register_intrinsics("sm_90")
     wl = best._workload_of(wl_dir, dbm.read_provenance(wl_dir))
     modules = tuning_modules(wl, "sm_90")
@@ -126,7 +127,7 @@ def _best(wl_dir):
 
 def _reexpressed(wl_dir):
     """(workload, the best record, its re-expression on the tuning form, postprocessed)."""
-    from flashgemm.tune.tuner import design_space
+    from flashgemm.spaces.kernel_forms import design_space
     from tvm.s_tir import meta_schedule as ms
     wl, rec, mod = _best(wl_dir)
     trace = cuda_registers.vectorized_b_fetch(rec.trace)
@@ -142,7 +143,7 @@ def _reexpressed(wl_dir):
 
 def _twin(wl, trace):
     from flashgemm.bundle import best
-    from flashgemm.tune.tuner import forms
+    from flashgemm.spaces.kernel_forms import forms
     return best.on_runtime_func(trace, wl, "sm_90", forms(wl, "sm_90")[0], True, (0, 1))
 
 
@@ -254,7 +255,7 @@ def test_migrating_w1_records_measures_each_once_with_b_vectorized(tmp_path, sta
         rec.trace.apply_to_schedule(sch, remove_postproc=True)
         sch.enter_postproc()
         ctx = tvm.s_tir.meta_schedule.TuneContext(mod=rec.workload.mod, target=targets.tvm_target("sm_90"),
-                                                  task_name="main", space_generator=tuner.design_space("sm_90"))
+                                                  task_name="main", space_generator=kernel_forms.design_space("sm_90"))
         assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
     assert tuner._migrate(wl, "sm_90", work, [committed], 3, 2, print) == (0, 0)
 

@@ -12,7 +12,7 @@ from flashgemm.spaces import cuda_space
 from flashgemm import targets
 from flashgemm.spaces.mutate_categorical import MutateCategorical
 from flashgemm.op.workloads import parse
-from flashgemm.tune.tuner import tuning_module
+from flashgemm.spaces.kernel_forms import tuning_module
 from flashgemm.spaces.intrinsics import register_intrinsics
 
 ARCH = "sm_90"

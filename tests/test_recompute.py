@@ -14,6 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from flashgemm.spaces import kernel_forms
 from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -30,9 +31,10 @@ WORKER = textwrap.dedent(r'''
     from tvm.s_tir import meta_schedule as ms
     from tests.compile_worker import sample_and_build
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces.kernel_forms import tuning_modules
     from flashgemm.spaces import cuda_space
     from flashgemm import targets
+    from flashgemm.spaces.intrinsics import register_intrinsics
 
     assert tvm.runtime.enabled("cuda"), "TVM's CUDA runtime did not load: nvcc would never run"
     out = []
@@ -55,7 +57,7 @@ def test_where_the_recompute_form_applies():
     from flashgemm.spaces import cuda_recompute
     from flashgemm.op.variant import Variant
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuned_forms
+    from flashgemm.spaces.kernel_forms import tuned_forms
     plain = Variant("float16", True)
     assert cuda_recompute.padded_sizes(plain, 1500, 1500, 64) == (1536, 1536, 64)   # W3
     assert cuda_recompute.padded_sizes(plain, 197, 197, 64) == (224, 256, 64)       # W2
@@ -65,7 +67,7 @@ def test_where_the_recompute_form_applies():
     assert cuda_recompute.padded_sizes(Variant("float16", True, has_bias=True), 197, 197, 64) is None
     assert cuda_recompute.padded_sizes(Variant("float16", True, mask="add"), 197, 197, 64) is None
     w3, w1 = parse("whisper-enc"), parse("bert-large")
-    # auto (the default): long rows only (tuner.RECOMPUTE_AUTO_MIN_N; measured to win at W3's 1500 on the H100)
+    # auto (the default): long rows only (kernel_forms.RECOMPUTE_AUTO_MIN_N; measured to win at W3's 1500 on the H100)
     assert [f.name for f in tuned_forms(w3, "sm_90")] == ["one-pass", "recompute"]
     assert [f.name for f in tuned_forms(w1, "sm_90")] == ["one-pass"]
     assert [f.name for f in tuned_forms(w3, "sm_90", recompute_form=False)] == ["one-pass"]
@@ -195,7 +197,7 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
     from flashgemm.spaces import cuda_recompute, cuda_space
     from flashgemm import targets
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces.kernel_forms import tuning_modules
     mod = next(m for f, m in tuning_modules(parse("whisper-enc"), arch) if f.name == "recompute")
     sketch = cuda_recompute._schedule(tvm.s_tir.Schedule(mod), 2, resident_a=True).trace
     # BM 96 = 3 warp rows x 2 fragments, CW 64 = 2 warp columns x 2 fragments; k tiles 4 x 1; fetch widths 1, 8
@@ -239,13 +241,13 @@ def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, sta
     work = tmp_path / "work"
     n, valid = tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print)
     assert n == valid == len(measured) >= 8  # two records, six tilings each at most (a few may exceed 1024 threads)
-    mod = next(m for f, m in tuner.tuning_modules(wl, "sm_90") if f.name == "recompute")
+    mod = next(m for f, m in kernel_forms.tuning_modules(wl, "sm_90") if f.name == "recompute")
     recs = dbm.open_json_db(work).get_all_tuning_records()
     assert len(recs) == n and all(dbm.mean_secs(r) for r in recs)
     tilings = {str(list(r.trace.decisions.values())[2:4]) for r in recs}
     assert len(tilings) == n
     assert {int(list(r.trace.decisions.values())[3][0]) for r in recs} == {1, 2, 4}  # warp columns (WN)
-    assert all(tuner.form_of(r, tuner.tuning_modules(wl, "sm_90")).name == "recompute" for r in recs)
+    assert all(kernel_forms.form_of(r, kernel_forms.tuning_modules(wl, "sm_90")).name == "recompute" for r in recs)
     assert recs[0].workload.mod.script() == mod.script()
     assert tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print) == (0, 0)  # once a work directory
 

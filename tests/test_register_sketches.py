@@ -33,7 +33,7 @@ WORKER = textwrap.dedent(r'''
     from tvm.s_tir import meta_schedule as ms
     from tests.compile_worker import sample_and_build
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces.kernel_forms import tuning_modules
     from flashgemm.spaces import cuda_registers, cuda_space
     from flashgemm import targets
 
@@ -59,7 +59,7 @@ def test_where_the_register_sketches_apply():
 
     from flashgemm.spaces import cuda_registers
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuning_module
+    from flashgemm.spaces.kernel_forms import tuning_module
     assert cuda_registers.applies(512, 512, 64) and cuda_registers.applies(16, 64, 1)
     assert not cuda_registers.applies(197, 256, 64)   # M not a multiple of 16 (padded S)
     assert not cuda_registers.applies(256, 1500, 64)  # N not a multiple of 64
@@ -78,7 +78,7 @@ def test_padded_form_where_the_register_sketches_need_it():
     from flashgemm.spaces import cuda_registers
     from flashgemm.op.variant import Variant
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import forms, tuning_modules
+    from flashgemm.spaces.kernel_forms import forms, tuning_modules
     plain, biased = Variant("float16", True), Variant("float16", True, has_bias=True)
     assert cuda_registers.padded_sizes("sm_90", plain, 1500, 1500, 64) == (1536, 1536, 64)   # W3
     assert cuda_registers.padded_sizes("sm_90", plain, 197, 197, 64) == (224, 256, 64)       # W2
@@ -113,8 +113,8 @@ def test_space_offers_register_sketches_where_they_apply(spec, expected):
     from flashgemm.spaces import cuda_space
     from flashgemm import targets
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuning_module
-    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces.kernel_forms import tuning_module
+    from flashgemm.spaces.kernel_forms import tuning_modules
     modules = tuning_modules(parse(spec), "sm_90")
     counts = []
     for _, mod in modules:
@@ -245,7 +245,7 @@ def test_database_keeps_and_replays_records_of_every_form(tmp_path):
     from flashgemm.op.workloads import parse
     from flashgemm.tune import database as dbm
     from flashgemm.bundle.best import load_tuned
-    from flashgemm.tune.tuner import tuning_modules
+    from flashgemm.spaces.kernel_forms import tuning_modules
     target, wl = "sm_90", parse("a=1x2x100x64,b=1x2x200x64,transB=1,name=odd")
     register_intrinsics(target)
     modules = tuning_modules(wl, target)

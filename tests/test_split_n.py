@@ -13,7 +13,7 @@ from flashgemm.op.variant import Variant, canonicalize
 from flashgemm.op.reference import fused_gemm_softmax_ref
 from flashgemm.kernel.fused_gemm_softmax import tuning_func
 from flashgemm.op.workloads import parse
-from flashgemm.tune.tuner import split_n_chunk, tuning_module
+from flashgemm.spaces.kernel_forms import split_n_chunk, tuning_module
 
 
 @pytest.mark.parametrize("target, spec, chunk", [

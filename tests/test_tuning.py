@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flashgemm.spaces import kernel_forms
 from flashgemm.op.workloads import parse
 from flashgemm.tune import database as dbm
 from flashgemm.tune import tuner
@@ -457,7 +458,7 @@ def test_stored_curve_numbers_records_in_the_order_stored_and_skips_failed_ones(
 @pytest.mark.parametrize("flag, expected", [([], None), (["--recompute-form"], True),
                                             (["--recompute-form", "on"], True), (["--recompute-form", "off"], False)])
 def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
-    """--recompute-form auto (default: tuner.tuned_forms decides by row length) | on (the bare flag) | off."""
+    """--recompute-form auto (default: kernel_forms.tuned_forms decides by row length) | on (the bare flag) | off."""
     from flashgemm.cli import tune as script
     seen = {}
     monkeypatch.setattr(tuner, "tune_many", lambda workloads, target, trials, jobs=1, **kw: seen.update(kw) or [])
@@ -497,7 +498,7 @@ def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_i
     for mod, sch in items:
         text = sch.mod.script()
         assert '"m16n8k16", "row", "col", "bf16", "bf16", "fp32"' in text and '"fp16"' not in text
-        assert mod.script() == dict((f.name, m) for f, m in tuner.tuning_modules(wl, "sm_90"))[
+        assert mod.script() == dict((f.name, m) for f, m in kernel_forms.tuning_modules(wl, "sm_90"))[
             keys[items.index((mod, sch))].split(":")[0]].script()
 
     prov = tuner.tune(wl, "sm_90", 3, db_root=root, seed_from_dtype="float16", seed_records=3, progress=False)
@@ -522,7 +523,7 @@ def test_a_form_of_few_points_gets_a_small_search_population():
     from flashgemm import targets
     wl = parse("lm-head", "bfloat16")
     register_intrinsics("sm_90")
-    modules = {f.name: m for f, m in tuner.tuning_modules(wl, "sm_90")}
+    modules = {f.name: m for f, m in kernel_forms.tuning_modules(wl, "sm_90")}
     assert tuner.space_points(modules["split-n-wide"], "sm_90") == 12
     assert tuner.space_points(modules["split-n"], "sm_90") is None  # (it samples tile sizes)
     assert tuner.form_population(512, 12) == 48

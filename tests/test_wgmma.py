@@ -135,7 +135,7 @@ SPLIT_N_WORKER = textwrap.dedent(r'''
     from flashgemm.spaces import cuda_space
     from flashgemm import targets
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import form_module, forms, tuning_module
+    from flashgemm.spaces.kernel_forms import form_module, forms, tuning_module
 
     spec, builds, wide = json.loads(sys.argv[1])
     wl = parse(spec)
@@ -188,13 +188,13 @@ def test_split_n_space_offers_wgmma_sketches_that_build(tmp_path_factory):
 
 
 def test_wide_split_n_form_is_wgmma_only_and_builds(tmp_path_factory):
-    """The wide split-N form (sm_90, CW = 256: flashgemm.tune.tuner.forms): only wgmma sketches (the mma.sync form takes
+    """The wide split-N form (sm_90, CW = 256: flashgemm.spaces.kernel_forms.forms): only wgmma sketches (the mma.sync form takes
     chunks of 128 columns at most), every one valid, m64n256 wgmmas, and the fp32 S tile (128 x 256) aliasing the
     pipeline buffers within the H100's shared memory."""
     from flashgemm.spaces import cuda_split_n, cuda_wgmma
     from tests.compile_worker import run_compile_worker
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import forms
+    from flashgemm.spaces.kernel_forms import forms
     assert forms(parse(SPLIT_N_SPEC), "sm_90")[-1].chunk == cuda_split_n.WIDE_CHUNK == 256
     sketches = run_compile_worker(SPLIT_N_WORKER, [SPLIT_N_SPEC, 1, True], tmp_path_factory)
     assert len(sketches) == len(cuda_wgmma.SPLIT_N_WGS) * len(cuda_wgmma.STAGES) * len(cuda_wgmma.INFLIGHT)
@@ -209,14 +209,14 @@ def test_split_n_refusals():
     from flashgemm.spaces import cuda_wgmma
     from flashgemm.spaces.cuda_space import UnsupportedShapeError
     from flashgemm.op.workloads import parse
-    from flashgemm.tune.tuner import tuning_module
+    from flashgemm.spaces.kernel_forms import tuning_module
     sch = tvm.s_tir.Schedule(tuning_module(parse("a=100x128,b=128x8192,dtype=bfloat16"), "sm_90"))
     assert not cuda_wgmma.serves(sch)
     with pytest.raises(UnsupportedShapeError, match=r"M a multiple of 128 .*got M=100, N=8192, K=128, chunk 128"):
         cuda_wgmma.split_n_schedule(sch)
     # the wide form's chunk (CW = 256) has no mma.sync sketch: cuda_split_n.schedule says so (the space asks wgmma)
     from flashgemm.spaces import cuda_split_n
-    from flashgemm.tune.tuner import form_module, forms
+    from flashgemm.spaces.kernel_forms import form_module, forms
     wide = forms(parse(SPLIT_N_SPEC), "sm_90")[-1]
     with pytest.raises(UnsupportedShapeError, match="chunk width 256 has no mma.sync sketch .*wgmma-only"):
         cuda_split_n.schedule(tvm.s_tir.Schedule(form_module(parse(SPLIT_N_SPEC), wide)), "sm_90")

@@ -7,9 +7,9 @@ the real lengths cost their GEMM tile and nothing else (no P store, -inf logits)
 square bounds (LENGTH_BOUNDS, each at most 1.5x the one below past 128) and the op serves a call by the smallest
 bound that holds it (flashgemm/ort/csrc/bundle.cc), so at most ~1.5x of the rows and columns are padding.
 
-Long bounds (tuner.ANY_LENGTH_RECOMPUTE_MIN_BOUND; ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND with a bias or mask) are
-the recompute form over the bound instead (tuner.any_length_form): a chunk of S on chip, not a whole row; its sweeps
-stop at N's last chunk (flashgemm/codegen/tir/skip_chunks_past_n). From tuner.ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND (the
+Long bounds (kernel_forms.ANY_LENGTH_RECOMPUTE_MIN_BOUND; ANY_LENGTH_MASKED_RECOMPUTE_MIN_BOUND with a bias or mask) are
+the recompute form over the bound instead (kernel_forms): a chunk of S on chip, not a whole row; its sweeps
+stop at N's last chunk (flashgemm/codegen/tir/skip_chunks_past_n). From ANY_LENGTH_RECOMPUTE_TWIN_MIN_BOUND (the
 masked bound with a bias or mask) kernels have a twin in the recompute form (best.any_length_twin) for the calls with N
 a multiple of 4 (and B0 = 1 without bias or mask: constant batch index math): P in vector stores, where a plain
 any-length kernel stores P element by element (a row of P starts at a multiple of the runtime N).
@@ -29,7 +29,7 @@ from flashgemm.op.variant import Variant, canonicalize
 from flashgemm.kernel.fused_gemm_softmax import runtime_func, tuning_func
 
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel, any_length_twin
-from flashgemm.tune.tuner import any_length_form
+from flashgemm.spaces.kernel_forms import any_length_form
 
 # square bounds (Mb = Nb); a call takes the smallest that holds max(M, N). Multiples of the one-pass space's pad
 # factors (flashgemm/spaces/cuda_space._pad_factors: 32 rows, 64 columns past 64); 2048: rows longer than that need the

@@ -21,7 +21,7 @@ from flashgemm.op.workloads import parse
 
 from flashgemm.tune import database as dbm
 from flashgemm.bundle import twins
-from flashgemm.tune.tuner import Form, form_of, forms, tuning_module, tuning_modules
+from flashgemm.spaces.kernel_forms import Form, form_of, forms, tuning_module, tuning_modules
 from flashgemm.spaces.intrinsics import register_intrinsics
 
 
@@ -38,7 +38,7 @@ class TunedKernel:
     source_target: Optional[str] = None  # set when the record was tuned on another arch (transfer)
     any_batch: bool = False  # the schedule's batch dims are symbolic: it serves every batch of its M, N, K
     kind: str = "tuned"  # "tuned" (a measured record) or "default" (flashgemm/spaces/cuda_default: by rule)
-    form: str = "one-pass"  # the kernel form the schedule is on (flashgemm.tune.tuner.forms)
+    form: str = "one-pass"  # the kernel form the schedule is on (flashgemm.spaces.kernel_forms.forms)
     # the twin of an any-batch kernel: the same trace with one batch dim static (runtime_func's fixed_batch:
     # (0, 1) when tuned with B0 = 1, else (1, the tuned B1)); the bundle serves the calls with that dim's value by
     # it (constant index math), the others by `schedule`
@@ -70,7 +70,7 @@ class TunedKernel:
         return func
 
 
-# the twin of an any-length kernel: the recompute form over its bound (tuner.any_length_twin_form) for the calls with
+# the twin of an any-length kernel: the recompute form over its bound (kernel_forms) for the calls with
 # B0 = 1 (contiguous batches, which canonicalize() merges into B1) and N a multiple of 4 (P in vector stores:
 # flashgemm.kernel.fused_gemm_softmax._padded's n_multiple); 4, the staged P's vector width on every bound
 # (cuda_recompute.p_vector_width), and two fragment columns' pair with room to spare. With a bias or mask the batch
@@ -86,10 +86,10 @@ def any_length_twin_args(variant: Variant) -> dict:
 
 
 def any_length_twin(trace, variant: Variant, shape: CanonicalShape, form, target: str) -> dict:
-    """TunedKernel's twin, twin_form, fixed_batch and n_multiple of an any-length kernel on `form` (tuner.Form)
-    whose bound has a twin form (tuner.any_length_twin_form), else {}. The trace itself where the kernel is that
+    """TunedKernel's twin, twin_form, fixed_batch and n_multiple of an any-length kernel on `form` (kernel_forms.Form)
+    whose bound has a twin form (kernel_forms.any_length_twin_form), else {}. The trace itself where the kernel is that
     form already; else (a one-pass kernel) the twin form's default schedule (flashgemm/spaces/cuda_default)."""
-    from flashgemm.tune.tuner import any_length_twin_form  # noqa: PLC0415
+    from flashgemm.spaces.kernel_forms import any_length_twin_form  # noqa: PLC0415
     twin_form = any_length_twin_form(variant, form.bound, shape.sizes[4], target) if form.bound else None
     if twin_form is None:
         return {}

@@ -97,7 +97,7 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # vectors: flashgemm.kernel.fused_gemm_softmax.runtime_func's n_multiple), preferred there to the one without at
         # the same bound
         "n_multiple": int(n_multiple),
-        # form: the kernel form (flashgemm.kernel.fused_gemm_softmax) it is scheduled on (flashgemm.tune.tuner.forms:
+        # form: the kernel form (flashgemm.kernel.fused_gemm_softmax) it is scheduled on (kernel_forms.forms:
         # "one-pass", "recompute", "any-length", "any-length-recompute", ...); "generic" for the generic kernels.
         # Reporting only: dispatch reads sizes, any_length and the twins' fields
         "form": form or ("generic" if shape is None else "one-pass"),

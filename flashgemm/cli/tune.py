@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--recompute-form", nargs="?", const="on", default="auto", choices=["auto", "on", "off"],
                     help="tune the kernel's recompute form (S recomputed over column chunks in three sweeps, only a "
                          "chunk on chip) as a second task sharing the trials, for shapes with M >= 16 and no bias or "
-                         "mask: auto (the default) on long rows, N >= flashgemm.tune.tuner.RECOMPUTE_AUTO_MIN_N "
+                         "mask: auto (the default) on long rows, N >= kernel_forms.RECOMPUTE_AUTO_MIN_N "
                          "(it wins at Whisper's 1500 on the H100), on (shorter rows too; the bare flag), off")
     ap.add_argument("--two-sweep-form", action="store_true",
                     help="also tune the two-sweep recompute form (S twice, FlashAttention's online statistics) as one "

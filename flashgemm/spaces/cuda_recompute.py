@@ -40,7 +40,7 @@ or once a block (the resident-A note below; W3's best kernels in both dtypes are
 Why two elements a store: with P stored one element at a time the form is L2-bound (one L2 request per 2 bytes of
 P; ncu: L2 busy, DRAM mostly idle) and no faster than the one-pass form at W3. Two elements a store make the same
 kernels well over 1.5x faster, and the form then beats the one-pass form at W3 in both dtypes, in fewer trials.
-Hence tuned by default on long rows (flashgemm.tune.tuner.RECOMPUTE_AUTO_MIN_N).
+Hence tuned by default on long rows (flashgemm.spaces.kernel_forms.RECOMPUTE_AUTO_MIN_N).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def is_recompute_form(sch: tvm.s_tir.Schedule) -> bool:
 def padded_sizes(variant, m: int, n: int, k: int):
     """(Mp, Np, Kp) of the static recompute form for this shape, or None where it does not apply: M < 16 (decoding:
     the row-vector space), a bias or mask (the static padded form takes none; the form over a bound does:
-    flashgemm.tune.tuner.any_length_form). Mp a multiple of 64, else 32, when that
+    flashgemm.spaces.kernel_forms.any_length_form). Mp a multiple of 64, else 32, when that
     pads at most 15 % of the rows, else of 16; Np of 64; Kp of 16. No limit on N: only a chunk is on chip."""
     if m < 16 or variant.has_bias or variant.mask != "none":
         return None

@@ -30,7 +30,7 @@ allocation ends up inside threadIdx.y and compacts to one warp's fragments. Thre
 the block's full extents: TVM 0.27 puts no predicate on a thread loop shorter than its launch extent.
 
 Limits: M a multiple of 16 and N a multiple of 64 as the module's S block iterates. Other M, N take the kernel's padded
-form (padded_sizes; flashgemm.tune.tuner.forms): padding inside the schedule does not work, the statistics would need
+form (padded_sizes; kernel_forms.forms): padding inside the schedule does not work, the statistics would need
 predicated partials whose placement TVM derives wrongly from an unpadded producer, while the padded form's blocks all
 iterate over the padded extents, so only P's stores carry a guard. N <= 2048 (registers; rows wider than WIDE_N take one
 warp row a block); no bias or mask (`serves`: as shipped, with symbolic strides, their element-wise reads make these

@@ -20,13 +20,13 @@ from tvm.s_tir import meta_schedule as ms
 from flashgemm import targets
 from flashgemm.op.workloads import parse
 
-from flashgemm.tune.tuner import design_space, form_module, forms
+from flashgemm.spaces.kernel_forms import design_space, form_module, forms
 from flashgemm.spaces.intrinsics import register_intrinsics
 
 
 def profile(workload, target_name: str, candidates: int = 40, seed: int = 1, form: str = "") -> dict:
     """{'candidates', 'valid', 'ms_per_candidate': {stage: ms}} over `candidates` random points of the space of the
-    workload's `form` (tuner.forms: a name; "" is the primary form)."""
+    workload's `form` (kernel_forms.forms: a name; "" is the primary form)."""
     target_name = targets.resolve(target_name)
     register_intrinsics(target_name)
     available = forms(workload, target_name)
