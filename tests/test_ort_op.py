@@ -93,6 +93,8 @@ def bundle(tmp_path_factory, device):
 def dev_library(tmp_path_factory, device) -> Path:
     """A development build of the op library (flashgemm.ort.native): its RUNPATH is absolute, so a copy of it loads
     from any directory (the installed one finds TVM relative to itself)."""
+    if not (native.SOURCE_DIR / "CMakeLists.txt").is_file():
+        pytest.skip("flashgemm is imported from an installed package: a development build needs the source tree")
     d = tmp_path_factory.mktemp(f"dev-library-{device}")
     return native.build_custom_op_library(d, with_cuda=device == "cuda", log=lambda *a: None)
 
