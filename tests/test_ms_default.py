@@ -126,7 +126,7 @@ def test_unsupported_and_missing_databases_are_clear_errors(tmp_path):
         md.unfused_module(parse("a=0x4,b=4x5"))
     wl = parse("a=3x5x7,b=7x9,name=never-tuned-msd")
     for where in (None, tmp_path):
-        with pytest.raises(LookupError, match=r"flashgemm/cli/tune_ms_default\.py --target llvm --workload "
+        with pytest.raises(LookupError, match=r"flashgemm-tune-ms-default --target llvm --workload "
                                               r"'a=3x5x7,b=7x9.*name=never-tuned-msd'"):
             md.prepare_unfused(wl, "llvm", where)
     assert not any(tmp_path.iterdir()), "looking up a database must not create one"

@@ -342,7 +342,7 @@ def test_rpc_cluster_run_tunes_several_workloads_at_once(tmp_path):
     after."""
     out = subprocess.run([*CLUSTER, "run", "--gpus", "none", "--cpu-servers", "2", "--port", str(_free_port()),
                           "--server-ports", "%d-%d" % _free_port_range(), "--log-dir", str(tmp_path / "logs"), "--",
-                          *TUNE[1:], "--target", "llvm", "--workload", "demo", "--workload", "a=2x64x32,b=2x32x64",
+                          *TUNE, "--target", "llvm", "--workload", "demo", "--workload", "a=2x64x32,b=2x32x64",
                           "--trials", "4", "--batch-size", "2", "--strategy", "random", "--runner", "rpc",
                           "--jobs", "2", "--db", str(tmp_path / "db")],
                          capture_output=True, text=True, timeout=600)

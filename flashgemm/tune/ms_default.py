@@ -81,7 +81,7 @@ def workload_dir(root: Optional[os.PathLike], target_name: str, dir_name: str) -
 
 def tune_command(wl, target_name: str) -> str:
     spec = wl.name if _is_preset(wl) else f"{wl.spec()},name={wl.name}"
-    return f"python {SCRIPT} --target {target_name} --workload '{spec}' --dtype {wl.dtype}"
+    return f"{SCRIPT} --target {target_name} --workload '{spec}' --dtype {wl.dtype}"
 
 
 def _is_preset(wl) -> bool:
