@@ -33,7 +33,7 @@ def stand_in_measurement(monkeypatch):
     measures and records, on machines without a GPU."""
     from types import SimpleNamespace
 
-    from flashgemm.tune import tuner
+    from flashgemm.tune import search
     measured = []
 
     class Builder:
@@ -46,5 +46,5 @@ def stand_in_measurement(monkeypatch):
             return [SimpleNamespace(result=lambda i=i: SimpleNamespace(error_msg=None, run_secs=[1e-3 + i * 1e-6]))
                     for i, _ in enumerate(inputs)]
 
-    monkeypatch.setattr(tuner, "_builder_runner", lambda *a, **k: (Builder(), Runner()))
+    monkeypatch.setattr(search, "builder_runner", lambda *a, **k: (Builder(), Runner()))
     return measured

@@ -59,9 +59,9 @@ def test_a_torn_final_line_in_a_work_directory_is_cut_off_in_place_and_said(work
     assert str(work_dir / RECORDS) in msg and f"torn final line ({len(TORN)} bytes" in msg
     # the tuner's ledger in work/ likewise
     (work_dir / "runs.jsonl").write_bytes(b'{"trials": 2}\n{"tri')
-    from flashgemm.tune import tuner
-    tuner._append_ledger(work_dir, {"trials": 3})
-    assert [r["trials"] for r in tuner._read_ledger(work_dir)] == [2, 3]
+    from flashgemm.tune import provenance
+    provenance.append_ledger(work_dir, {"trials": 3})
+    assert [r["trials"] for r in provenance.read_ledger(work_dir)] == [2, 3]
 
 
 def test_a_torn_final_line_in_a_database_opened_for_reading_is_read_without_writing(llvm_db):
@@ -110,11 +110,11 @@ def test_a_last_line_that_ends_in_a_newline_but_is_not_json_is_an_error(llvm_db,
         with pytest.raises(dbm.DatabaseError, match=r"database_tuning_record\.json, line 2: not JSON"):
             dbm.open_json_db(where, create=where == work_dir)
         assert (where / RECORDS).read_bytes().endswith(b'{"cut":\n')
-    from flashgemm.tune import tuner
+    from flashgemm.tune import provenance
     (work_dir / "runs.jsonl").write_bytes(b'{"trials": \n{"trials": 2}\n')  # the tuner's ledger in work/
     with pytest.raises(dbm.DatabaseError, match=rf"runs\.jsonl, line 1: not JSON .*delete {re.escape(str(work_dir))} "
                                                 rf"and tune again"):
-        tuner._read_ledger(work_dir)
+        provenance.read_ledger(work_dir)
 
 
 def test_a_conflict_in_provenance_names_the_conflict(llvm_db):

@@ -232,17 +232,17 @@ def test_w1_kernels_with_and_without_the_rewrite(monkeypatch):
 
 
 def test_migrating_w1_records_measures_each_once_with_b_vectorized(tmp_path, stand_in_measurement):
-    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate) on the W1 database of tests/data/w1-scalar-b: its best N
+    """tune(migrate_records=N) (flashgemm.tune.seeding.migrate) on the W1 database of tests/data/w1-scalar-b: its best N
     records (register sketches, B copied a scalar at a time) re-expressed with the copy 8 wide, each measured (a
     stand-in runner here) and committed to the work database, once a work directory."""
     from flashgemm.op.workloads import parse
     from flashgemm.tune import database as dbm
-    from flashgemm.tune import tuner
+    from flashgemm.tune import seeding
     register_intrinsics("sm_90")
     wl = parse("bert-large")
     committed = dbm.open_json_db(SCALAR_B_DB)
     work = tmp_path / "work"
-    n, valid = tuner._migrate(wl, "sm_90", work, [committed], 3, 2, print)
+    n, valid = seeding.migrate(wl, "sm_90", work, [committed], 3, 2, print)
     assert n == valid == len(stand_in_measurement) == 3
     for rec in dbm.open_json_db(work).get_all_tuning_records():
         insts, decisions = rec.trace.as_json()
@@ -257,7 +257,7 @@ def test_migrating_w1_records_measures_each_once_with_b_vectorized(tmp_path, sta
         ctx = tvm.s_tir.meta_schedule.TuneContext(mod=rec.workload.mod, target=targets.tvm_target("sm_90"),
                                                   task_name="main", space_generator=kernel_forms.design_space("sm_90"))
         assert all(p.apply(sch) for p in ctx.space_generator.postprocs)
-    assert tuner._migrate(wl, "sm_90", work, [committed], 3, 2, print) == (0, 0)
+    assert seeding.migrate(wl, "sm_90", work, [committed], 3, 2, print) == (0, 0)
 
 
 @pytest.mark.gpu

@@ -225,21 +225,21 @@ def test_resident_a_with_warp_columns_keeps_a_copy_of_a_a_column(arch):
 
 
 def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, stand_in_measurement):
-    """tune(migrate_records=N) (flashgemm.tune.tuner._migrate): the best resident W3 records of
+    """tune(migrate_records=N) (flashgemm.tune.seeding.migrate): the best resident W3 records of
     tests/data/w3-resident-one-column (one warp column, tuned before warp columns were sampled; the two with their
     provenance) re-expressed at every warp tiling of their blocks, each measured (here by a stand-in runner) and
     committed to the work database, once."""
     from flashgemm import targets
     from flashgemm.op.workloads import parse
     from flashgemm.tune import database as dbm
-    from flashgemm.tune import tuner
+    from flashgemm.tune import seeding, tuner
     measured = stand_in_measurement
     register_intrinsics("sm_90")
     wl = parse("whisper-enc")
     fixture = REPO / "tests" / "data" / "w3-resident-one-column" / "sm_90" / "whisper-enc.f16"
     committed = dbm.open_json_db(fixture)
     work = tmp_path / "work"
-    n, valid = tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print)
+    n, valid = seeding.migrate(wl, "sm_90", work, [committed], 2, 2, print)
     assert n == valid == len(measured) >= 8  # two records, six tilings each at most (a few may exceed 1024 threads)
     mod = next(m for f, m in kernel_forms.tuning_modules(wl, "sm_90") if f.name == "recompute")
     recs = dbm.open_json_db(work).get_all_tuning_records()
@@ -249,7 +249,7 @@ def test_migrating_resident_records_measures_each_warp_tiling_once(tmp_path, sta
     assert {int(list(r.trace.decisions.values())[3][0]) for r in recs} == {1, 2, 4}  # warp columns (WN)
     assert all(kernel_forms.form_of(r, kernel_forms.tuning_modules(wl, "sm_90")).name == "recompute" for r in recs)
     assert recs[0].workload.mod.script() == mod.script()
-    assert tuner._migrate(wl, "sm_90", work, [committed], 2, 2, print) == (0, 0)  # once a work directory
+    assert seeding.migrate(wl, "sm_90", work, [committed], 2, 2, print) == (0, 0)  # once a work directory
 
     # through tune(): the migrated trials add to the committed ones (a budget they fill leaves no search to run)
     import shutil

@@ -16,7 +16,7 @@ import pytest
 from flashgemm.spaces import kernel_forms
 from flashgemm.op.workloads import parse
 from flashgemm.tune import database as dbm
-from flashgemm.tune import tuner
+from flashgemm.tune import provenance, search, seeding, stopping, tuner
 from flashgemm.spaces.intrinsics import register_intrinsics
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,7 +200,7 @@ def test_a_second_signal_aborts_at_once_and_takes_the_workers_along(tmp_path):
         workers = [c for c in psutil.Process(proc.pid).children(recursive=True) if "popen_worker" in " ".join(c.cmdline())]
     assert workers, "no pool worker appeared"
     proc.send_signal(signal.SIGTERM)
-    time.sleep(2 * tuner.SAME_SIGNAL_SECONDS)
+    time.sleep(2 * stopping.SAME_SIGNAL_SECONDS)
     proc.send_signal(signal.SIGTERM)
     text, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, text
@@ -212,11 +212,11 @@ def test_a_second_signal_aborts_at_once_and_takes_the_workers_along(tmp_path):
 def test_a_signal_repeated_at_once_is_one_stop_request(monkeypatch):
     """`timeout` signals the tuner and then its process group: that second copy must not abort the run, while a
     second signal sent later still does."""
-    monkeypatch.setattr(tuner, "SAME_SIGNAL_SECONDS", 0.3)
+    monkeypatch.setattr(stopping, "SAME_SIGNAL_SECONDS", 0.3)
     killed = []
-    monkeypatch.setattr(tuner, "_kill_workers", lambda: killed.append(True))  # not this test process's children
-    stop, said, before = tuner.StopRequest(None), [], signal.getsignal(signal.SIGTERM)
-    with tuner.stop_on_signals(stop, said.append):
+    monkeypatch.setattr(stopping, "_kill_workers", lambda: killed.append(True))  # not this test process's children
+    stop, said, before = stopping.StopRequest(None), [], signal.getsignal(signal.SIGTERM)
+    with stopping.stop_on_signals(stop, said.append):
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
@@ -311,7 +311,7 @@ def test_a_workload_being_tuned_by_another_process_is_a_clear_error(tmp_path):
     records: the second stops at once and names the first; the lock goes with the run that held it."""
     wl = parse(SPEC)
     wl_dir = dbm.workload_dir(tmp_path, "llvm", wl.dir_name)
-    with tuner.tuning_lock(wl_dir):
+    with stopping.tuning_lock(wl_dir):
         out = run_tune("--target", "llvm", "--workload", SPEC, "--trials", "1", "--db", str(tmp_path))
         with pytest.raises(dbm.DatabaseError, match=f"being tuned by another process \\(pid {os.getpid()} on"):
             tuner.tune(wl, "llvm", 1, db_root=tmp_path, progress=False)  # in this process too (another open file)
@@ -319,7 +319,7 @@ def test_a_workload_being_tuned_by_another_process_is_a_clear_error(tmp_path):
     assert f"{wl.dir_name} is being tuned by another process (pid {os.getpid()} on" in out.stderr
     assert "tune into another --db" in out.stderr
     assert not (wl_dir / dbm.PROVENANCE).exists() and not list((wl_dir / "work").glob("database_*"))
-    with tuner.tuning_lock(wl_dir):  # released
+    with stopping.tuning_lock(wl_dir):  # released
         pass
 
 
@@ -361,18 +361,18 @@ def test_stage_seconds_orders_marks_of_the_same_second_as_the_loop_runs(tmp_path
         "2026-11-22 04:45:28 [INFO] Generating candidates......\n"
         "2026-11-22 04:46:15 [INFO] Generating candidates......\n")
     since = time.mktime(time.strptime("2026-11-22 04:45:00", "%Y-%m-%d %H:%M:%S"))
-    assert tuner.stage_seconds(tmp_path, since) == {"search": 31 + 28, "build": 13 + 15, "run": 3 + 1, "update": 0}
+    assert provenance.stage_seconds(tmp_path, since) == {"search": 31 + 28, "build": 13 + 15, "run": 3 + 1, "update": 0}
 
 
 def test_a_short_last_batch_leaving_a_few_trials_ends_the_search():
     """A batch of 256 that came back with 255 leaves 1 trial: not worth a whole search round. A full batch, a tail
     over 1/32 of a batch, or small batches (CI's) never end a search early."""
-    assert "255 of 256" in tuner.short_tail(asked=256, got=255, left=1, batch_size=256)
-    assert tuner.short_tail(asked=256, got=248, left=8, batch_size=256) is not None
-    assert tuner.short_tail(asked=256, got=247, left=9, batch_size=256) is None
-    assert tuner.short_tail(asked=256, got=256, left=1, batch_size=256) is None
-    assert tuner.short_tail(asked=256, got=250, left=0, batch_size=256) is None
-    assert tuner.short_tail(asked=4, got=3, left=1, batch_size=4) is None
+    assert "255 of 256" in stopping.short_tail(asked=256, got=255, left=1, batch_size=256)
+    assert stopping.short_tail(asked=256, got=248, left=8, batch_size=256) is not None
+    assert stopping.short_tail(asked=256, got=247, left=9, batch_size=256) is None
+    assert stopping.short_tail(asked=256, got=256, left=1, batch_size=256) is None
+    assert stopping.short_tail(asked=256, got=250, left=0, batch_size=256) is None
+    assert stopping.short_tail(asked=4, got=3, left=1, batch_size=4) is None
 
 
 def test_stage_seconds_counts_the_last_stage_until_the_run_ended(tmp_path):
@@ -384,8 +384,8 @@ def test_stage_seconds_counts_the_last_stage_until_the_run_ended(tmp_path):
     (tmp_path / "task_0_main.log").write_text("2026-11-22 04:45:28 [INFO] Generating candidates......\n")
     since = time.mktime(time.strptime("2026-11-22 04:45:00", "%Y-%m-%d %H:%M:%S"))
     end = time.mktime(time.strptime("2026-11-22 04:46:40", "%Y-%m-%d %H:%M:%S"))
-    assert tuner.stage_seconds(tmp_path, since)["run"] == 0
-    assert tuner.stage_seconds(tmp_path, since, end) == {"search": 31, "build": 13, "run": 28, "update": 0}
+    assert provenance.stage_seconds(tmp_path, since)["run"] == 0
+    assert provenance.stage_seconds(tmp_path, since, end) == {"search": 31, "build": 13, "run": 28, "update": 0}
 
 
 @pytest.mark.parametrize("target", ["llvm", "sm_90"])
@@ -401,15 +401,15 @@ def test_search_profile_gives_the_cost_of_each_stage_per_candidate(target):
 
 
 def test_a_ledger_line_torn_by_kill_9_does_not_swallow_the_next_run(tmp_path):
-    (tmp_path / tuner.LEDGER).write_text('{"trials": 2}\n{"trials": 12')  # the second write cut by kill -9
-    tuner._append_ledger(tmp_path, {"trials": 3})
-    assert [r["trials"] for r in tuner._read_ledger(tmp_path)] == [2, 3]
+    (tmp_path / provenance.LEDGER).write_text('{"trials": 2}\n{"trials": 12')  # the second write cut by kill -9
+    provenance.append_ledger(tmp_path, {"trials": 3})
+    assert [r["trials"] for r in provenance.read_ledger(tmp_path)] == [2, 3]
 
 @pytest.mark.slow
 def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch):
     """A clone has the committed top-k and provenance but not work/ (git-ignored): tuning there counts the committed
     trials toward the budget, starts the search from the committed top records (the evolutionary search's
-    get_top_k serves them: tuner._ResumeDatabase), keeps them in the top-k, and continues the provenance and the
+    get_top_k serves them: search.ResumeDatabase), keeps them in the top-k, and continues the provenance and the
     curve."""
     wl = parse(SPEC)
     wl_dir = tmp_path / "llvm" / wl.dir_name
@@ -420,8 +420,8 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch
     tracked = ("provenance.json", *dbm.DB_FILES)  # (a database's files go back as a set)
     committed_files = {f: (wl_dir / f).read_bytes() for f in tracked}
     committed = {str(r.trace) for r in dbm.open_json_db(wl_dir).get_all_tuning_records() if dbm.mean_secs(r)}
-    served, get_top_k = [], tuner._ResumeDatabase._cls.get_top_k
-    monkeypatch.setattr(tuner._ResumeDatabase._cls, "get_top_k",
+    served, get_top_k = [], search.ResumeDatabase._cls.get_top_k
+    monkeypatch.setattr(search.ResumeDatabase._cls, "get_top_k",
                         lambda self, w, k: served.append(out := get_top_k(self, w, k)) or out)
     said = []
     more = tuner.tune(wl, "llvm", 5, db_root=tmp_path, workers=2, progress=False, log=said.append)
@@ -447,12 +447,12 @@ def test_stored_curve_numbers_records_in_the_order_stored_and_skips_failed_ones(
     rows = [[0, [[], secs, {}, []]] for secs in ([3.0, 3.0], [1e10], [2.0, 4.0], [5.0], [1.0, 2.0])]
     (tmp_path / dbm.DB_FILES[1]).write_text("".join(json.dumps(r) + "\n" for r in rows))
     # the last 3 records (the run that lost them started after 2 recorded trials and 10 carried ones)
-    assert tuner._stored_curve(tmp_path, 3, 12, 2.5, upto=5) == [(13, 2.5), (14, 2.5), (15, 1.5)]
-    assert tuner._stored_curve(tmp_path, 2, 0, float("inf"), upto=5) == [(1, 5.0), (2, 1.5)]
+    assert provenance.stored_curve(tmp_path, 3, 12, 2.5, upto=5) == [(13, 2.5), (14, 2.5), (15, 1.5)]
+    assert provenance.stored_curve(tmp_path, 2, 0, float("inf"), upto=5) == [(1, 5.0), (2, 1.5)]
     # records the resuming run measured itself come after `upto` and are not the lost run's
-    assert tuner._stored_curve(tmp_path, 2, 0, float("inf"), upto=3) == [(1, float("inf")), (2, 3.0)]
+    assert provenance.stored_curve(tmp_path, 2, 0, float("inf"), upto=3) == [(1, float("inf")), (2, 3.0)]
     (tmp_path / "curve.csv").write_text("trial,best_seconds\n1,4.0\n2,\n")
-    assert tuner._last_best(tmp_path / "curve.csv") == 4.0 and tuner._last_best(tmp_path / "none.csv") == float("inf")
+    assert provenance.last_best(tmp_path / "curve.csv") == 4.0 and provenance.last_best(tmp_path / "none.csv") == float("inf")
 
 
 @pytest.mark.parametrize("flag, expected", [([], None), (["--recompute-form"], True),
@@ -468,14 +468,14 @@ def test_tune_py_recompute_form_flag(monkeypatch, flag, expected):
 
 def test_seeding_from_the_other_dtype_renames_wgmma_intrinsics(tmp_path):
     """The committed sm_90 LM-head bf16 database's best records are wgmma (m64n256, the wide split-N form): seeding
-    the fp16 workload from it renames their wgmma intrinsics (tuner._dtype_renames) so that every one replays, and
+    the fp16 workload from it renames their wgmma intrinsics (seeding.dtype_renames) so that every one replays, and
     records that differ only in their instructions keep keys of their own."""
     from flashgemm import targets
     register_intrinsics("sm_90")
     root = tmp_path / "db"
     shutil.copytree(REPO / "flashgemm" / "databases" / "sm_90" / "lm-head.bf16", root / "sm_90" / "lm-head.bf16",
                     ignore=shutil.ignore_patterns("work"))
-    items, keys, rejected = tuner.seed_candidates(parse("lm-head", "float16"), "sm_90", "bfloat16", root, 3)
+    items, keys, rejected = seeding.seed_candidates(parse("lm-head", "float16"), "sm_90", "bfloat16", root, 3)
     assert len(items) == len(set(keys)) == 3 and rejected == 0
     for _, sch in items:
         text = sch.mod.script()
@@ -483,7 +483,7 @@ def test_seeding_from_the_other_dtype_renames_wgmma_intrinsics(tmp_path):
 
 
 def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_in_measurement):
-    """tune(seed_from_dtype=...) (tuner._seed_from_dtype): the committed W1 fp16 database's best records replayed on
+    """tune(seed_from_dtype=...) (seeding.seed_from_other_dtype): the committed W1 fp16 database's best records replayed on
     the bf16 module with bf16 tensor intrinsics, measured (a stand-in builder and runner here) into the work
     database and counted as trials, once per work directory; the wrong dtype or target is refused up front."""
     from flashgemm import targets
@@ -493,7 +493,7 @@ def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_i
     shutil.copytree(REPO / "flashgemm" / "databases" / "sm_90" / "bert-large.f16", root / "sm_90" / "bert-large.f16",
                     ignore=shutil.ignore_patterns("work"))
     wl = parse("bert-large", "bfloat16")
-    items, keys, rejected = tuner.seed_candidates(wl, "sm_90", "float16", root, 3)
+    items, keys, rejected = seeding.seed_candidates(wl, "sm_90", "float16", root, 3)
     assert len(items) == len(set(keys)) == 3 and rejected == 0
     for mod, sch in items:
         text = sch.mod.script()
@@ -505,7 +505,7 @@ def test_seeding_from_the_other_dtype_replays_its_records_once(tmp_path, stand_i
     assert len(measured) == 3 and prov["trials"] == 3
     assert prov["runs"][-1]["strategy"] == "seeded" and prov["runs"][-1]["valid"] == 3
     work = root / "sm_90" / "bert-large.bf16" / "work"
-    assert tuner._seed_from_dtype(wl, "sm_90", work, "float16", root, 3, 2, print) == (0, 0)  # once
+    assert seeding.seed_from_other_dtype(wl, "sm_90", work, "float16", root, 3, 2, print) == (0, 0)  # once
 
     with pytest.raises(ValueError, match="name the other of float16 / bfloat16"):
         tuner.tune(wl, "sm_90", 3, db_root=root, seed_from_dtype="bfloat16", progress=False)
@@ -524,21 +524,21 @@ def test_a_form_of_few_points_gets_a_small_search_population():
     wl = parse("lm-head", "bfloat16")
     register_intrinsics("sm_90")
     modules = {f.name: m for f, m in kernel_forms.tuning_modules(wl, "sm_90")}
-    assert tuner.space_points(modules["split-n-wide"], "sm_90") == 12
-    assert tuner.space_points(modules["split-n"], "sm_90") is None  # (it samples tile sizes)
-    assert tuner.form_population(512, 12) == 48
-    assert tuner.form_population(512, 2) == tuner.MIN_POPULATION
-    assert tuner.form_population(512, None) == 512 and tuner.form_population(32, 12) == 32
+    assert search.space_points(modules["split-n-wide"], "sm_90") == 12
+    assert search.space_points(modules["split-n"], "sm_90") is None  # (it samples tile sizes)
+    assert search.form_population(512, 12) == 48
+    assert search.form_population(512, 2) == search.MIN_POPULATION
+    assert search.form_population(512, None) == 512 and search.form_population(32, 12) == 32
 
 
 def test_a_small_batch_gets_a_small_search_population(tmp_path):
     """8 candidates a measured one below batches of 64 (a population of 512 for batches of 2 spent 93 of a 119 s
     llvm run), at least 16; batches of 64 or more, and a population asked smaller, keep what was asked; the run's
     provenance says which it used."""
-    assert tuner.batch_population(512, 256, 1000) == 512 and tuner.batch_population(512, 64, 1000) == 512
-    assert tuner.batch_population(512, 8, 1000) == 64 and tuner.batch_population(512, 256, 8) == 64
-    assert tuner.batch_population(512, 2, 1000) == tuner.MIN_POPULATION == 16
-    assert tuner.batch_population(32, 256, 1000) == 32
+    assert search.batch_population(512, 256, 1000) == 512 and search.batch_population(512, 64, 1000) == 512
+    assert search.batch_population(512, 8, 1000) == 64 and search.batch_population(512, 256, 8) == 64
+    assert search.batch_population(512, 2, 1000) == search.MIN_POPULATION == 16
+    assert search.batch_population(32, 256, 1000) == 32
     said = []
     prov = tuner.tune(parse(SPEC), "llvm", 2, db_root=tmp_path, batch_size=2, workers=2, progress=False,
                       log=said.append)
@@ -548,9 +548,9 @@ def test_a_small_batch_gets_a_small_search_population(tmp_path):
 
 def test_the_compiler_that_timed_the_kept_records_is_named_and_checked(tmp_path, monkeypatch):
     # one name for every CUDA arch (one pipeline), another for llvm; a change to a listed source changes it
-    cuda = tuner.compiler_id("sm_90")
-    assert cuda == tuner.compiler_id("sm_80") != tuner.compiler_id("llvm")
-    sources = tuner.compiler_sources()  # the device passes and source rewrites of cuda_build among them
+    cuda = provenance.compiler_id("sm_90")
+    assert cuda == provenance.compiler_id("sm_80") != provenance.compiler_id("llvm")
+    sources = provenance.compiler_sources()  # the device passes and source rewrites of cuda_build among them
     assert {"flashgemm/codegen/cuda_build.py", "flashgemm/codegen/tir/keep_exp_in_accumulator.py",
             "flashgemm/codegen/cuda_src/store_whole_sectors.py", "flashgemm/codegen/tir/rewrite_softmax_arithmetic.py",
             "flashgemm/codegen/tir/move_statistics_to_static_shared.py",
@@ -561,22 +561,22 @@ def test_the_compiler_that_timed_the_kept_records_is_named_and_checked(tmp_path,
     for rel in sources:
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, fake / rel)
-    monkeypatch.setattr(tuner, "_PACKAGE", fake / "flashgemm")
-    assert tuner.compiler_id("sm_90") == cuda
+    monkeypatch.setattr(provenance, "_PACKAGE", fake / "flashgemm")
+    assert provenance.compiler_id("sm_90") == cuda
     with open(fake / "flashgemm" / "codegen" / "tir" / "rewrite_softmax_arithmetic.py", "a") as f:
         f.write("# changed\n")
-    assert tuner.compiler_id("sm_90") != cuda
-    monkeypatch.setattr(tuner, "_PACKAGE", REPO / "flashgemm")
+    assert provenance.compiler_id("sm_90") != cuda
+    monkeypatch.setattr(provenance, "_PACKAGE", REPO / "flashgemm")
     # stale_times: no database, a database timed by another compiler, by an unnamed (older) one, by today's
     wl = parse(SPEC)
-    assert tuner.stale_times(wl, "sm_90", tmp_path) is None
+    assert provenance.stale_times(wl, "sm_90", tmp_path) is None
     wl_dir = dbm.workload_dir(tmp_path, "sm_90", wl.dir_name)
     wl_dir.mkdir(parents=True)
     for prov, why in (({"best_secs": 1e-4, "compiler": "0123456789ab"}, "another compiler (0123456789ab)"),
                       ({"best_secs": 1e-4}, "a compiler from before this check"),
                       ({"best_secs": 1e-4, "compiler": cuda}, None), ({"best_secs": None}, None)):
         (wl_dir / dbm.PROVENANCE).write_text(json.dumps(prov))
-        got = tuner.stale_times(wl, "sm_90", tmp_path)
+        got = provenance.stale_times(wl, "sm_90", tmp_path)
         assert got == why if why is None else why in got and cuda in got
 
 
@@ -588,7 +588,7 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     wl_dir = tmp_path / "llvm" / wl.dir_name
     # the search's own measurements (work/) are as stale and would be read first: refused until moved aside
     with pytest.raises(dbm.DatabaseError, match="move .*work aside"):
-        tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2)
+        seeding.remeasure(wl, "llvm", db_root=tmp_path, workers=2)
     shutil.move(wl_dir / "work", wl_dir / "work.before-remeasure")
     path = wl_dir / "database_tuning_record.json"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -597,12 +597,12 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
         r[1][1] = [1.0 + i]  # seconds: far beyond any real run of this tiny kernel
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     with pytest.raises(dbm.DatabaseError, match="is not the file that provenance.json was written with"):
-        tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2)  # an edit by hand is refused ...
+        seeding.remeasure(wl, "llvm", db_root=tmp_path, workers=2)  # an edit by hand is refused ...
     prov = json.loads((wl_dir / "provenance.json").read_text())  # ... unless its sha256 is recorded with it
     prov[dbm.DIGESTS][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
     (wl_dir / "provenance.json").write_text(json.dumps(prov))
     said = []
-    prov = tuner.remeasure(wl, "llvm", db_root=tmp_path, workers=2, log=said.append)
+    prov = seeding.remeasure(wl, "llvm", db_root=tmp_path, workers=2, log=said.append)
     after = records(wl_dir)
     assert sorted(json.dumps(r[1][0]) for r in after) == traces  # the same kernels, none lost
     secs = [sum(r[1][1]) / len(r[1][1]) for r in after]
@@ -618,7 +618,7 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "[remeasure]" in out.stdout
     assert len(json.loads((wl_dir / "provenance.json").read_text())["remeasured"]) == 2
-    assert json.loads((wl_dir / "provenance.json").read_text())["compiler"] == tuner.compiler_id("llvm")
+    assert json.loads((wl_dir / "provenance.json").read_text())["compiler"] == provenance.compiler_id("llvm")
     # kept records that another compiler timed: flashgemm-tune re-times them first by itself, or warns with --keep-times
     if (wl_dir / "work").exists():  # (remeasure refuses a work directory holding measurements)
         shutil.move(wl_dir / "work", wl_dir / "work.second")
@@ -632,4 +632,4 @@ def test_remeasure_times_the_kept_records_again_and_writes_them_back(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "timing them again first" in out.stdout and "[remeasure]" in out.stdout
     prov = json.loads(prov_path.read_text())
-    assert prov["compiler"] == tuner.compiler_id("llvm") and len(prov["remeasured"]) == 3
+    assert prov["compiler"] == provenance.compiler_id("llvm") and len(prov["remeasured"]) == 3

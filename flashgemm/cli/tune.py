@@ -16,11 +16,11 @@ of the default-schedule ones:
 Running it again continues toward --trials (the budget is a total, not an increment).
 
 After a change to how kernels are compiled, the kept records' times are stale: --remeasure times them again with
-today's compiler and rewrites the database with those times before the search (tuner.remeasure: a search against
+today's compiler and rewrites the database with those times before the search (seeding.remeasure: a search against
 stale times can rank new candidates above a faster kept record and prune it):
   flashgemm-tune --target sm_90 --workload bert-large --dtype both --trials 2048 --remeasure
 It does so by itself (the local runner, on the target's machine) when the database's provenance names another
-compiler than today's (tuner.compiler_id: a hash of the compile pipeline's sources and TVM's version), and warns
+compiler than today's (provenance.compiler_id: a hash of the compile pipeline's sources and TVM's version), and warns
 instead with --runner rpc, --keep-times or a CUDA target without a local GPU.
 
 Measuring on several GPUs (TVM's RPC tracker; flashgemm-rpc-cluster starts one server per GPU):
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
                          "(then the search goes on toward --trials; the local runner only)")
     ap.add_argument("--keep-times", action="store_true",
                     help="do not re-time kept records that another compiler timed (by default flashgemm-tune does, "
-                         "with the local runner, before the search: tuner.compiler_id)")
+                         "with the local runner, before the search: provenance.compiler_id)")
     ap.add_argument("--seed-records", type=count(1), default=10, metavar="N",
                     help="how many records --seed-from-dtype replays (default 10)")
     args = ap.parse_args(argv)
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         ap.error("--tracker/--key are for --runner rpc")
 
     from flashgemm import targets  # noqa: PLC0415
-    from flashgemm.tune import rpc_runner, tuner  # noqa: PLC0415
+    from flashgemm.tune import provenance, rpc_runner, seeding, stopping, tuner  # noqa: PLC0415
 
     try:
         target = targets.resolve(args.target)
@@ -191,26 +191,26 @@ def main(argv=None) -> int:
     # (re-timing needs the target here: the local runner, and a GPU for a CUDA target)
     can_time = args.runner == "local" and (not targets.is_cuda(target) or targets.detect_local() != "llvm")
     for wl in workloads:
-        # kept records timed by another compiler are re-timed first (tuner.compiler_id), unless --keep-times
-        why = None if args.remeasure else tuner.stale_times(wl, target, args.db)
+        # kept records timed by another compiler are re-timed first (provenance.compiler_id), unless --keep-times
+        why = None if args.remeasure else provenance.stale_times(wl, target, args.db)
         if why and (args.keep_times or not can_time):
             print(f"[tune] warning: {wl.dir_name}: {why}; the search ranks new candidates against those times "
-                  f"(tuner.remeasure): run flashgemm-tune --remeasure on the GPU machine first", file=sys.stderr)
+                  f"(seeding.remeasure): run flashgemm-tune --remeasure on the GPU machine first", file=sys.stderr)
             continue
         if why:
             print(f"[tune] {wl.dir_name}: {why}: timing them again first (--keep-times to skip)", flush=True)
         if args.remeasure or why:
             try:
-                tuner.remeasure(wl, target, db_root=args.db, workers=args.workers)
+                seeding.remeasure(wl, target, db_root=args.db, workers=args.workers)
             except dbm.DatabaseError as err:
                 print(f"flashgemm-tune: error: {err}", file=sys.stderr)
                 return 2
     try:
         errors = tuner.tune_many(workloads, target, args.trials, jobs=args.jobs, **options)
     except (KeyboardInterrupt, RuntimeError):
-        if not tuner.aborted_by:
+        if not stopping.aborted_by:
             raise
-        print(f"flashgemm-tune: aborted by a second {tuner.aborted_by[0]}; the batches measured so far are kept in work/ "
+        print(f"flashgemm-tune: aborted by a second {stopping.aborted_by[0]}; the batches measured so far are kept in work/ "
               f"and counted by the next run of the same command", file=sys.stderr)
         # at once, as asked: the interpreter's exit would join threads still waiting on the killed workers (which
         # can take minutes); what is kept was written batch by batch

@@ -418,8 +418,9 @@ def tune_unfused(wl, target_name: str, trials: int, work_dir: os.PathLike, log: 
     this much time has passed (as SIGTERM / SIGINT do: a time-boxed slice; the next run continues). Returns the
     summary also written to work_dir/ms_default.json; raises TuningError when a task has no valid candidate (with
     the first failure's message)."""
-    from flashgemm.tune.tuner import (STOP_MARK, json_safe, quiet_meta_schedule_console, StopRequest,  # noqa: PLC0415
-                                      stop_on_signals, StopAfterBatch, environment)
+    from flashgemm.tune.provenance import environment, json_safe  # noqa: PLC0415
+    from flashgemm.tune.search import quiet_meta_schedule_console  # noqa: PLC0415
+    from flashgemm.tune.stopping import STOP_MARK, StopAfterBatch, StopRequest, stop_on_signals  # noqa: PLC0415
     target_name = targets.resolve(target_name)
     if trials < 1:
         raise ValueError("trials must be >= 1")
