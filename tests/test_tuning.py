@@ -420,6 +420,8 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch
     tracked = ("provenance.json", *dbm.DB_FILES)  # (a database's files go back as a set)
     committed_files = {f: (wl_dir / f).read_bytes() for f in tracked}
     committed = {str(r.trace) for r in dbm.open_json_db(wl_dir).get_all_tuning_records() if dbm.mean_secs(r)}
+    modules = [m for _, m in kernel_forms.tuning_modules(wl, "llvm")]
+    best_first = str(dbm.top_records(modules, [dbm.open_json_db(wl_dir)], 1)[0].trace)
     served, get_top_k = [], search.ResumeDatabase._cls.get_top_k
     monkeypatch.setattr(search.ResumeDatabase._cls, "get_top_k",
                         lambda self, w, k: served.append(out := get_top_k(self, w, k)) or out)
@@ -431,7 +433,12 @@ def test_a_fresh_clone_goes_on_from_the_committed_database(tmp_path, monkeypatch
     # and its best so far is the committed database's (or better)
     (shown,) = [line for line in said if line.startswith("[tune] 5/5 trials")]
     assert float(shown.rsplit("best ", 1)[1].removesuffix("us")) <= round(first["best_secs"] * 1e6, 1) + 0.05, shown
-    assert more["best_secs"] <= first["best_secs"]  # the committed records stay in the top-k
+    # the committed best record stays in the top-k; its time is the committed one unless this run measured its trace
+    # again (the search may re-sample it: the newer measurement is the one kept, and on a loaded machine it can be
+    # slower)
+    assert best_first in {str(r.trace) for r in dbm.open_json_db(wl_dir).get_all_tuning_records()}
+    remeasured = {str(r.trace) for r in dbm.open_json_db(wl_dir / "work").get_all_tuning_records()}
+    assert more["best_secs"] <= first["best_secs"] or best_first in remeasured, (more["best_secs"], first["best_secs"])
     curve = [line.split(",") for line in (wl_dir / "curve.csv").read_text().splitlines()[1:]]
     assert [int(t) for t, _ in curve] == [1, 2, 3, 4, 5]
     assert float(curve[-1][1]) <= float(curve[2][1])
