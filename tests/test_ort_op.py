@@ -553,7 +553,7 @@ def test_generic_kernel_warning(so, device, capfd):
 
 def test_cpu_generic_kernel_warning_at_size(so, device, capfd):
     """On the CPU, from BERT-base's site size (one head's M x N x K = 128 x 128 x 64) up, where the generic llvm
-    kernel trails ORT's own MatMul + Softmax by several times, one WARNING per node and sizes says so and names the
+    kernel trails ORT's own MatMul + Softmax, one WARNING per node and sizes says so and names the
     fix (run the original model on the CPU); just below that size, none."""
     if device != "cpu":
         pytest.skip("the CPU EP's warning")
@@ -571,6 +571,49 @@ def test_cpu_generic_kernel_warning_at_size(so, device, capfd):
         for needle in ("FusedGemmSoftmax (node 'fgs')", "[1,2,128,128,64]", "slower than ONNX Runtime",
                        "run the original model"):
             assert needle in err, (needle, err)
+
+
+_ORT_THREADS_PROBE = r"""
+import json, os, sys
+import numpy as np
+import onnxruntime as ort
+from flashgemm.ort.model import make_model
+from flashgemm.ort.session import run, session_options
+from flashgemm.op.reference import fused_gemm_softmax_ref
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+bundle, intra = sys.argv[1], int(sys.argv[2])
+so = session_options(bundle)
+so.intra_op_num_threads = intra
+rng = np.random.default_rng(3)
+a = rng.standard_normal((2, 6, 40, 32)).astype(np.float16)
+b = rng.standard_normal((2, 6, 48, 32)).astype(np.float16)
+model = make_model("float16", a.shape, b.shape, scale=0.25, trans_b=1)
+sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+before = threads()
+(p,) = run(sess, {"A": a, "B": b})
+ref = fused_gemm_softmax_ref(a, b, None, None, scale=0.25, trans_b=1)
+print(json.dumps({"before": before, "after": threads(),
+                  "err": float(np.abs(p.astype(np.float64) - ref).max())}))
+"""
+
+
+@pytest.mark.parametrize("intra", [1, 3])
+def test_cpu_kernels_run_on_ort_threads(bundle, device, intra):
+    """On the CPU EP the kernels' parallel loops run on the session's intra-op thread pool: a run starts no
+    thread of its own (TVM's pool would start TVM_NUM_THREADS - 1 workers beside ORT's spinning ones), and the
+    answer is right whether that pool has one thread or several."""
+    if device != "cpu":
+        pytest.skip("the CPU EP's thread pool")
+    env = {**os.environ, "TVM_NUM_THREADS": "4"}
+    out = subprocess.run([sys.executable, "-c", _ORT_THREADS_PROBE, str(bundle), str(intra)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["after"] == r["before"], r
+    assert r["err"] < ATOL["float16"], r
 
 
 # ------------------------------------------------------------------------------------------------ errors

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <tuple>
 
+#include "cpu_parallel.h"
 #include "elf_check.h"
 
 namespace flashgemm {
@@ -142,6 +144,11 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     b->module_ = tvm::ffi::Module::LoadFromFile(so_path);
   } catch (const std::exception& e) {
     throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + fix);
+  }
+  if (b->device_ == "cpu") {
+    if (std::string why = cpu_parallel::Install(so_path); !why.empty())
+      std::fprintf(stderr, "flashgemm: %s: parallel loops stay on TVM's thread pool (%s)\n", so_path.c_str(),
+                   why.c_str());
   }
 
   auto funcs = top.Get("functions").as<json::Array>();
