@@ -20,7 +20,7 @@ def _gpu_present() -> bool:
 def pytest_collection_modifyitems(config, items):
     if _gpu_present():
         return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with TVM's CUDA runtime (run on the GPU machine)")
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with TVM's CUDA runtime")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

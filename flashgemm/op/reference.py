@@ -45,3 +45,15 @@ def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=Fal
         e = np.where(masked, 0.0, np.exp(x - safe_max))
         s = e.sum(axis=-1, keepdims=True)
         return np.where(s == 0, 0.0, e / np.where(s == 0, 1.0, s))
+
+
+def fused_attention_ref(q, k, v, bias=None, mask=None, *, scale=1.0, trans_b=False, causal=False):
+    """O = softmax_rowwise(scale * Q @ K + bias + mask) @ V in float64: FusedGemmSoftmax's P (fused_gemm_softmax_ref:
+    masks, causal, special values) times V, as the unfused MatMul computes it (a NaN or inf in V reaches every row,
+    0 * NaN being NaN), except that a fully masked row is all zeros. k: [..., K, N], or [..., N, K] with trans_b
+    (the exporters' K^T); v: [..., N, D]. Returns float64."""
+    p = fused_gemm_softmax_ref(q, k, bias, mask, scale=scale, trans_b=trans_b, causal=causal)
+    with np.errstate(invalid="ignore", over="ignore"):
+        o = np.matmul(p, np.asarray(v).astype(np.float64))
+    fully_masked = ~np.any(p != 0, axis=-1, keepdims=True) & ~np.any(np.isnan(p), axis=-1, keepdims=True)
+    return np.where(fully_masked, 0.0, o)

@@ -89,6 +89,20 @@ def generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     return tvm.s_tir.Schedule(clamped_padding(func, sch.get(b_pad).name_hint))
 
 
+def attention_generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
+    """FusedAttention's generic kernel (flashgemm/kernel/fused_attention.py): rows of all batches in parallel, each
+    row's pipeline (S row, max, exp, sum, the row of O) computed at the row, so S and P live in per-row scratch and
+    never reach memory. Every size is symbolic; the inner loops are unit-stride (S: over k with K^T, O: over V's
+    columns) for LLVM's loop vectorizer. exp and max as in generic_schedule (inline_exp, nan_propagating_max)."""
+    sch = tvm.s_tir.Schedule(nan_propagating_max(inline_exp(func)))
+    b0, b1, i, _ = sch.get_loops(sch.get_sblock("O"))
+    row = sch.fuse(b0, b1, i)
+    sch.parallel(row)
+    for name in ("O_acc", "row_sum", "exp", "row_max", "S"):
+        sch.compute_at(sch.get_sblock(name), row)
+    return sch
+
+
 def _has_block(sch: tvm.s_tir.Schedule, name: str) -> bool:
     found = []
     tvm_ffi.structural_walk(sch.mod["main"].body, ((tvm.s_tir.SBlock, lambda b: found.append(b.name_hint)),))

@@ -1,0 +1,114 @@
+"""O = softmax_rowwise(scale * Q @ K + bias + mask) @ V, causal optional, in TensorIR (TVM 0.27): attention without P.
+
+The definition form, with every size symbolic (B0, B1, M, N, K and V's head size D) and every batch stride symbolic (0 =
+broadcast): what the generic kernels compile. Blocks: "S" (fp32 Q·K), "row_max", "exp", "row_sum" exactly as
+FusedGemmSoftmax's one-pass form (flashgemm/kernel/fused_gemm_softmax.py: its masking and special-value contract
+holds here unchanged), then "O_acc" (fp32 sum over the row's columns of exp · V) and "O" (O_acc / row_sum, a fully
+masked row's 0). A schedule computes the whole row pipeline at the row, so neither S nor P reaches memory.
+
+Canonical shapes: Q [B0, B1, M, K]; K [B0, B1, K, N], or [B0, B1, N, K] with trans_b (the exporters' K^T); V
+[B0, B1, N, D]; bias and mask [B0, B1, M, N] through strides; O [B0, B1, M, D], contiguous.
+
+Special values, as the unfused MatMul(Softmax(...), V) computes them (flashgemm/op/reference.py:
+fused_attention_ref): a row whose unmasked logits hold a NaN or +inf is NaN (its row_sum is NaN); a NaN or inf in V
+reaches every row that is not fully masked (0 * NaN is NaN); a fully masked row is all zeros.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm.script import tirx as T
+
+from flashgemm.op.variant import MASKED_AT_OR_BELOW, Variant
+
+NEG_INF = float("-inf")
+
+
+def _strides(name: str, n: int):
+    return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
+
+
+def runtime_func(variant: Variant, name: str = "main") -> tvm.tirx.PrimFunc:
+    """The generic kernel as exported: fn(Q, K, V, [bias], [mask], O, scale), every size symbolic, any
+    element-aligned pointer. `variant.trans_b` is K's layout."""
+    dt = variant.dtype
+    B0, B1, M, N, K, D = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K", "D"))
+    sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
+    k_shape = (B0, B1, N, K) if variant.trans_b else (B0, B1, K, N)
+    k_strides = (*sk, K, 1) if variant.trans_b else (*sk, N, 1)
+    mask_dtype = "uint8" if variant.mask == "bool" else dt
+    has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
+
+    def k_elem(Km, b0, b1, kk, j):
+        return Km[b0, b1, j, kk] if trans_b else Km[b0, b1, kk, j]
+
+    def logit(S, Bias, Mask, scale, b0, b1, i, j):  # FusedGemmSoftmax's masked logit (Selects: both arms safe)
+        x = S[b0, b1, i, j] * scale
+        if has_bias:
+            x = x + T.cast(Bias[b0, b1, i, j], "float32")
+        if mask_kind == "add":
+            mv = T.cast(Mask[b0, b1, i, j], "float32")
+            x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
+        elif mask_kind == "bool":
+            x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(NEG_INF))
+        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
+            x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
+        return x
+
+    @T.prim_func(s_tir=True)
+    def fused_attention(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                        o_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Q = T.match_buffer(q_h, (B0, B1, M, K), dt, strides=(*sq, K, 1), align=2)
+        Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=2)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=2)
+        Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=_strides("bias", 4), align=2, offset_factor=1)
+        Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
+                              offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=2, offset_factor=1)
+        S = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
+        row_max = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        E = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
+        row_sum = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        O_acc = T.sblock_alloc_buffer((B0, B1, M, D), "float32")
+        for b0, b1, i, j, kk in T.grid(B0, B1, M, N, K):
+            with T.sblock("S"):
+                v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, kk])
+                with T.init():
+                    S[v0, v1, vi, vj] = T.float32(0)
+                S[v0, v1, vi, vj] = S[v0, v1, vi, vj] + T.cast(Q[v0, v1, vi, vk], "float32") * T.cast(
+                    k_elem(Km, v0, v1, vk, vj), "float32")
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("row_max"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():  # min_value, not -inf: a fully masked row's exp(-inf - max) is 0, never NaN
+                    row_max[v0, v1, vi] = T.min_value("float32")
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], logit(S, Bias, Mask, scale, v0, v1, vi, vj))
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("exp"):
+                v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
+                E[v0, v1, vi, vj] = T.exp(logit(S, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+        for b0, b1, i, j in T.grid(B0, B1, M, N):
+            with T.sblock("row_sum"):
+                v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
+                with T.init():
+                    row_sum[v0, v1, vi] = T.float32(0)
+                row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
+        for b0, b1, i, j, d in T.grid(B0, B1, M, N, D):  # d innermost: V's rows and O_acc are unit-stride in it
+            with T.sblock("O_acc"):
+                v0, v1, vi, vj, vd = T.axis.remap("SSSRS", [b0, b1, i, j, d])
+                with T.init():
+                    O_acc[v0, v1, vi, vd] = T.float32(0)
+                O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + E[v0, v1, vi, vj] * T.cast(V[v0, v1, vj, vd],
+                                                                                           "float32")
+        for b0, b1, i, d in T.grid(B0, B1, M, D):
+            with T.sblock("O"):
+                v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])
+                # `== 0`, not `!= 0` with the arms swapped: a NaN row_sum must take the division (NaN row)
+                O[v0, v1, vi, vd] = T.cast(T.if_then_else(
+                    row_sum[v0, v1, vi] == T.float32(0), T.float32(0), O_acc[v0, v1, vi, vd] / row_sum[v0, v1, vi]),
+                    dt)
+
+    q, k, v, bias, mask, o, scale = fused_attention.params
+    keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale]
+    func = tvm.tirx.PrimFunc(keep, fused_attention.body, fused_attention.ret_type, fused_attention.attrs)
+    return func.with_attr("global_symbol", name)

@@ -1,0 +1,108 @@
+"""FusedAttention's definition (flashgemm/kernel/fused_attention.py) compiled as the generic llvm kernel
+(flashgemm/spaces/llvm.attention_generic_schedule) against the FP64 reference (fused_attention_ref): every variant,
+odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows)."""
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tvm
+
+from flashgemm.kernel.fused_attention import runtime_func
+from flashgemm.op.reference import fused_attention_ref
+from flashgemm.op.variant import Variant
+from flashgemm.spaces import llvm
+
+NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+# P leaves in fp32 here (the reference's P is exact): the error is O's rounding plus fp32 sums over N
+ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
+VARIANTS = [Variant(d, t, b, m, c) for d, t, b, m, c in itertools.product(
+    ("float16", "bfloat16"), (False, True), (False, True), ("none", "add", "bool"), (False, True))]
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """All 48 variants in one llvm module (one compile)."""
+    funcs = {f"attn_{v.key}": llvm.attention_generic_schedule(runtime_func(v, name=f"attn_{v.key}")).mod["main"]
+             for v in VARIANTS}
+    target = llvm.export_target(tvm.target.Target("llvm"))
+    return tvm.compile(tvm.IRModule(funcs), target=target)
+
+
+def run(kernels, v: Variant, q, k, vv, bias=None, mask=None, scale=1.0):
+    dev = tvm.cpu()
+    o = np.zeros(q.shape[:-1] + (vv.shape[-1],), NP[v.dtype])
+    args = [q, k, vv] + ([bias] if v.has_bias else []) + ([mask.astype(np.uint8) if v.mask == "bool" else mask]
+                                                          if v.mask != "none" else []) + [o]
+    tensors = [tvm.runtime.tensor(x, dev) for x in args]
+    kernels[f"attn_{v.key}"](*tensors, float(scale))
+    return tensors[-1].numpy()
+
+
+def inputs(v: Variant, sizes, seed=0):
+    b0, b1, m, n, k, d = sizes
+    rng = np.random.default_rng(seed)
+    dt = NP[v.dtype]
+    q = rng.standard_normal((b0, b1, m, k)).astype(dt)
+    kt = rng.standard_normal((b0, b1, n, k) if v.trans_b else (b0, b1, k, n)).astype(dt)
+    vv = rng.standard_normal((b0, b1, n, d)).astype(dt)
+    bias = rng.standard_normal((b0, b1, m, n)).astype(dt) if v.has_bias else None
+    mask = None
+    if v.mask == "bool":
+        mask = rng.random((b0, b1, m, n)) < 0.7
+    elif v.mask == "add":
+        with np.errstate(over="ignore"):
+            mask = np.where(rng.random((b0, b1, m, n)) < 0.3, -1e9, -rng.random((b0, b1, m, n))).astype(dt)
+    return q, kt, vv, bias, mask
+
+
+def check(kernels, v, q, kt, vv, bias, mask, scale):
+    out = run(kernels, v, q, kt, vv, bias, mask, scale)
+    ref = fused_attention_ref(q, kt, vv, bias, mask, scale=scale, trans_b=v.trans_b, causal=v.causal)
+    assert out.dtype == NP[v.dtype] and out.shape == ref.shape
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+    return out, ref
+
+
+@pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.key)
+def test_variants(kernels, v):
+    """Odd sizes, M != N (the causal diagonal bottom-right aligned), D != K."""
+    check(kernels, v, *inputs(v, (2, 3, 7, 13, 24, 40)), scale=0.2)
+
+
+@pytest.mark.parametrize("sizes", [(1, 1, 1, 1, 1, 1), (1, 2, 1, 65, 64, 64), (2, 1, 33, 9, 8, 16),
+                                   (1, 1, 130, 130, 64, 64)],
+                         ids=["all-one", "decode-row", "m-gt-n", "bert-like"])
+def test_sizes(kernels, sizes):
+    for v in (Variant("float16", True, False, "none", False), Variant("bfloat16", False, True, "add", True)):
+        check(kernels, v, *inputs(v, sizes, seed=1), scale=1 / np.sqrt(sizes[4]))
+
+
+def test_fully_masked_rows_are_zero(kernels):
+    """A row with every element masked (bool mask, additive -inf, or causal with M > N) is all zeros."""
+    v = Variant("float16", True, True, "bool", True)
+    q, kt, vv, bias, mask = inputs(v, (1, 2, 9, 5, 16, 8), seed=2)
+    mask[0, 1, 2] = False
+    out, _ = check(kernels, v, q, kt, vv, bias, mask, 0.25)
+    assert not np.any(out[0, 1, 2].astype(np.float32))
+    assert not np.any(out[:, :, :4].astype(np.float32))  # causal, M - N = 4: rows 0..3 see no column
+
+
+def test_nan_and_inf(kernels):
+    """NaN in, NaN out: a NaN in Q or an +inf logit makes its row NaN, a NaN in V every row not fully masked;
+    a NaN behind a masked element changes nothing."""
+    v = Variant("float16", True, False, "bool", False)
+    q, kt, vv, _, mask = inputs(v, (1, 1, 6, 8, 16, 8), seed=3)
+    mask[0, 0, 5] = False  # row 5 fully masked
+    q[0, 0, 1, 3] = np.nan  # row 1: NaN logits
+    kt[0, 0, 2, 0] = np.inf  # column 2: +-inf logits where q[.., 0] != 0
+    mask[0, 0, :, 2] = False  # ...masked out: no effect
+    out, ref = check(kernels, v, q, kt, vv, None, mask, 0.25)
+    assert np.isnan(out[0, 0, 1]).all() and not np.isnan(out[0, 0, [0, 2, 3, 4, 5]]).any()
+    mask[0, 0, 3, 2] = True  # row 3 now reads the inf column: NaN or a one-hot row, as the reference says
+    check(kernels, v, q, kt, vv, None, mask, 0.25)
+    vv[0, 0, 4, 1] = np.nan  # V's NaN: column 1 of every row that is not fully masked
+    out, ref = check(kernels, v, q, kt, vv, None, mask, 0.25)
+    assert np.isnan(out[0, 0, :5, 1]).all() and not np.isnan(out[0, 0, 5]).any()
