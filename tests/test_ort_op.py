@@ -775,8 +775,8 @@ def _bad_bundle(bundle, tmp_path, what):
     if what == "corrupt":
         (d / "manifest.json").write_text('{"format": 1, "functions": [')
         return d
-    if what == "format2":
-        manifest["format"] = 2
+    if what == "format3":
+        manifest["format"] = 3
     elif what == "cuda":
         manifest["device"], manifest["target"] = "cuda", "cuda-sm90"
     elif what == "missing_function":
@@ -822,7 +822,7 @@ FIX = {"cpu": "run flashgemm-build --target llvm", "cuda": "run flashgemm-build 
     ("empty", ["no kernel bundle in", "manifest.json not found", "FIX"]),
     ("no_kernels_so", ["flashgemm_kernels.so", "not found", "FIX"]),
     ("corrupt", ["corrupt manifest", "manifest.json", "FIX"]),
-    ("format2", ["manifest format 2", "reads format 1", "FIX"]),
+    ("format3", ["manifest format 3", "reads formats 1 to 2", "FIX"]),
     ("cuda", ["holds CUDA kernels", "built without CUDA support"]),
     ("missing_function", ["has no function fgs_no_such_kernel"]),
     ("bad_field", ['functions[3]."mask" is missing']),
@@ -1074,6 +1074,42 @@ def test_canonical_cpp_matches_python(canonical_cli):
                   f"{'none' if c.mask_strides is None else j(c.mask_strides)}")
         assert line == expect, (a, b, tb, bias, mask)
     assert 50 < n_err < len(cases) - 1000  # both paths exercised
+
+
+
+def test_canonical_cpp_matches_python_with_v(canonical_cli):
+    """FusedAttention's shapes: V [..., N, D] whose batch dims broadcast to Q·K's (or, now and then, do not)."""
+    rng = random.Random(1)
+    cases = []
+    for _ in range(2000):
+        a, b, tb, bias, mask = _random_case(rng)
+        batch = a[:-2] if len(a) >= len(b) else b[:-2]
+        n = b[-2] if tb else b[-1]
+        v = [1 if rng.random() < 0.3 else d for d in batch[rng.randint(0, len(batch)):]] + [n, rng.choice([1, 4])]
+        if rng.random() < 0.05:
+            v[-2] += 1
+        elif rng.random() < 0.05:
+            v = [5] + v
+        cases.append((a, b, tb, bias, mask, v))
+    stdin = "".join(f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)};{_fmt(v)}\n"
+                    for a, b, tb, bias, mask, v in cases)
+    lines = subprocess.run([str(canonical_cli)], input=stdin, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert len(lines) == len(cases)
+    n_err = 0
+    j = lambda t: ",".join(map(str, t))  # noqa: E731
+    for case, line in zip(cases, lines):
+        try:
+            c = canonicalize(*case[:5], v_shape=case[5])
+        except ShapeError as e:
+            n_err += 1
+            assert line == f"err {e}", case
+            continue
+        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
+                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
+                  f"{'none' if c.mask_strides is None else j(c.mask_strides)};{j(c.v_strides)};{c.d}")
+        assert line == expect, case
+    assert 50 < n_err < len(cases) - 500  # both paths exercised
 
 
 # ------------------------------------------------------------------------------------ CUDA EP specifics

@@ -202,6 +202,8 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     for fn in manifest["functions"]:
         if only and not re.search(only, fn["name"]):
             continue
+        if fn.get("op", "FusedGemmSoftmax") != "FusedGemmSoftmax":  # (FusedAttention: tests/test_fused_attention.py)
+            continue
         for sizes in sizes_of(fn):
             res = check_function(mod, fn, dev, sizes=sizes)
             results.append(res)

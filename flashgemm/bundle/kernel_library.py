@@ -6,9 +6,10 @@ Bundle layout (a directory, by default `build/<target>/`):
     manifest.json            which function serves which (variant, canonical shape); read by the C++ op
     libflashgemm_ort.so      the ONNX Runtime custom-op library (flashgemm/ort/native.py builds it)
 
-Kernel calling convention (all kernels, see flashgemm/kernel/fused_gemm_softmax.py):
-    fn(A, B, [bias], [mask], P, scale: float32)
-with canonical 4-D DLTensors; A/B batch strides and all bias/mask strides are free (0 = broadcast).
+Kernel calling convention (see flashgemm/kernel/fused_gemm_softmax.py and fused_attention.py):
+    fn(A, B, [bias], [mask], P, scale: float32)              FusedGemmSoftmax
+    fn(Q, K, V, [bias], [mask], O, scale: float32)           FusedAttention (manifest "op")
+with canonical 4-D DLTensors; A/B (Q/K/V) batch strides and all bias/mask strides are free (0 = broadcast).
 """
 from __future__ import annotations
 
@@ -30,12 +31,13 @@ import tvm
 
 from flashgemm import targets
 from flashgemm.op.variant import CanonicalShape, Variant
+from flashgemm.kernel import fused_attention
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: entries name their "op" (FusedAttention's kernels); the op library reads 1 and 2
 KERNELS_SO = "flashgemm_kernels.so"
 MANIFEST = "manifest.json"
 # seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole
@@ -52,6 +54,10 @@ class CompileError(RuntimeError):
 
 def generic_name(variant: Variant) -> str:
     return f"fgs_{variant.key}_generic"
+
+
+def attention_generic_name(variant: Variant) -> str:
+    return f"fa_{variant.key}_generic"
 
 
 def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
@@ -74,9 +80,12 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
-           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1):
+           any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
+           op="FusedGemmSoftmax"):
     return {
         "name": name,
+        # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels only)
+        "op": op,
         "dtype": variant.dtype,
         "trans_b": int(variant.trans_b),
         "bias": int(variant.has_bias),
@@ -127,6 +136,18 @@ def generic_schedule(target_name: str, func):
         return cuda_generic.generic_schedule(func)
     from flashgemm.spaces import llvm  # noqa: PLC0415
     return llvm.generic_schedule(func)
+
+
+def attention_generic_func(target_name: str, variant: Variant, name: str):
+    """FusedAttention's generic kernel of `variant` for the target, scheduled, named `name`."""
+    if targets.is_cuda(target_name):
+        from flashgemm.spaces import cuda_generic  # noqa: PLC0415
+        sch = cuda_generic.attention_generic_schedule(
+            fused_attention.runtime_func(variant, name=name, chunk=cuda_generic.THREADS))
+    else:
+        from flashgemm.spaces import llvm  # noqa: PLC0415
+        sch = llvm.attention_generic_schedule(fused_attention.runtime_func(variant, name=name))
+    return sch.mod["main"].with_attr("global_symbol", name)
 
 
 @dataclasses.dataclass
@@ -322,8 +343,9 @@ def _log_compiling(funcs: dict, entries: list, target_name: str, log) -> None:
 def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
                   variants: Optional[Iterable[Variant]] = None, log=print,
                   compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
-                  scale_twins: Optional[bool] = None, embed_ptx: bool = False) -> Path:
+                  scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
+    attention: also FusedAttention's generic kernels of `variants` (flashgemm/kernel/fused_attention.py).
     compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
     process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
     its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
@@ -348,6 +370,10 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         funcs[name] = generic_schedule(target_name, runtime_func(v, name=name)).mod["main"].with_attr(
             "global_symbol", name)
         entries.append(_entry(name, v))
+        if attention:
+            name = attention_generic_name(v)
+            funcs[name] = attention_generic_func(target_name, v, name)
+            entries.append(_entry(name, v, op="FusedAttention"))
     for tk in tuned:
         if tk.bound is not None:
             if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes

@@ -78,6 +78,10 @@ def main(argv=None) -> int:
     ap.add_argument("--embed-ptx", action="store_true",
                     help="CUDA: embed the kernels' PTX beside their machine code, so that a newer GPU can run them "
                          "(to check an sm_80 or sm_89 bundle on an sm_90 GPU with flashgemm-check-bundle)")
+    ap.add_argument("--attention", action="store_true",
+                    help="also FusedAttention's kernels (O = softmax(scale*Q*K + bias + mask) * V, P never stored), "
+                         "for models rewritten with flashgemm-rewrite --attention; generic kernels only so far, "
+                         "slower than the unfused graph they replace")
     args = ap.parse_args(argv)
 
     from flashgemm.bundle import kernel_library  # noqa: PLC0415
@@ -108,7 +112,8 @@ def main(argv=None) -> int:
         elif extra:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")
-        kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx)
+        kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx,
+                                     attention=args.attention)
     except kernel_library.CompileError as err:
         ap.error(str(err), fix="")  # it names the log to read or the option to change
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:

@@ -30,10 +30,14 @@ def main(argv=None) -> int:
     ap.add_argument("src", metavar="IN.onnx")
     ap.add_argument("dst", metavar="OUT.onnx")
     ap.add_argument("--json", metavar="REPORT.json", help="also write the report as JSON")
+    ap.add_argument("--attention", action="store_true",
+                    help="also fuse each site's MatMul(P, V) into flashgemm::FusedAttention where P has no other "
+                         "consumer (P is then never stored); needs a bundle built with flashgemm-build --attention, "
+                         "whose FusedAttention kernels are generic only so far: slower than the unfused graph")
     args = ap.parse_args(argv)
     writable = "give a writable file path"
     with ap.errors(ModelFileError), ap.errors(OSError, what=f"cannot write {args.dst}", fix=writable):
-        report = rewrite_file(args.src, args.dst)
+        report = rewrite_file(args.src, args.dst, attention=args.attention)
     print(report.text())
     print(f"wrote {args.dst}")
     if report.fused:  # a rewritten model is only as fast as the kernels its site shapes get

@@ -27,9 +27,15 @@ def _strides(name: str, n: int):
     return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
 
 
-def runtime_func(variant: Variant, name: str = "main") -> tvm.tirx.PrimFunc:
+def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.tirx.PrimFunc:
     """The generic kernel as exported: fn(Q, K, V, [bias], [mask], O, scale), every size symbolic, any
-    element-aligned pointer. `variant.trans_b` is K's layout."""
+    element-aligned pointer. `variant.trans_b` is K's layout.
+
+    chunk: 0, or the recompute form, for a schedule that keeps no row of S (flashgemm/spaces/cuda_generic): the
+    pass of the row sum reads its own copy of S ("S_e", "exp"), and the pass of O computes the row's
+    probabilities in chunks of `chunk` columns ("S_o", "exp_o": [.., N / chunk, chunk], so that a chunk is a
+    static on-chip tile) before "O_acc" adds them up. Past N a chunk's probabilities are 0 and every read is
+    clamped to column N - 1."""
     dt = variant.dtype
     B0, B1, M, N, K, D = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K", "D"))
     sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
@@ -37,12 +43,15 @@ def runtime_func(variant: Variant, name: str = "main") -> tvm.tirx.PrimFunc:
     k_strides = (*sk, K, 1) if variant.trans_b else (*sk, N, 1)
     mask_dtype = "uint8" if variant.mask == "bool" else dt
     has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
+    recompute = chunk > 0  # (a Python bool: TVMScript evaluates the `if`s below while parsing)
+    CW = max(int(chunk), 1)
+    NC = tvm.tirx.floordiv(N + (CW - 1), CW)
 
     def k_elem(Km, b0, b1, kk, j):
         return Km[b0, b1, j, kk] if trans_b else Km[b0, b1, kk, j]
 
-    def logit(S, Bias, Mask, scale, b0, b1, i, j):  # FusedGemmSoftmax's masked logit (Selects: both arms safe)
-        x = S[b0, b1, i, j] * scale
+    def logit(S, Bias, Mask, scale, b0, b1, i, j, s_at=None):  # FusedGemmSoftmax's masked logit (Selects)
+        x = (S[b0, b1, i, j] if s_at is None else S[b0, b1, i, s_at[0], s_at[1]]) * scale
         if has_bias:
             x = x + T.cast(Bias[b0, b1, i, j], "float32")
         if mask_kind == "add":
@@ -70,6 +79,9 @@ def runtime_func(variant: Variant, name: str = "main") -> tvm.tirx.PrimFunc:
         E = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
         row_sum = T.sblock_alloc_buffer((B0, B1, M), "float32")
         O_acc = T.sblock_alloc_buffer((B0, B1, M, D), "float32")
+        S_e = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
+        S_o = T.sblock_alloc_buffer((B0, B1, M, NC, CW), "float32")
+        E_o = T.sblock_alloc_buffer((B0, B1, M, NC, CW), "float32")
         for b0, b1, i, j, kk in T.grid(B0, B1, M, N, K):
             with T.sblock("S"):
                 v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, kk])
@@ -83,23 +95,57 @@ def runtime_func(variant: Variant, name: str = "main") -> tvm.tirx.PrimFunc:
                 with T.init():  # min_value, not -inf: a fully masked row's exp(-inf - max) is 0, never NaN
                     row_max[v0, v1, vi] = T.min_value("float32")
                 row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], logit(S, Bias, Mask, scale, v0, v1, vi, vj))
+        if recompute:
+            for b0, b1, i, j, kk in T.grid(B0, B1, M, N, K):
+                with T.sblock("S_e"):
+                    v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, j, kk])
+                    with T.init():
+                        S_e[v0, v1, vi, vj] = T.float32(0)
+                    S_e[v0, v1, vi, vj] = S_e[v0, v1, vi, vj] + T.cast(Q[v0, v1, vi, vk], "float32") * T.cast(
+                        k_elem(Km, v0, v1, vk, vj), "float32")
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("exp"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                E[v0, v1, vi, vj] = T.exp(logit(S, Bias, Mask, scale, v0, v1, vi, vj) - row_max[v0, v1, vi])
+                E[v0, v1, vi, vj] = T.exp(logit(S_e if recompute else S, Bias, Mask, scale, v0, v1, vi, vj)
+                                          - row_max[v0, v1, vi])
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("row_sum"):
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
                 with T.init():
                     row_sum[v0, v1, vi] = T.float32(0)
                 row_sum[v0, v1, vi] = row_sum[v0, v1, vi] + E[v0, v1, vi, vj]
-        for b0, b1, i, j, d in T.grid(B0, B1, M, N, D):  # d innermost: V's rows and O_acc are unit-stride in it
-            with T.sblock("O_acc"):
-                v0, v1, vi, vj, vd = T.axis.remap("SSSRS", [b0, b1, i, j, d])
-                with T.init():
-                    O_acc[v0, v1, vi, vd] = T.float32(0)
-                O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + E[v0, v1, vi, vj] * T.cast(V[v0, v1, vj, vd],
-                                                                                           "float32")
+        if recompute:
+            for b0, b1, i, c, jc, kk in T.grid(B0, B1, M, NC, CW, K):
+                with T.sblock("S_o"):
+                    v0, v1, vi, vc, vjc, vk = T.axis.remap("SSSSSR", [b0, b1, i, c, jc, kk])
+                    with T.init():
+                        S_o[v0, v1, vi, vc, vjc] = T.float32(0)
+                    S_o[v0, v1, vi, vc, vjc] = S_o[v0, v1, vi, vc, vjc] + T.cast(Q[v0, v1, vi, vk], "float32") * T.cast(
+                        k_elem(Km, v0, v1, vk, T.min(vc * CW + vjc, N - 1)), "float32")
+            for b0, b1, i, c, jc in T.grid(B0, B1, M, NC, CW):
+                with T.sblock("exp_o"):
+                    v0, v1, vi, vc, vjc = T.axis.remap("SSSSS", [b0, b1, i, c, jc])
+                    E_o[v0, v1, vi, vc, vjc] = T.Select(
+                        vc * CW + vjc < N,
+                        T.exp(logit(S_o, Bias, Mask, scale, v0, v1, vi, T.min(vc * CW + vjc, N - 1), (vc, vjc))
+                              - row_max[v0, v1, vi]), T.float32(0))
+            for b0, b1, i, c, jc, d in T.grid(B0, B1, M, NC, CW, D):
+                with T.sblock("O_acc"):
+                    v0, v1, vi, vc, vjc, vd = T.axis.remap("SSSRRS", [b0, b1, i, c, jc, d])
+                    with T.init():
+                        O_acc[v0, v1, vi, vd] = T.float32(0)
+                    O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + T.Select(
+                        vc * CW + vjc < N,
+                        E_o[v0, v1, vi, vc, vjc] * T.cast(V[v0, v1, T.min(vc * CW + vjc, N - 1), vd], "float32"),
+                        T.float32(0))
+        else:
+            for b0, b1, i, j, d in T.grid(B0, B1, M, N, D):  # d innermost: V's rows and O_acc unit-stride in it
+                with T.sblock("O_acc"):
+                    v0, v1, vi, vj, vd = T.axis.remap("SSSRS", [b0, b1, i, j, d])
+                    with T.init():
+                        O_acc[v0, v1, vi, vd] = T.float32(0)
+                    O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + E[v0, v1, vi, vj] * T.cast(V[v0, v1, vj, vd],
+                                                                                               "float32")
         for b0, b1, i, d in T.grid(B0, B1, M, D):
             with T.sblock("O"):
                 v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])

@@ -73,6 +73,9 @@ class CanonicalShape:
     b_strides: tuple
     bias_strides: Optional[tuple] = None
     mask_strides: Optional[tuple] = None
+    # FusedAttention (canonicalize with v_shape): V [B0, B1, N, D]'s strides and D; out_shape is then O's
+    v_strides: Optional[tuple] = None
+    d: Optional[int] = None
 
     @property
     def sizes(self) -> tuple:
@@ -107,8 +110,11 @@ def _aligned_strides(shape: Sequence[int], full: Sequence[int]) -> list[int]:
     return [0 if i < pad or shape[i - pad] == 1 else own[i - pad] for i in range(len(full))]
 
 
-def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=None) -> CanonicalShape:
-    """ONNX-level input shapes -> the canonical problem. Raises ShapeError with the reason."""
+def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=None,
+                 v_shape=None) -> CanonicalShape:
+    """ONNX-level input shapes -> the canonical problem. Raises ShapeError with the reason.
+    v_shape: FusedAttention's V [..., N, D], whose batch dims must broadcast to P's (MatMul(P, V) then keeps P's);
+    the output is then O [batch..., M, D]."""
     a_shape, b_shape = [int(d) for d in a_shape], [int(d) for d in b_shape]
     if any(d < 0 for d in a_shape + b_shape):
         raise ShapeError("negative dimension")
@@ -122,6 +128,17 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
         raise ShapeError(f"K mismatch: A is {a_shape} (K={k}) but B is {b_shape} (K={kb}, transB={int(trans_b)})")
     batch = _broadcast([a_shape[:-2], b_shape[:-2]], "A and B")
     out_shape = tuple(batch + [m, n])
+    dv = None  # V's D
+    if v_shape is not None:
+        v_shape = [int(x) for x in v_shape]
+        if any(x < 0 for x in v_shape):
+            raise ShapeError("negative dimension")
+        if len(v_shape) < 2 or v_shape[-2] != n:
+            raise ShapeError(f"V must be [..., N, D] with N={n} (the columns of Q·K), got shape {v_shape}")
+        v_batch = v_shape[:-2]
+        if len(v_batch) > len(batch) or any(x not in (1, o) for x, o in zip(v_batch[::-1], batch[::-1])):
+            raise ShapeError(f"V's batch dims {v_batch} do not broadcast to those of Q·K {batch}")
+        dv = v_shape[-1]
     extra = {}
     for name, shp in (("bias", bias_shape), ("mask", mask_shape)):
         if shp is None:
@@ -142,7 +159,9 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
     batch_strides["b"] = [s * b_blk for s in batch_strides["b"]]
     for name, st in extra.items():
         batch_strides[name] = st[:nb]
-    batch_strides["p"] = [s * m * n for s in _compact_strides(batch)]
+    if dv is not None:
+        batch_strides["v"] = [s * n * dv for s in _aligned_strides(v_shape[:-2], batch)]
+    batch_strides["p"] = [s * m * (n if dv is None else dv) for s in _compact_strides(batch)]
     # Coalesce batch dims: drop size-1 dims, merge neighbours that every tensor walks contiguously.
     dims = [(d, {t: s[i] for t, s in batch_strides.items()}) for i, d in enumerate(batch) if d != 1]
     merged: list = []
@@ -172,9 +191,12 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
         b_strides=four("b", (k, 1) if trans_b else (n, 1)),
         bias_strides=four("bias", tuple(extra["bias"][nb:])) if "bias" in extra else None,
         mask_strides=four("mask", tuple(extra["mask"][nb:])) if "mask" in extra else None,
+        v_strides=four("v", (dv, 1)) if dv is not None else None, d=dv,
     )
-    if max(b0 * b1 * m * max(n, k), b0 * b1 * n * k) > INT32_MAX:
+    if dv is not None:
+        shape = dataclasses.replace(shape, out_shape=tuple(batch + [m, dv]))
+    if max(b0 * b1 * m * max(n, k, dv or 0), b0 * b1 * n * max(k, dv or 0)) > INT32_MAX:
         raise ShapeError(f"problem {shape.sizes} has tensors of more than 2^31 elements; the kernels index in int32")
-    if math.prod(out_shape) > INT32_MAX:
-        raise ShapeError(f"output of {math.prod(out_shape)} elements exceeds the int32 index range")
+    if math.prod(shape.out_shape) > INT32_MAX:
+        raise ShapeError(f"output of {math.prod(shape.out_shape)} elements exceeds the int32 index range")
     return shape

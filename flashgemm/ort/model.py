@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 DOMAIN = "flashgemm"
 OP_TYPE = "FusedGemmSoftmax"
+ATTENTION_OP_TYPE = "FusedAttention"
 IR_VERSION = 9
 OPSET = 17
 
@@ -62,6 +63,30 @@ def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
                              ir_version=IR_VERSION)
 
+
+def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int],
+                         bias_shape: Optional[Sequence[int]] = None, mask_shape: Optional[Sequence[int]] = None,
+                         mask_dtype=None, scale: float = 1.0, trans_b: int = 0, causal: int = 0):
+    """Graph inputs Q, K, V, [bias], [mask] -> output O, one FusedAttention node (its attributes are
+    FusedGemmSoftmax's: transB is K's layout). O's shape is left symbolic."""
+    t = elem_type(dtype)
+    inputs = [helper.make_tensor_value_info(n, t, list(s)) for n, s in (("Q", q_shape), ("K", k_shape),
+                                                                       ("V", v_shape))]
+    names = ["Q", "K", "V"]
+    if bias_shape is not None:
+        inputs.append(helper.make_tensor_value_info("bias", t, list(bias_shape)))
+        names.append("bias")
+    if mask_shape is not None:
+        if bias_shape is None:
+            names.append("")
+        inputs.append(helper.make_tensor_value_info("mask", elem_type(mask_dtype or dtype), list(mask_shape)))
+        names.append("mask")
+    node = helper.make_node(ATTENTION_OP_TYPE, names, ["O"], domain=DOMAIN, name="fa", scale=float(scale),
+                            transB=int(trans_b), causal=int(causal))
+    out = helper.make_tensor_value_info("O", t, [f"o{i}" for i in range(max(len(q_shape), len(k_shape)))])
+    graph = helper.make_graph([node], "fused_attention", inputs, [out])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
+                             ir_version=IR_VERSION)
 
 def make_site_models(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape: Optional[Sequence[int]],
                      scale: float, trans_b: int, copies: int = 1):

@@ -64,6 +64,7 @@ from onnxscript.rewriter import pattern
 from flashgemm.op.variant import canonicalize
 
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference with onnx)
+from flashgemm.ort.model import ATTENTION_OP_TYPE
 SUPPORTED = {ir.DataType.FLOAT16: "float16", ir.DataType.BFLOAT16: "bfloat16"}
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # protobuf's 2 GB limit, with margin
 
@@ -86,6 +87,8 @@ class Report:
     other_softmax: list = dataclasses.field(default_factory=list)  # Softmax nodes no pattern matched
     transb_folded: int = 0
     qscale_folded: int = 0
+    attention: Optional[int] = None  # sites turned into FusedAttention (None: not asked for, rewrite_model(attention=))
+    attention_left: list = dataclasses.field(default_factory=list)  # (site, why P was kept)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -119,6 +122,9 @@ class Report:
                          f"head sizes and mask kinds; flashgemm-build --from-model THIS_MODEL adds its own kinds, "
                          f"flashgemm-tune --from-model THIS_MODEL --lengths ... tunes them); longer ones, or a bundle "
                          f"built with --any-length none, run on the generic kernel, much slower than the original graph")
+        if self.attention is not None:
+            lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention (P never stored)")
+            lines += [f"  kept P  {site}: {why}" for site, why in self.attention_left]
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
             lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "
@@ -128,7 +134,8 @@ class Report:
     def to_json(self) -> dict:
         return {"model": self.model, "dtype": self.dtype, "fused": len(self.fused),
                 "left_alone": len(self.left_alone), "transb_folded": self.transb_folded,
-                "qscale_folded": self.qscale_folded, "notes": self.notes,
+                "qscale_folded": self.qscale_folded, "attention": self.attention,
+                "attention_left": [list(x) for x in self.attention_left], "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
 
@@ -709,8 +716,10 @@ def infer_symbolic_shapes(model: ir.Model) -> tuple:
     return refined, None
 
 
-def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True) -> Report:
-    """Rewrite `model` in place; returns the report. shapes: run infer_shapes and infer_symbolic_shapes first."""
+def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, attention: bool = False) -> Report:
+    """Rewrite `model` in place; returns the report. shapes: run infer_shapes and infer_symbolic_shapes first.
+    attention: then turn each fused site whose P is read by one MatMul(P, V) alone into FusedAttention
+    (fuse_attention)."""
     note = None
     if shapes:
         infer_shapes(model)
@@ -746,12 +755,85 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True) -> 
     for site in report.sites.values():  # a site only the rewrite pass saw (should not happen): keep its reasons
         site.reasons = list(dict.fromkeys(site.reasons))
     report.other_softmax = probe_report.other_softmax
+    if attention:
+        fuse_attention(model, report)
     if report.fused:
         model.opset_imports[DOMAIN] = 1
         if model.ir_version > 9:
             model.ir_version = 9
     return report
 
+
+def _same_dim(x, y) -> bool:
+    return x is not None and x == y
+
+
+def _attention_chain(fgs: ir.Node, graph: ir.Graph):
+    """(nodes reading P on the way to MatMul(P, V), that MatMul) or (None, why not). P may pass Casts first
+    (exporters write softmax(...).to(q.dtype); ViT's export goes to float32 and back) as long as each casts to P's
+    dtype or to float32, exact for a float16/bfloat16 P, and MatMul gets P's dtype back; every value on the way has
+    one consumer and is no graph output."""
+    outputs = set(graph.outputs)
+    chain, value = [], fgs.outputs[0]
+    while True:
+        uses = list(value.uses())
+        if value in outputs:
+            return None, "P is a graph output"
+        if len(uses) != 1:
+            return None, f"P has {len(uses)} consumers"
+        user, index = uses[0]
+        if user.op_type == "Cast" and user.domain == "" and len(chain) < 2 and \
+                _attr(user, "to", None) in (fgs.outputs[0].dtype.value, ir.DataType.FLOAT.value):
+            chain.append(user)
+            value = user.outputs[0]
+            continue
+        if user.op_type != "MatMul" or user.domain != "" or index != 0:
+            return None, f"P is read by {user.op_type or '?'} (input {index}), not as MatMul(P, V)"
+        if value.dtype != fgs.outputs[0].dtype:
+            return None, f"MatMul reads P as {value.dtype}, not {fgs.outputs[0].dtype}"
+        return chain, user
+
+
+def _attention_obstacle(fgs: ir.Node, matmul: ir.Node) -> Optional[str]:
+    """Why FusedGemmSoftmax node `fgs` and the MatMul(P, V) reading its P cannot become one FusedAttention, or None:
+    V must have P's dtype and a shape provably [..., N, D] with P's N and batch dims that broadcast to P's (MatMul
+    would otherwise broadcast P up to V's batch, which FusedAttention does not)."""
+    p, v = fgs.outputs[0], matmul.inputs[1]
+    if v is None or v.dtype != p.dtype:
+        return "V's dtype is not P's"
+    p_shape, v_shape = _shape(p), _shape(v)
+    if p_shape is None or v_shape is None or len(v_shape) < 2:
+        return f"V's shape {_fmt(v_shape)} or P's {_fmt(p_shape)} is unknown"
+    if not _same_dim(v_shape[-2], p_shape[-1]):
+        return f"V's rows {_fmt(v_shape)} are not provably P's columns {_fmt(p_shape)}"
+    vb, pb = v_shape[:-2], p_shape[:-2]
+    if len(vb) > len(pb) or not all(d == 1 or _same_dim(d, e) for d, e in zip(vb[::-1], pb[::-1])):
+        return f"V's batch dims {_fmt(vb)} do not provably broadcast to P's {_fmt(pb)}"
+    return None
+
+
+def fuse_attention(model: ir.Model, report: Report) -> None:
+    """FusedGemmSoftmax(A, B, bias, mask) -> [Cast to P's own dtype] -> MatMul(P, V) becomes
+    FusedAttention(A, B, V, bias, mask), with the same attributes, where _attention_chain and _attention_obstacle
+    allow it; P is then never stored. The MatMul's output keeps its name."""
+    report.attention = 0
+    for fgs in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        chain, matmul = _attention_chain(fgs, model.graph)
+        why = matmul if chain is None else _attention_obstacle(fgs, matmul)
+        if why is not None:
+            report.attention_left.append((_node_name(fgs), why))
+            continue
+        inputs = list(fgs.inputs) + [None] * (4 - len(fgs.inputs))
+        inputs = inputs[:2] + [matmul.inputs[1]] + inputs[2:]
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        attn = ir.Node(DOMAIN, ATTENTION_OP_TYPE, inputs, attributes=list(fgs.attributes.values()),
+                       name=(fgs.name or "fgs") + "_attention", num_outputs=1)
+        out = matmul.outputs[0]
+        attn.outputs[0].shape, attn.outputs[0].dtype = out.shape, out.dtype
+        ir.convenience.replace_nodes_and_values(model.graph, matmul, [fgs, *chain, matmul], [attn], [out],
+                                                [attn.outputs[0]])
+        report.attention += 1
 
 class ModelFileError(ValueError):
     """A model path that is missing or does not hold an ONNX model; the message names the path and the fix."""
@@ -772,12 +854,12 @@ def load_model(path: os.PathLike) -> ir.Model:
     return model
 
 
-def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None) -> Report:
+def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool = False) -> Report:
     """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report.
-    ModelFileError when src is not an ONNX model."""
+    ModelFileError when src is not an ONNX model. attention: as rewrite_model's."""
     src, dst = Path(src), Path(dst)
     model = load_model(src)
-    report = rewrite_model(model, name=src.name)
+    report = rewrite_model(model, name=src.name, attention=attention)
     dst.parent.mkdir(parents=True, exist_ok=True)
     if not report.fused and not _has_external_data(model) and src.resolve() != dst.resolve():
         shutil.copyfile(src, dst)  # nothing fused: the very same bytes (no inferred shapes added either)

@@ -116,3 +116,45 @@ def generic_schedule(func: tirx.PrimFunc, threads: int = THREADS) -> s_tir.Sched
     for red in ("row_max", "row_sum"):   # the row statistics live in shared memory of the block
         sch.set_scope(sch.get_sblock(red), 0, "shared")
     return sch
+
+
+def attention_generic_schedule(func: tirx.PrimFunc, threads: int = THREADS) -> s_tir.Schedule:
+    """FusedAttention's generic kernel (flashgemm/kernel/fused_attention.runtime_func(chunk=threads)): one block
+    per row, the row max and row sum as in generic_schedule (S recomputed in registers for each), then O: for
+    each group of `threads` of V's columns (one a thread, its fp32 accumulator in a register) and each chunk of
+    `threads` of the row's columns, the block computes the chunk's probabilities into shared memory and every
+    thread adds the chunk's p · V[j, d] to its accumulator. The chunk is recomputed for each column group (once for
+    D <= threads). No storage grows with N, K or D."""
+    sch = s_tir.Schedule(func)
+    sch.compute_inline(sch.get_sblock("exp"))  # into row_sum
+    b0, b1, i, d = sch.get_loops(sch.get_sblock("O"))
+    row = sch.fuse(b0, b1, i)
+    sch.bind(row, "blockIdx.x")
+    d_group, d_thread = sch.split(d, factors=[None, threads])
+    sch.bind(d_thread, "threadIdx.x")
+    acc = sch.get_sblock("O_acc")
+    sch.compute_at(acc, d_group)
+    chunk, column, d_acc = sch.get_loops(acc)[-3:]
+    sch.reorder(chunk, d_acc, column)
+    sch.bind(d_acc, "threadIdx.x")
+    sch.set_scope(acc, 0, "local")
+    e_o = sch.get_sblock("exp_o")
+    sch.compute_at(e_o, chunk)
+    sch.set_scope(e_o, 0, "shared")
+    sch.bind(sch.get_loops(e_o)[-1], "threadIdx.x")
+    s_o = sch.get_sblock("S_o")
+    sch.compute_at(s_o, sch.get_loops(e_o)[-1])  # one S element per thread and column, K loop in registers
+    sch.set_scope(s_o, 0, "local")
+    for name in ("row_sum", "row_max"):
+        sch.compute_at(sch.get_sblock(name), row)
+    for red, s_name in (("row_max", "S"), ("row_sum", "S_e")):
+        blk = sch.get_sblock(red)
+        jl = sch.get_loops(blk)[-1]
+        jo, ji = sch.split(jl, factors=[None, threads])
+        sch.bind(ji, "threadIdx.x")
+        s_blk = sch.get_sblock(s_name)
+        sch.compute_at(s_blk, ji)
+        sch.set_scope(s_blk, 0, "local")
+    for red in ("row_max", "row_sum"):
+        sch.set_scope(sch.get_sblock(red), 0, "shared")
+    return sch

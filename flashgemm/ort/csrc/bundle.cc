@@ -16,7 +16,9 @@
 namespace flashgemm {
 namespace {
 
-constexpr int64_t kManifestFormat = 1;  // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT
+// flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT. Format 2 added FusedAttention's kernels (entries with "op");
+// a format-1 bundle, without them, still serves FusedGemmSoftmax.
+constexpr int64_t kManifestFormat = 2;
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
 std::string FixHint(bool cuda_build) {
   return std::string("run flashgemm-build --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
@@ -100,9 +102,9 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
   Fields top(*root_obj, "", manifest_path, fix);
 
   const int64_t format = top.Int("format");
-  if (format != kManifestFormat)
+  if (format != kManifestFormat && format != 1)
     throw BundleError("flashgemm: " + manifest_path + " has manifest format " + std::to_string(format) +
-                      " but this library reads format " + std::to_string(kManifestFormat) +
+                      " but this library reads formats 1 to " + std::to_string(kManifestFormat) +
                       "; rebuild the bundle and the library together: " + fix);
 
   auto b = std::unique_ptr<Bundle>(new Bundle());
@@ -169,6 +171,11 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     if (v.mask != "none" && v.mask != "add" && v.mask != "bool") e.Fail("mask", "is not none|add|bool");
     v.causal = e.Int("causal") != 0;
 
+    // op (absent before format 2): which operator the kernel computes
+    std::string op = "FusedGemmSoftmax";
+    if (entry_obj->Get(tvm::ffi::String("op")).has_value()) op = e.Str("op");
+    if (op != "FusedGemmSoftmax" && op != "FusedAttention") e.Fail("op", "is neither FusedGemmSoftmax nor FusedAttention");
+
     Kernel k;
     k.name = e.Str("name");
     k.tuned = e.Int("tuned") != 0;
@@ -187,7 +194,10 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       throw BundleError("flashgemm: " + so_path + " has no function " + k.name + " listed in " + manifest_path +
                         "; the two files are out of sync. " + fix);
     k.fn = *f;
-    if (k.schedule != "generic") {
+    if (op == "FusedAttention") {
+      if (k.schedule != "generic") e.Fail("schedule", "of a FusedAttention kernel is not generic (the only kind served)");
+      b->attention_generic_.emplace(v.Key(), std::move(k));
+    } else if (k.schedule != "generic") {
       auto sizes = e.Get("sizes").as<json::Array>();
       if (!sizes || sizes->size() != 5) e.Fail("sizes", "is not a list of 5 integers");
       Sizes s{};
@@ -278,6 +288,11 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       return rank(x) < rank(y);
     });
   return b;
+}
+
+const Kernel* Bundle::FindAttention(const std::string& variant_key) const {
+  auto g = attention_generic_.find(variant_key);
+  return g == attention_generic_.end() ? nullptr : &g->second;
 }
 
 const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const {

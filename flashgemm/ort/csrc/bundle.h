@@ -65,6 +65,8 @@ class Bundle {
   // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
+  // FusedAttention's kernel of the variant (the generic one: the bundle holds no other yet), else nullptr.
+  const Kernel* FindAttention(const std::string& variant_key) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& device() const { return device_; }  // "cpu" | "cuda"
@@ -74,6 +76,7 @@ class Bundle {
   std::string dir_, device_, target_;
   std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
   std::unordered_map<std::string, Kernel> generic_;
+  std::unordered_map<std::string, Kernel> attention_generic_;  // manifest "op": "FusedAttention"
   std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]
   std::map<std::pair<std::string, std::array<int64_t, 3>>, Kernel> tuned_any_batch_;  // [M, N, K]
   // any-batch twins with one batch dim static (manifest "fixed_batch"), preferred for the calls with that value:

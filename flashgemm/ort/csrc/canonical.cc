@@ -9,9 +9,9 @@ namespace flashgemm {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-// Tensors whose strides enter the merge test: A, B, bias, mask, P (absent inputs keep all-zero strides,
+// Tensors whose strides enter the merge test: A, B, bias, mask, V, P or O (absent inputs keep all-zero strides,
 // which never block a merge, just as Python leaves them out of the dict).
-enum { kA, kB, kBias, kMask, kP, kNumTensors };
+enum { kA, kB, kBias, kMask, kV, kP, kNumTensors };
 using BatchStrides = std::array<int64_t, kNumTensors>;
 
 // Saturating product: the int32 limit checks must not be fooled by int64 overflow on absurd shapes.
@@ -67,7 +67,7 @@ std::string ShapeStr(const Shape& s) {
 }
 
 CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool trans_b, const Shape* bias_shape,
-                            const Shape* mask_shape) {
+                            const Shape* mask_shape, const Shape* v_shape) {
   for (const Shape* s : {&a_shape, &b_shape})
     for (int64_t d : *s)
       if (d < 0) throw ShapeError("negative dimension");
@@ -88,6 +88,24 @@ CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool tra
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
+  int64_t dv = -1;  // V's D
+  Shape v_batch;
+  if (v_shape) {
+    for (int64_t d : *v_shape)
+      if (d < 0) throw ShapeError("negative dimension");
+    if (v_shape->size() < 2 || (*v_shape)[v_shape->size() - 2] != n)
+      throw ShapeError("V must be [..., N, D] with N=" + std::to_string(n) + " (the columns of Q·K), got shape " +
+                       ShapeStr(*v_shape));
+    v_batch.assign(v_shape->begin(), v_shape->end() - 2);
+    bool ok = v_batch.size() <= batch.size();
+    for (size_t i = 0; ok && i < v_batch.size(); ++i) {
+      int64_t d = v_batch[v_batch.size() - 1 - i], o = batch[batch.size() - 1 - i];
+      ok = d == 1 || d == o;
+    }
+    if (!ok)
+      throw ShapeError("V's batch dims " + ShapeStr(v_batch) + " do not broadcast to those of Q·K " + ShapeStr(batch));
+    dv = v_shape->back();
+  }
 
   // bias / mask: broadcastable to the output, strides aligned to the output's dims.
   std::optional<Shape> extra[2];
@@ -111,12 +129,14 @@ CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool tra
   std::vector<BatchStrides> bs(nb, BatchStrides{});
   {
     const Shape sa = AlignedStrides(a_batch, batch), sb = AlignedStrides(b_batch, batch), sp = CompactStrides(batch);
-    const int64_t a_blk = SatMul(m, k), b_blk = SatMul(n, k), p_blk = SatMul(m, n);
+    const Shape sv = v_shape ? AlignedStrides(v_batch, batch) : Shape(nb, 0);
+    const int64_t a_blk = SatMul(m, k), b_blk = SatMul(n, k), p_blk = SatMul(m, v_shape ? dv : n);
     for (size_t i = 0; i < nb; ++i) {
       bs[i][kA] = SatMul(sa[i], a_blk);
       bs[i][kB] = SatMul(sb[i], b_blk);
       bs[i][kBias] = extra[0] ? (*extra[0])[i] : 0;
       bs[i][kMask] = extra[1] ? (*extra[1])[i] : 0;
+      bs[i][kV] = SatMul(sv[i], SatMul(n, std::max<int64_t>(dv, 0)));
       bs[i][kP] = SatMul(sp[i], p_blk);
     }
   }
@@ -158,14 +178,20 @@ CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool tra
   c.b_strides = {s0[kB], s1[kB], trans_b ? k : n, 1};
   if (extra[0]) c.bias_strides = Strides4{s0[kBias], s1[kBias], (*extra[0])[nb], (*extra[0])[nb + 1]};
   if (extra[1]) c.mask_strides = Strides4{s0[kMask], s1[kMask], (*extra[1])[nb], (*extra[1])[nb + 1]};
+  if (v_shape) {
+    c.v_strides = Strides4{s0[kV], s1[kV], dv, 1};
+    c.d = dv;
+    c.out_shape[c.out_shape.size() - 1] = dv;
+  }
 
   const int64_t bb = SatMul(b0, b1);
-  if (std::max(SatMul(SatMul(bb, m), std::max(n, k)), SatMul(SatMul(bb, n), k)) > kInt32Max)
+  const int64_t d0 = std::max<int64_t>(dv, 0);
+  if (std::max(SatMul(SatMul(bb, m), std::max({n, k, d0})), SatMul(SatMul(bb, n), std::max(k, d0))) > kInt32Max)
     throw ShapeError("problem (" + std::to_string(b0) + ", " + std::to_string(b1) + ", " + std::to_string(m) + ", " +
                      std::to_string(n) + ", " + std::to_string(k) +
                      ") has tensors of more than 2^31 elements; the kernels index in int32");
   int64_t out_elems = 1;
-  for (int64_t d : out_shape) out_elems = SatMul(out_elems, d);
+  for (int64_t d : c.out_shape) out_elems = SatMul(out_elems, d);
   if (out_elems > kInt32Max)
     throw ShapeError("output of " + std::to_string(out_elems) + " elements exceeds the int32 index range");
   return c;

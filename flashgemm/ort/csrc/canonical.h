@@ -30,13 +30,18 @@ struct CanonicalShape {
   Shape out_shape;  // P's ONNX shape: broadcast batch dims + [M, N]
   Strides4 a_strides{}, b_strides{};
   std::optional<Strides4> bias_strides, mask_strides;  // set iff the input is present
+  // FusedAttention (Canonicalize with v_shape): V [B0, B1, N, D]'s strides and D; out_shape is then O's
+  std::optional<Strides4> v_strides;
+  int64_t d = 0;
 
   std::array<int64_t, 5> sizes() const { return {b0, b1, m, n, k}; }
 };
 
 // ONNX-level input shapes -> the canonical problem. Throws ShapeError with the reason.
+// v_shape: FusedAttention's V [..., N, D], whose batch dims must broadcast to P's; the output is then O [.., M, D].
 CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool trans_b,
-                            const Shape* bias_shape = nullptr, const Shape* mask_shape = nullptr);
+                            const Shape* bias_shape = nullptr, const Shape* mask_shape = nullptr,
+                            const Shape* v_shape = nullptr);
 
 // "[2, 3, 4]" (Python list formatting, used in every message).
 std::string ShapeStr(const Shape& s);

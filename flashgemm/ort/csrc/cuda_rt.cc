@@ -68,6 +68,11 @@ std::string ZerosAsync(void** ptr, size_t bytes, void* stream) {
   return err;
 }
 
+std::string MemsetZeroAsync(void* ptr, size_t bytes, void* stream) {
+  if (!api().missing.empty()) return api().missing;
+  return api().Check(api().memset_async(ptr, 0, bytes, stream), "cudaMemsetAsync");
+}
+
 std::string FreeAsync(void* ptr, void* stream) {
   if (!api().missing.empty()) return api().missing;
   return api().Check(api().free_async(ptr, stream), "cudaFreeAsync");

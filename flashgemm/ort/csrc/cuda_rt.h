@@ -12,5 +12,7 @@ std::string ComputeCapability(int device, int* major, int* minor);
 // Stream-ordered: a buffer of `bytes` zero bytes valid on `stream` until FreeAsync on the same stream.
 std::string ZerosAsync(void** ptr, size_t bytes, void* stream);
 std::string FreeAsync(void* ptr, void* stream);
+// Stream-ordered: `bytes` zero bytes written at ptr.
+std::string MemsetZeroAsync(void* ptr, size_t bytes, void* stream);
 
 }  // namespace flashgemm::cuda_rt

@@ -132,13 +132,14 @@ std::string CheckArch(const Bundle& bundle, int device) {
 
 }  // namespace
 
-FusedGemmSoftmaxKernel::FusedGemmSoftmaxKernel(const OrtKernelInfo* info, const Bundle& bundle) : bundle_(bundle) {
+FusedKernel::FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool attention)
+    : bundle_(bundle), attention_(attention) {
   std::string name;
   try {
     name = Ort::ConstKernelInfo(info).GetNodeName();
   } catch (const Ort::Exception&) {
   }
-  node_ = std::string(kOpName) + " (node '" + name + "')";
+  node_ = std::string(attention ? kAttentionOpName : kOpName) + " (node '" + name + "')";
   try {
     scale_ = Attr<float>(info, "scale", 1.0f);
     // A NaN or infinite scale makes every unmasked logit NaN or infinite: rows of NaN that no input caused. It is a
@@ -156,7 +157,7 @@ FusedGemmSoftmaxKernel::FusedGemmSoftmaxKernel(const OrtKernelInfo* info, const 
   verbose_ = v && std::strcmp(v, "0") != 0 && *v;
 }
 
-OrtStatusPtr FusedGemmSoftmaxKernel::ComputeV2(OrtKernelContext* ctx) const {
+OrtStatusPtr FusedKernel::ComputeV2(OrtKernelContext* ctx) const {
   try {
     return Compute(ctx).release();
   } catch (const std::exception& e) {  // Ort::Exception, tvm::ffi::Error, std::bad_alloc, ...
@@ -164,19 +165,22 @@ OrtStatusPtr FusedGemmSoftmaxKernel::ComputeV2(OrtKernelContext* ctx) const {
   }
 }
 
-Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
+Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   Ort::KernelContext ctx(raw_ctx);
-  Input in[4] = {Input("A"), Input("B"), Input("bias"), Input("mask")};
+  // slots: A (Q), B (K), V (FusedAttention only), bias, mask
+  Input in[5] = {Input(attention_ ? "Q" : "A"), Input(attention_ ? "K" : "B"), Input("V"), Input("bias"),
+                 Input("mask")};
   const size_t n_in = ctx.GetInputCount();
   DLDevice dev{kDLCPU, 0};
-  for (size_t i = 0; i < 4 && i < n_in; ++i) {
+  for (size_t i = 0; i < 5 && i < n_in; ++i) {
     Ort::ConstValue v = ctx.GetInput(i);
     if (v == nullptr) continue;
     auto info = v.GetTensorTypeAndShapeInfo();
-    in[i].present = true;
-    in[i].type = info.GetElementType();
-    in[i].shape = info.GetShape();
-    in[i].data = v.GetTensorRawData();
+    Input& slot = in[attention_ || i < 2 ? i : i + 1];
+    slot.present = true;
+    slot.type = info.GetElementType();
+    slot.shape = info.GetShape();
+    slot.data = v.GetTensorRawData();
 #ifdef FLASHGEMM_WITH_CUDA
     if (i == 0) {
       Ort::ConstMemoryInfo mi = v.GetTensorMemoryInfo();
@@ -184,38 +188,41 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
     }
 #endif
   }
-  const Input &a = in[0], &b = in[1], &bias = in[2], &mask = in[3];
+  const Input &a = in[0], &b = in[1], &v = in[2], &bias = in[3], &mask = in[4];
   auto fail = [&](const std::string& why) {
-    return Ort::Status((node_ + ": " + why + " [" + a.Describe() + ", " + b.Describe() + ", " + bias.Describe() +
-                        ", " + mask.Describe() + "]")
+    return Ort::Status((node_ + ": " + why + " [" + a.Describe() + ", " + b.Describe() + ", " +
+                        (attention_ ? v.Describe() + ", " : std::string()) + bias.Describe() + ", " +
+                        mask.Describe() + "]")
                            .c_str(),
                        ORT_INVALID_ARGUMENT);
   };
+  const char* a_name = a.name;
 
   // Types.
   const ONNXTensorElementDataType t = a.type;
-  if (t != kF16 && t != kBF16) return fail(std::string("A is ") + TypeName(t) + "; supported: float16, bfloat16");
-  if (b.type != t)
-    return fail(std::string("A is ") + TypeName(t) + " but B is " + TypeName(b.type) +
-                "; A, B, bias, an additive mask and P must share one type");
-  if (bias.present && bias.type != t)
-    return fail(std::string("A is ") + TypeName(t) + " but bias is " + TypeName(bias.type) +
-                "; A, B, bias, an additive mask and P must share one type");
+  const std::string share = attention_ ? "; Q, K, V, bias, an additive mask and O must share one type"
+                                       : "; A, B, bias, an additive mask and P must share one type";
+  if (t != kF16 && t != kBF16)
+    return fail(std::string(a_name) + " is " + TypeName(t) + "; supported: float16, bfloat16");
+  for (const Input* x : {&b, &v, &bias})
+    if (x->present && x->type != t)
+      return fail(std::string(a_name) + " is " + TypeName(t) + " but " + x->name + " is " + TypeName(x->type) + share);
   if (mask.present && mask.type != t && mask.type != kBool)
-    return fail(std::string("mask is ") + TypeName(mask.type) + "; it must be bool or the type of A (" +
+    return fail(std::string("mask is ") + TypeName(mask.type) + "; it must be bool or the type of " + a_name + " (" +
                 TypeName(t) + ")");
 
   // Shapes.
   CanonicalShape c;
   try {
     c = Canonicalize(a.shape, b.shape, trans_b_, bias.present ? &bias.shape : nullptr,
-                     mask.present ? &mask.shape : nullptr);
+                     mask.present ? &mask.shape : nullptr, attention_ ? &v.shape : nullptr);
   } catch (const ShapeError& e) {
     return fail(e.what());
   }
 
   Ort::UnownedValue out = ctx.GetOutput(0, c.out_shape);
-  if (c.b0 * c.b1 * c.m * c.n == 0) return Ort::Status{nullptr};  // empty output: nothing to compute
+  // empty output: nothing to compute (FusedAttention's N = 0 is not: every row is fully masked, O is zeros)
+  if (c.b0 * c.b1 * c.m * (attention_ ? c.d : c.n) == 0) return Ort::Status{nullptr};
 
   VariantKey key;
   key.bf16 = t == kBF16;
@@ -225,13 +232,17 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   key.causal = causal_;
   const Sizes sizes = c.sizes();
   uintptr_t bits = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(b.data) |
-                   reinterpret_cast<uintptr_t>(bias.data) | reinterpret_cast<uintptr_t>(mask.data) |
-                   reinterpret_cast<uintptr_t>(out.GetTensorMutableRawData()) | uintptr_t{256};
+                   reinterpret_cast<uintptr_t>(v.data) | reinterpret_cast<uintptr_t>(bias.data) |
+                   reinterpret_cast<uintptr_t>(mask.data) | reinterpret_cast<uintptr_t>(out.GetTensorMutableRawData()) |
+                   uintptr_t{256};
   const int64_t ptr_align = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit (absent inputs: null)
-  const Kernel* kernel = bundle_.Find(key.Key(), sizes, ptr_align, scale_);
+  const Kernel* kernel =
+      attention_ ? bundle_.FindAttention(key.Key()) : bundle_.Find(key.Key(), sizes, ptr_align, scale_);
   if (!kernel)
-    return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no kernel for variant " + key.Key() +
-                        "; rebuild it with every variant (run flashgemm-build --target llvm)")
+    return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no " +
+                        (attention_ ? kAttentionOpName : kOpName) + " kernel for variant " + key.Key() +
+                        "; rebuild it with every variant (run flashgemm-build --target " + bundle_.target() +
+                        (attention_ ? " --attention)" : ")"))
                            .c_str(),
                        ORT_FAIL);
   if (verbose_) {
@@ -258,7 +269,8 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   // No silent cliff: the generic kernel on a GPU, or on the CPU at a size where it trails ORT's own MatMul +
   // Softmax (from BERT-base's 128x128x64 sites up), is said once per node and sizes.
   constexpr int64_t kCpuSlowWork = int64_t{128} * 128 * 64;  // M * N * K of one head
-  if (kernel->schedule == "generic" && (dev.device_type == kDLCUDA || c.m * c.n * c.k >= kCpuSlowWork))
+  if (kernel->schedule == "generic" &&
+      (dev.device_type == kDLCUDA || c.m * c.n * std::max(c.k, attention_ ? c.d : 0) >= kCpuSlowWork))
     WarnGeneric(raw_ctx, sizes, dev.device_type != kDLCUDA);
 
   // K == 0: A @ B is all zeros, but a reduction of extent 0 never runs its init. Feed K = 1 with zero rows
@@ -309,21 +321,40 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   } restore{dev, prev, stream, device_zeros};
 #endif
 
+  // FusedAttention with N = 0: every row is fully masked, so O is zeros (the kernels' reductions over an empty row
+  // would never run their init).
+  if (attention_ && c.n == 0) {
+    void* o = out.GetTensorMutableRawData();
+    const size_t bytes = static_cast<size_t>(c.b0 * c.b1 * c.m * c.d) * 2;
+#ifdef FLASHGEMM_WITH_CUDA
+    if (dev.device_type == kDLCUDA) {
+      if (std::string err = cuda_rt::MemsetZeroAsync(o, bytes, stream); !err.empty())
+        return Ort::Status((node_ + ": " + err).c_str(), ORT_FAIL);
+      return Ort::Status{nullptr};
+    }
+#endif
+    std::memset(o, 0, bytes);
+    return Ort::Status{nullptr};
+  }
+
   const DLDataType dt = DLType(t);
   View va(a_data, dev, dt, {c.b0, c.b1, c.m, k}, c.a_strides);
   View vb(b_data, dev, dt, trans_b_ ? std::array<int64_t, 4>{c.b0, c.b1, c.n, k} : std::array<int64_t, 4>{c.b0, c.b1, k, c.n},
           c.b_strides);
-  std::optional<View> vbias, vmask;
+  std::optional<View> vv, vbias, vmask;
+  if (attention_) vv.emplace(v.data, dev, dt, std::array<int64_t, 4>{c.b0, c.b1, c.n, c.d}, *c.v_strides);
   if (bias.present) vbias.emplace(bias.data, dev, dt, std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.bias_strides);
   if (mask.present)
     vmask.emplace(mask.data, dev, DLType(mask.type), std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.mask_strides);
-  View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, c.n}, {c.b1 * c.m * c.n, c.m * c.n, c.n, 1});
+  const int64_t cols = attention_ ? c.d : c.n;  // P's N or O's D
+  View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, cols}, {c.b1 * c.m * cols, c.m * cols, cols, 1});
 
-  // fn(A, B, [bias], [mask], P, scale)
-  tvm::ffi::AnyView args[6];
+  // fn(A, B, [bias], [mask], P, scale); FusedAttention's fn(Q, K, V, [bias], [mask], O, scale)
+  tvm::ffi::AnyView args[7];
   int n_args = 0;
   args[n_args++] = &va.t;
   args[n_args++] = &vb.t;
+  if (vv) args[n_args++] = &vv->t;
   if (vbias) args[n_args++] = &vbias->t;
   if (vmask) args[n_args++] = &vmask->t;
   args[n_args++] = &vp.t;
@@ -339,7 +370,7 @@ Ort::Status FusedGemmSoftmaxKernel::Compute(OrtKernelContext* raw_ctx) const {
   return Ort::Status{nullptr};
 }
 
-void FusedGemmSoftmaxKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on_cpu) const {
+void FusedKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on_cpu) const {
   {
     std::lock_guard<std::mutex> lock(warned_mu_);
     if (!warned_.insert(sizes).second) return;
@@ -347,15 +378,21 @@ void FusedGemmSoftmaxKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& siz
   const std::string sizes_text = "[" + std::to_string(sizes[0]) + "," + std::to_string(sizes[1]) + "," +
                                  std::to_string(sizes[2]) + "," + std::to_string(sizes[3]) + "," +
                                  std::to_string(sizes[4]) + "]";
-  const std::string msg = on_cpu ?
-      node_ + ": on the CPU the op runs TVM's generic llvm kernel, and at sizes [B0,B1,M,N,K]=" + sizes_text +
-      " that is slower than ONNX Runtime's own MatMul + Softmax (the op is built for NVIDIA "
-      "GPUs; its CPU kernels let every stage run without one). For CPU inference run the original model, not the "
-      "rewritten one" :
-      node_ + ": no tuned or default-schedule kernel in the bundle " + bundle_.dir() + " serves sizes [B0,B1,M,N,K]=" +
-      sizes_text + ", so the generic kernel runs them on the GPU, much slower (6-14x) than a tuned or default-schedule "
-      "kernel. Rebuild the bundle for the model's shapes: flashgemm-build --target " + bundle_.target() +
-      " --from-model <model.onnx> (tuning them with flashgemm-tune --from-model makes them faster still)";
+  std::string msg;
+  if (attention_)  // (FusedAttention has no shape-specific kernels yet: the generic one serves every call)
+    msg = node_ + ": the bundle " + bundle_.dir() + " serves FusedAttention with its generic kernel only, at sizes " +
+          "[B0,B1,M,N,K]=" + sizes_text + " slower than the unfused MatMul, Softmax and MatMul it replaces. " +
+          "For speed rewrite the model without --attention (flashgemm-rewrite), which keeps P and fuses the scores";
+  else if (on_cpu)
+    msg = node_ + ": on the CPU the op runs TVM's generic llvm kernel, and at sizes [B0,B1,M,N,K]=" + sizes_text +
+          " that is slower than ONNX Runtime's own MatMul + Softmax (the op is built for NVIDIA GPUs; its CPU kernels "
+          "let every stage run without one). For CPU inference run the original model, not the rewritten one";
+  else
+    msg = node_ + ": no tuned or default-schedule kernel in the bundle " + bundle_.dir() + " serves sizes " +
+          "[B0,B1,M,N,K]=" + sizes_text + ", so the generic kernel runs them on the GPU, much slower (6-14x) than a " +
+          "tuned or default-schedule kernel. Rebuild the bundle for the model's shapes: flashgemm-build --target " +
+          bundle_.target() + " --from-model <model.onnx> (tuning them with flashgemm-tune --from-model makes them " +
+          "faster still)";
   try {
     const OrtLogger* raw = nullptr;
     Ort::ThrowOnError(Ort::GetApi().KernelContext_GetLogger(ctx, &raw));
@@ -410,7 +447,8 @@ std::optional<Dim> BroadcastDim(const Dim& x, const Dim& y) {
 
 }  // namespace
 
-OrtStatusPtr ORT_API_CALL FusedGemmSoftmaxOp::InferShape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
+template <bool kAttention>
+OrtStatusPtr ORT_API_CALL FusedOp::InferShape(const OrtCustomOp*, OrtShapeInferContext* ctx) {
   const OrtApi& api = Ort::GetApi();
   try {
     bool trans_b = false;
@@ -440,6 +478,11 @@ OrtStatusPtr ORT_API_CALL FusedGemmSoftmaxOp::InferShape(const OrtCustomOp*, Ort
     }
     out[rank - 2] = m;
     out[rank - 1] = n;
+    if (kAttention) {  // O: [batch..., M, D]; V's batch dims must broadcast to P's (Compute's error otherwise)
+      const std::vector<Dim> v = InputDims(api, ctx, 2);
+      if (v.size() < 2 || v.size() > rank) return nullptr;
+      out[rank - 1] = v.back();
+    }
     std::vector<int64_t> sizes;
     std::vector<const char*> syms;
     for (const Dim& d : out) {
@@ -462,9 +505,12 @@ OrtStatusPtr ORT_API_CALL FusedGemmSoftmaxOp::InferShape(const OrtCustomOp*, Ort
   }
 }
 
-OrtStatusPtr FusedGemmSoftmaxOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+template OrtStatusPtr ORT_API_CALL FusedOp::InferShape<false>(const OrtCustomOp*, OrtShapeInferContext*);
+template OrtStatusPtr ORT_API_CALL FusedOp::InferShape<true>(const OrtCustomOp*, OrtShapeInferContext*);
+
+OrtStatusPtr FusedOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
   try {
-    *kernel = new FusedGemmSoftmaxKernel(info, *bundle_);
+    *kernel = new FusedKernel(info, *bundle_, attention_);
     return nullptr;
   } catch (const Ort::Exception& e) {
     return api.CreateStatus(e.GetOrtErrorCode(), e.what());

@@ -1,4 +1,6 @@
 // flashgemm::FusedGemmSoftmax(A, B, [bias], [mask]) -> P = softmax_rowwise(scale * A @ B + bias + mask), causal opt.
+// flashgemm::FusedAttention(Q, K, V, [bias], [mask]) -> O = FusedGemmSoftmax(Q, K, bias, mask) @ V, P never stored:
+// the same attributes, masks, broadcasting and special values; V [..., N, D] broadcasts to P's batch dims.
 //
 // Types: A, B, bias, an additive mask and P share one T in {float16, bfloat16}; the mask may instead be bool.
 // ORT infers a custom op's output type from the kernel registrations, so the op is registered once per T with A
@@ -17,10 +19,12 @@
 namespace flashgemm {
 
 constexpr const char* kOpName = "FusedGemmSoftmax";
+constexpr const char* kAttentionOpName = "FusedAttention";
 
-class FusedGemmSoftmaxKernel {
+// One kernel object per node, of either op (attention: FusedAttention).
+class FusedKernel {
  public:
-  FusedGemmSoftmaxKernel(const OrtKernelInfo* info, const Bundle& bundle);
+  FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool attention);
   // Returns nullptr on success; never throws (Compute may run concurrently on several threads: no mutable state).
   OrtStatusPtr ComputeV2(OrtKernelContext* ctx) const;
 
@@ -32,6 +36,7 @@ class FusedGemmSoftmaxKernel {
   void WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on_cpu) const;
 
   const Bundle& bundle_;
+  bool attention_ = false;
   float scale_ = 1.0f;
   bool trans_b_ = false, causal_ = false, verbose_ = false;
   // FLASHGEMM_VERBOSE: each (kernel, sizes) is reported once per node, not on every run.
@@ -40,18 +45,19 @@ class FusedGemmSoftmaxKernel {
   // the sizes warned about (WarnGeneric)
   mutable std::mutex warned_mu_;
   mutable std::set<Sizes> warned_;
-  std::string node_;  // "FusedGemmSoftmax (node 'x')", prefix of every message
+  std::string node_;  // "FusedGemmSoftmax (node 'x')" or "FusedAttention (node 'x')", prefix of every message
 };
 
-class FusedGemmSoftmaxOp
-    : public Ort::CustomOpBase<FusedGemmSoftmaxOp, FusedGemmSoftmaxKernel, /*WithStatus=*/true> {
+class FusedOp : public Ort::CustomOpBase<FusedOp, FusedKernel, /*WithStatus=*/true> {
  public:
   // type: T of this overload; ep: e.g. "CPUExecutionProvider". bundle must outlive every session.
   // infer_shape: install InferShape. ORT 1.21-1.23 crash (SIGSEGV) building the shape-inference context of a
   // node whose absent optional input (bias) precedes a present one (mask); there P's shape stays unset in the graph.
-  FusedGemmSoftmaxOp(ONNXTensorElementDataType type, const char* ep, const Bundle* bundle, bool infer_shape)
-      : type_(type), ep_(ep), bundle_(bundle) {
-    if (infer_shape) OrtCustomOp::InferOutputShapeFn = InferShape;
+  // attention: FusedAttention (Q, K, V, bias, mask -> O), else FusedGemmSoftmax (A, B, bias, mask -> P).
+  FusedOp(ONNXTensorElementDataType type, const char* ep, const Bundle* bundle, bool infer_shape, bool attention)
+      : type_(type), ep_(ep), bundle_(bundle), attention_(attention) {
+    if (infer_shape)
+      OrtCustomOp::InferOutputShapeFn = attention ? InferShape<true> : InferShape<false>;
   }
 
   // P's type and shape for ORT's graph, from A's and B's: broadcast(A's batch dims, B's) + [M, N], a symbolic dim
@@ -59,19 +65,21 @@ class FusedGemmSoftmaxOp
   // mismatch, batch dims that do not broadcast) leave P's shape unset: Compute rejects such a call with its message.
   // (The C API, not Ort::ShapeInferContext: that one drops the input's element type, which P shares; and not named
   // InferOutputShape, the name Ort::CustomOpBase installs with that context.)
+  // FusedAttention's O: the same batch dims, + [M, D] (V's last dim).
+  template <bool kAttention>
   static OrtStatusPtr ORT_API_CALL InferShape(const OrtCustomOp* op, OrtShapeInferContext* ctx);
 
   OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
 
-  const char* GetName() const { return kOpName; }
+  const char* GetName() const { return attention_ ? kAttentionOpName : kOpName; }
   const char* GetExecutionProviderType() const { return ep_; }
 
-  size_t GetInputTypeCount() const { return 4; }  // A, B, bias, mask
+  size_t GetInputTypeCount() const { return attention_ ? 5 : 4; }  // A (Q), B (K), [V], bias, mask
   ONNXTensorElementDataType GetInputType(size_t i) const {
     return i == 0 ? type_ : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
-    return i < 2 ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
+    return i < (attention_ ? 3u : 2u) ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
   }
   size_t GetOutputTypeCount() const { return 1; }
   ONNXTensorElementDataType GetOutputType(size_t) const { return type_; }
@@ -80,6 +88,7 @@ class FusedGemmSoftmaxOp
   ONNXTensorElementDataType type_;
   const char* ep_;
   const Bundle* bundle_;
+  bool attention_;
 };
 
 }  // namespace flashgemm

@@ -108,8 +108,9 @@ Registered RegisterFor(bool infer_shape, const std::string& dir) {
   // ORT infers P's type from the registrations: one overload per T (see op.h).
   const char* ep = bundle->device() == "cuda" ? "CUDAExecutionProvider" : "CPUExecutionProvider";
   auto* domain = new Ort::CustomOpDomain("flashgemm");
-  for (auto t : {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16})
-    domain->Add(new flashgemm::FusedGemmSoftmaxOp(t, ep, bundle, infer_shape));
+  for (bool attention : {false, true})
+    for (auto t : {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16})
+      domain->Add(new flashgemm::FusedOp(t, ep, bundle, infer_shape, attention));
   Registered r{bundle, *domain};
   cache->emplace(dir, r);
   return r;

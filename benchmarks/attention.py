@@ -1,0 +1,166 @@
+"""FusedAttention (O = softmax(scale*Q*K^T + ...) * V, P never stored) against the peers, op level, on one GPU.
+
+    python -m benchmarks.attention --attention-bundle DIR --bundle DIR [--dtype float16,bfloat16] --out OUT.json
+
+Shapes: W1-W3's attention (Q, K, V [B, H, L, D]) and a causal decoder prefill. Systems, each checked against an
+FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and outputs in device memory):
+  sdpa_flash, sdpa_efficient, sdpa_cudnn   torch's scaled_dot_product_attention, one backend each
+  ours_attention                          flashgemm::FusedAttention in ONNX Runtime (CUDA EP, IOBinding), the
+                                          kernel the --attention-bundle serves
+  ours_scores_matmul                      flashgemm::FusedGemmSoftmax + ORT's MatMul(P, V) in one ORT graph, the
+                                          --bundle's kernels (what `flashgemm-rewrite` without --attention runs)
+  ort_unfused                             ORT's MatMul + Mul + Softmax + MatMul
+ORT's MultiHeadAttention contrib op is not among them yet. TFLOP/s counts 4*B*H*M*N*D (half of it causal).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from benchmarks.peers import gpu_info, peak_tflops, time_in_rounds
+
+# name: (B, H, M = N, D, causal)
+SHAPES = {"W1": (16, 16, 512, 64, False), "W2": (16, 12, 197, 64, False), "W3": (8, 20, 1500, 64, False),
+          "prefill": (4, 32, 2048, 128, True)}
+SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ours_attention", "ours_scores_matmul", "ort_unfused")
+
+
+def _sdpa(backend_name):
+    import torch  # noqa: PLC0415
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
+    backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION,
+               "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
+
+    def prepare(q, k, v, scale, causal):
+        def run():
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        return run
+    return prepare
+
+
+def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
+    """ONNX graphs of Q, K, V -> O: 'attention' (FusedAttention), 'scores' (FusedGemmSoftmax + MatMul), 'unfused'."""
+    from onnx import helper  # noqa: PLC0415
+
+    from flashgemm.ort.model import DOMAIN, IR_VERSION, OPSET, elem_type  # noqa: PLC0415
+    t = elem_type(dtype)
+    b, h, m, d = shape
+    inputs = [helper.make_tensor_value_info(n, t, [b, h, m, d]) for n in ("Q", "K", "V")]
+    attrs = dict(scale=float(scale), transB=1, causal=int(causal))
+    if kind == "attention":
+        nodes = [helper.make_node("FusedAttention", ["Q", "K", "V"], ["O"], domain=DOMAIN, **attrs)]
+    elif kind == "scores":
+        nodes = [helper.make_node("FusedGemmSoftmax", ["Q", "K"], ["P"], domain=DOMAIN, **attrs),
+                 helper.make_node("MatMul", ["P", "V"], ["O"])]
+    else:
+        if causal:
+            raise LookupError("the unfused ORT graph has no causal form here")
+        import ml_dtypes  # noqa: PLC0415
+        npt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+        c = helper.make_tensor("c", t, [], np.array([scale], npt).view(np.uint16).tobytes(), raw=True)
+        nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("MatMul", ["Q", "Kt"], ["S"]), helper.make_node("Mul", ["S", "c"], ["Ss"]),
+                 helper.make_node("Softmax", ["Ss"], ["P"], axis=-1), helper.make_node("MatMul", ["P", "V"], ["O"])]
+        graph = helper.make_graph(nodes, "unfused", inputs, [helper.make_tensor_value_info("O", t, [b, h, m, d])],
+                                  initializer=[c])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+    graph = helper.make_graph(nodes, kind, inputs, [helper.make_tensor_value_info("O", t, [b, h, m, d])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
+                             ir_version=IR_VERSION)
+
+
+def _ort(kind: str, bundle):
+    import onnxruntime as ort  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+
+    from flashgemm.ort.model import elem_type  # noqa: PLC0415
+    from flashgemm.ort.session import session_options  # noqa: PLC0415
+
+    def prepare(q, k, v, scale, causal):
+        dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
+        model = _graph(kind, dtype, tuple(q.shape), scale, causal)
+        so = session_options(bundle) if bundle else ort.SessionOptions()
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CUDAExecutionProvider"])
+        o = torch.empty_like(q)
+        io = sess.io_binding()
+        et = elem_type(dtype)
+        for name, x in (("Q", q), ("K", k), ("V", v)):
+            io.bind_input(name, "cuda", 0, et, tuple(x.shape), x.data_ptr())
+        io.bind_output("O", "cuda", 0, et, tuple(o.shape), o.data_ptr())
+
+        def run():
+            sess.run_with_iobinding(io)
+            return o
+        return run
+    return prepare
+
+
+def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int, log=print) -> dict:
+    import torch  # noqa: PLC0415
+    info = gpu_info()
+    peak, _ = peak_tflops(info["gpu"])
+    makers = {s: _sdpa(s) for s in SYSTEMS if s.startswith("sdpa")}
+    makers["ours_attention"] = _ort("attention", attention_bundle)
+    makers["ours_scores_matmul"] = _ort("scores", bundle)
+    makers["ort_unfused"] = _ort("unfused", None)
+    rows = []
+    for name in shape_names:
+        b, h, m, d, causal = SHAPES[name]
+        for dtype in dtypes:
+            tdt = getattr(torch, dtype)
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v = (torch.randn((b, h, m, d), generator=g, device="cuda", dtype=tdt) for _ in range(3))
+            scale = 1.0 / d ** 0.5
+            s = (q.float() @ k.float().transpose(-1, -2)) * scale
+            if causal:
+                s = s.masked_fill(torch.ones(m, m, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+            ref = torch.softmax(s, -1) @ v.float()
+            del s
+            flops = 4 * b * h * m * m * d * (0.5 if causal else 1.0)
+            calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, m, d], "causal": causal,
+                              "systems": {}}
+            for sys_name, make in makers.items():
+                try:
+                    fn = make(q, k, v, scale, causal)
+                    err = float((fn().float() - ref).abs().max())
+                except Exception as e:  # noqa: BLE001  (a backend that does not take this shape or dtype)
+                    row["systems"][sys_name] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                    continue
+                row["systems"][sys_name] = {"max_abs_err": err}
+                calls[sys_name] = fn
+            for sys_name, t in time_in_rounds(calls, rounds, reps).items():
+                us = t["median_us"]
+                row["systems"][sys_name].update(t, tflops=flops / us * 1e-6,
+                                                peak_fraction=(flops / us * 1e-6 / peak) if peak else None)
+            rows.append(row)
+            log(f"{name} {dtype}: " + ", ".join(
+                f"{k} {r['median_us']:.1f} us" if "median_us" in r else f"{k} skipped" for k, r in
+                row["systems"].items()))
+            torch.cuda.empty_cache()
+    return {"gpu": info, "peak_tflops": peak, "rows": rows}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--attention-bundle", required=True, help="a bundle built with flashgemm-build --attention")
+    ap.add_argument("--bundle", required=True, help="the bundle of FusedGemmSoftmax's tuned kernels")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
+    ap.add_argument("--dtype", default="float16,bfloat16")
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=None, help="write the rows here (JSON)")
+    args = ap.parse_args(argv)
+    result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,
+                   args.rounds)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

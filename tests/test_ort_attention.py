@@ -1,0 +1,263 @@
+"""FusedAttention through ONNX Runtime: the op library's second operator, served by a bundle built with its kernels
+(export_bundle(attention=True)), on the CPU EP and, where there is a GPU, the CUDA EP. Numerics against the FP64
+reference (fused_attention_ref): broadcast bias, masks, causal, K and K^T, V broadcast over P's batch dims, special
+values; shape and type errors as ORT statuses; the generic-kernel warning."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from flashgemm.bundle.kernel_library import export_bundle
+from flashgemm.op.reference import fused_attention_ref
+from flashgemm.op.variant import Variant
+from flashgemm.ort.model import make_attention_model
+from flashgemm.ort.rewrite import count_ops, rewrite_file
+from flashgemm.ort.session import providers, run, session_options
+
+NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
+# (dtype, transB, bias, mask, causal): the variants the test bundle holds
+VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", True, True, "bool", False),
+            Variant("float16", False, False, "add", True), Variant("bfloat16", True, True, "add", False),
+            Variant("bfloat16", False, False, "bool", True), Variant("float16", True, False, "none", True),
+            Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False)]
+
+
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def device(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, device):
+    os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
+    d = tmp_path_factory.mktemp(f"attention-{device}")
+    if device == "cpu":
+        target = "llvm"
+    else:
+        providers("cuda")  # onnxruntime-gpu or a clear error
+        from flashgemm import targets  # noqa: PLC0415
+        target = targets.resolve("auto")
+    export_bundle(d, target, variants=VARIANTS, attention=True, log=lambda *a: None)
+    return d
+
+
+@pytest.fixture(scope="module")
+def sess_opts(bundle):
+    return session_options(bundle)
+
+
+def session(sess_opts, device, model):
+    return ort.InferenceSession(model.SerializeToString(), sess_opts, providers=providers(device))
+
+
+def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=None, mask=None, scale=0.25,
+          seed=0, poke=None):
+    rng = np.random.default_rng(seed)
+    dt = NP[v.dtype]
+    feeds = {"Q": rng.standard_normal(q_shape).astype(dt), "K": rng.standard_normal(k_shape).astype(dt),
+             "V": rng.standard_normal(v_shape).astype(dt)}
+    if bias_shape is not None:
+        feeds["bias"] = rng.standard_normal(bias_shape).astype(dt)
+    if mask is not None:
+        with np.errstate(over="ignore"):  # -1e9 -> -inf in float16, on purpose
+            feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(dt)
+    if poke is not None:
+        poke(feeds)
+    model = make_attention_model(v.dtype, q_shape, k_shape, v_shape, bias_shape,
+                                 None if mask is None else mask.shape,
+                                 None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
+                                 scale=scale, trans_b=int(v.trans_b), causal=int(v.causal))
+    (o,) = run(session(sess_opts, device, model), feeds)
+    ref = fused_attention_ref(feeds["Q"], feeds["K"], feeds["V"], feeds.get("bias"), feeds.get("mask"), scale=scale,
+                              trans_b=v.trans_b, causal=v.causal)
+    assert o.dtype == dt and o.shape == ref.shape, (o.shape, ref.shape)
+    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+    return o, ref
+
+
+def _mask(v: Variant, shape, rng):
+    if v.mask == "bool":
+        return rng.random(shape) < 0.7
+    if v.mask == "add":
+        with np.errstate(over="ignore"):
+            return np.where(rng.random(shape) < 0.3, -1e9, -rng.random(shape))
+    return None
+
+
+@pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.key)
+def test_variants(sess_opts, device, v):
+    """[B, H, M, K] heads, a padding-style bias [B, 1, 1, N], a [B, 1, M, N] mask, M != N, D != K."""
+    b, h, m, n, k, d = 2, 3, 9, 21, 16, 24
+    k_shape = (b, h, n, k) if v.trans_b else (b, h, k, n)
+    mask = _mask(v, (b, 1, m, n), np.random.default_rng(1))
+    check(sess_opts, device, v, (b, h, m, k), k_shape, (b, h, n, d), (b, 1, 1, n) if v.has_bias else None, mask)
+
+
+def test_v_broadcast_and_rank_3(sess_opts, device):
+    """V shared by the batch ([H, N, D] against [B, H, M, K] scores), and rank-3 inputs."""
+    v = VARIANTS[0]
+    check(sess_opts, device, v, (2, 3, 5, 8), (2, 3, 7, 8), (3, 7, 4))
+    check(sess_opts, device, v, (6, 5, 8), (6, 7, 8), (6, 7, 8), seed=2)
+
+
+def test_fully_masked_rows_and_empty_columns(sess_opts, device):
+    """A row with every column masked is zeros; N = 0 (no column at all) makes every row zeros."""
+    v = VARIANTS[1]
+    mask = np.ones((1, 1, 4, 6), bool)
+    mask[0, 0, 2] = False
+    o, _ = check(sess_opts, device, v, (1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 5), (1, 1, 1, 6), mask)
+    assert not np.any(o[:, :, 2].astype(np.float32))
+    o, _ = check(sess_opts, device, VARIANTS[0], (1, 2, 3, 8), (1, 2, 0, 8), (1, 2, 0, 5))
+    assert o.shape == (1, 2, 3, 5) and not np.any(o.astype(np.float32))
+
+
+def test_nan_in_nan_out(sess_opts, device):
+    """A NaN in Q makes its row NaN; a NaN in V reaches every row that is not fully masked."""
+    v = VARIANTS[1]
+    mask = np.ones((1, 1, 5, 6), bool)
+    mask[0, 0, 4] = False
+
+    def poke(feeds):
+        feeds["Q"][0, 1, 1, 2] = np.nan
+        feeds["V"][0, 0, 3, 1] = np.nan
+    o, _ = check(sess_opts, device, v, (1, 2, 5, 8), (1, 2, 6, 8), (1, 2, 6, 4), (1, 1, 1, 6), mask, poke=poke)
+    assert np.isnan(o[0, 1, 1].astype(np.float32)).all()
+    assert np.isnan(o[0, 0, :4, 1].astype(np.float32)).all() and not np.isnan(o[0, 0, 4].astype(np.float32)).any()
+
+
+def test_shape_and_type_errors(sess_opts, device):
+    v = VARIANTS[0]
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 5, 8)).astype(np.float16), rng.standard_normal((2, 7, 8)).astype(np.float16)
+    cases = [
+        ((2, 6, 4), np.float16, "V must be [..., N, D] with N=7"),
+        ((3, 7, 4), np.float16, "do not broadcast to those of Q·K"),
+    ]
+    for v_shape, vt, needle in cases:
+        model = make_attention_model("float16", q.shape, k.shape, ["v0", "v1", "v2"], trans_b=1)
+        sess = session(sess_opts, device, model)
+        with pytest.raises(Exception, match="FusedAttention \\(node 'fa'\\)") as ei:
+            run(sess, {"Q": q, "K": k, "V": rng.standard_normal(v_shape).astype(vt)})
+        assert needle in str(ei.value), str(ei.value)
+
+
+def test_bundle_without_attention_kernels(device, tmp_path):
+    """A bundle built without --attention serves FusedGemmSoftmax only: a FusedAttention node fails with the fix."""
+    if device != "cpu":
+        pytest.skip("the bundle's contents, not the device, are under test")
+    export_bundle(tmp_path, "llvm", variants=VARIANTS[:1], log=lambda *a: None)
+    assert json.loads((tmp_path / "manifest.json").read_text())["format"] == 2
+    sess = session(session_options(tmp_path), device, make_attention_model("float16", (1, 2, 8), (1, 3, 8),
+                                                                         (1, 3, 4), trans_b=1))
+    with pytest.raises(Exception, match="no FusedAttention kernel for variant f16_tb1_bias0_masknone_causal0.*"
+                                        "flashgemm-build --target llvm --attention"):
+        run(sess, {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 2, 8)), ("K", (1, 3, 8)), ("V", (1, 3, 4)))})
+
+
+def test_generic_kernel_warns_once_per_shape(sess_opts, device, capfd):
+    """The generic kernel is slower than the unfused graph it replaces: one WARNING per node and sizes."""
+    v = VARIANTS[0]
+    m, n = (128, 128) if device == "cpu" else (5, 7)  # the CPU warns from BERT-base's site size up
+    sess = session(sess_opts, device, make_attention_model("float16", (1, 1, m, 64), (1, 1, n, 64), (1, 1, n, 64),
+                                                           trans_b=1))
+    feeds = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 1, m, 64)), ("K", (1, 1, n, 64)), ("V", (1, 1, n, 64)))}
+    for _ in range(3):
+        run(sess, feeds)
+    err = capfd.readouterr().err
+    assert err.count("serves FusedAttention with its generic kernel only") == 1, err
+    assert "without --attention" in err
+
+
+# ------------------------------------------------------------------------------------ the rewrite (--attention)
+
+DATA = Path(__file__).resolve().parent / "data"
+TINY = ["bert-large-tiny.f16", "vit-b16-tiny.f16", "whisper-enc-tiny.f16", "bert-large-tiny-dyn.f16"]
+MODEL_ATOL = 1e-2  # as tests/test_rewrite.py: the fused op rounds once where the original rounds S, c*S, c*S+M
+
+
+def _model_feeds(sess, seed=0):
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else (2 if n == 0 else 12) for n, d in enumerate(i.shape)]
+        if i.name == "input_ids":
+            feeds[i.name] = rng.integers(1, 128, shape).astype(np.int64)
+        elif i.name == "attention_mask":
+            feeds[i.name] = np.ones(shape, np.int64)
+            feeds[i.name][0, -5:] = 0  # padding in batch 0 only
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float16)
+    return feeds
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
+    """Every site of the tiny seed models (static and dynamic batch + sequence) becomes FusedAttention, P's Casts to
+    float32 and back (ViT) included, and the rewritten model computes what the original does."""
+    dst = tmp_path / f"{name}.attention.onnx"
+    report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
+    assert report.attention == 2 and not report.attention_left, report.text()
+    assert count_ops(dst, "FusedAttention", "flashgemm") == 2 and count_ops(dst, "FusedGemmSoftmax", "flashgemm") == 0
+    assert count_ops(dst, "Softmax") == 0
+    original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
+    feeds = _model_feeds(original)
+    o0 = run(original, feeds)
+    o1 = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    for a, b in zip(o0, o1):
+        np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
+
+
+def _attention_graph(v_shape, p_output=False):
+    """Q [2, 3, 5, 8], K [2, 3, 7, 8] -> Softmax(MatMul(Q, K^T) * 0.25) -> MatMul(P, V) -> O (P also an output)."""
+    t = TensorProto.FLOAT16
+    nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+             helper.make_node("Mul", ["S", "c"], ["Ss"]),
+             helper.make_node("Softmax", ["Ss"], ["P"], axis=-1),
+             helper.make_node("MatMul", ["P", "V"], ["O"])]
+    inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Q", [2, 3, 5, 8]), ("K", [2, 3, 7, 8]),
+                                                                  ("V", list(v_shape)))]
+    outputs = [helper.make_tensor_value_info("O", t, None)] + ([helper.make_tensor_value_info("P", t, None)]
+                                                               if p_output else [])
+    init = helper.make_tensor("c", t, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)
+    graph = helper.make_graph(nodes, "attn", inputs, outputs, initializer=[init])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("v_shape, p_output, needle", [
+    ((2, 3, 7, 4), True, "P is a graph output"),
+    ((4, 2, 3, 7, 4), False, "do not provably broadcast"),
+    ((2, 3, "n", 4), False, "not provably P's columns"),
+])
+def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, needle):
+    """P kept (FusedGemmSoftmax, then MatMul) where fusing the MatMul would not be provably the same function."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_attention_graph(v_shape, p_output), str(src))
+    report = rewrite_file(src, dst, attention=True)
+    assert len(report.fused) == 1 and report.attention == 0, report.text()
+    assert needle in report.attention_left[0][1], report.text()
+    assert count_ops(dst, "FusedGemmSoftmax", "flashgemm") == 1 and count_ops(dst, "FusedAttention", "flashgemm") == 0
+
+
+def test_rewrite_attention_matches_the_unfused_graph(sess_opts, device, tmp_path):
+    """V shared across the batch ([3, 7, 4]): fused, and O matches the unfused graph's."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_attention_graph((3, 7, 4)), str(src))
+    report = rewrite_file(src, dst, attention=True)
+    assert report.attention == 1, report.text()
+    rng = np.random.default_rng(5)
+    feeds = {"Q": rng.standard_normal((2, 3, 5, 8)).astype(np.float16),
+             "K": rng.standard_normal((2, 3, 7, 8)).astype(np.float16),
+             "V": rng.standard_normal((3, 7, 4)).astype(np.float16)}
+    (o0,) = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    np.testing.assert_allclose(o1.astype(np.float64), o0.astype(np.float64), rtol=0, atol=ATOL["float16"])
