@@ -39,15 +39,17 @@ def _count(path, op, domain=None):
     return sum(n.op_type == op and (domain is None or n.domain == domain) for n in onnx.load(str(path)).graph.node)
 
 
+@pytest.mark.parametrize("attention", [False, True], ids=["scores", "attention"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_rewrite_then_optimizer_keeps_both_fusions(name, tmp_path):
+def test_rewrite_then_optimizer_keeps_both_fusions(name, attention, tmp_path):
+    """Also after --attention: FusedAttention's schema gives O its shape, which the optimizer's fusions need."""
     fused = tmp_path / "fused.onnx"
-    report = rewrite.rewrite_file(DATA / name, fused, log=lambda *a: None)
-    assert len(report.fused) == LAYERS
+    report = rewrite.rewrite_file(DATA / name, fused, log=lambda *a: None, attention=attention)
+    assert len(report.fused) == LAYERS and report.attention == (LAYERS if attention else None)
     # against the optimizer alone with its attention fusion off (what it can do around attention it leaves alone)
     alone = _optimize(DATA / name, tmp_path / "alone.onnx", MODELS[name], attention=False)
     both = _optimize(fused, tmp_path / "both.onnx", MODELS[name])
-    assert _count(both, "FusedGemmSoftmax", "flashgemm") == LAYERS
+    assert _count(both, "FusedAttention" if attention else "FusedGemmSoftmax", "flashgemm") == LAYERS
     for op in ("SkipLayerNormalization", "LayerNormalization", "EmbedLayerNormalization", "BiasGelu", "Gelu"):
         assert _count(both, op) == _count(alone, op), op
     assert _count(both, "SkipLayerNormalization") > 0

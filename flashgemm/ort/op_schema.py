@@ -1,4 +1,5 @@
-"""The op's ONNX schema with type and shape inference, registered with the `onnx` package on import.
+"""The ops' ONNX schemas (FusedGemmSoftmax, FusedAttention) with type and shape inference, registered with the
+`onnx` package on import.
 
 Why: tools that infer shapes through `onnx` (onnx.shape_inference, and ONNX Runtime's symbolic shape inference, which
 asks onnx for every node it does not know itself) stop at an unknown custom op, and everything after it loses its
@@ -10,6 +11,7 @@ to ORT).
 
 P's type is A's; its shape is the broadcast batch of A and B (ONNX MatMul rules) followed by [M, N], M = A[-2],
 N = B[-2] with transB else B[-1]; a batch dim whose size cannot be decided (two different symbols) is left unknown.
+FusedAttention's O has the same batch dims and [M, D], D = V[-1].
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from onnx import defs
 
 DOMAIN = "flashgemm"
 OP_TYPE = "FusedGemmSoftmax"
+ATTENTION_OP_TYPE = "FusedAttention"  # inputs A (Q), B (K), V, bias, mask -> O [batch..., M, D]
 
 
 def _dims(tp):
@@ -43,7 +46,7 @@ def _broadcast(a, b):
     return None
 
 
-def infer(ctx) -> None:
+def infer(ctx, attention: bool = False) -> None:
     a_type = ctx.get_input_type(0)
     if a_type is None or not a_type.HasField("tensor_type"):
         return
@@ -58,6 +61,9 @@ def infer(ctx) -> None:
         n = max(len(ba), len(bb))
         ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
         dims = [_broadcast(x, y) for x, y in zip(ba, bb)] + [a[-2], b[-2] if trans_b else b[-1]]
+        if attention:  # O: P's batch dims + [M, D]; D from V (unknown when V's shape is)
+            v = _dims(ctx.get_input_type(2)) if ctx.get_num_inputs() > 2 and ctx.has_input(2) else None
+            dims[-1] = v[-1] if v else None
         shape = out.tensor_type.shape
         for d in dims:
             dim = shape.dim.add()
@@ -68,29 +74,34 @@ def infer(ctx) -> None:
     ctx.set_output_type(0, out)
 
 
-def _schema() -> defs.OpSchema:
+def _schema(attention: bool = False) -> defs.OpSchema:
     types = ["tensor(float16)", "tensor(bfloat16)"]
     param = defs.OpSchema.FormalParameter
     opt = defs.OpSchema.FormalParameterOption.Optional
+    if attention:
+        name, doc = ATTENTION_OP_TYPE, "O = softmax_rowwise(scale * Q @ K + bias + mask) @ V, P never stored."
+        inputs, outputs = [param("Q", "T"), param("K", "T"), param("V", "T")], [param("O", "T")]
+    else:
+        name, doc = OP_TYPE, "P = softmax_rowwise(scale * A @ B + bias + mask), optionally causal (README: the operator)."
+        inputs, outputs = [param("A", "T"), param("B", "T")], [param("P", "T")]
     schema = defs.OpSchema(
-        OP_TYPE, DOMAIN, 1,
-        "P = softmax_rowwise(scale * A @ B + bias + mask), optionally causal (README: the operator).",
-        inputs=[param("A", "T"), param("B", "T"), param("bias", "T", param_option=opt),
-                param("mask", "M", param_option=opt)],
-        outputs=[param("P", "T")],
-        type_constraints=[("T", types, "A, B, bias, P"), ("M", types + ["tensor(bool)"], "mask: additive or boolean")],
+        name, DOMAIN, 1, doc,
+        inputs=inputs + [param("bias", "T", param_option=opt), param("mask", "M", param_option=opt)],
+        outputs=outputs,
+        type_constraints=[("T", types, "inputs but the mask, and the output"),
+                          ("M", types + ["tensor(bool)"], "mask: additive or boolean")],
         attributes=[defs.OpSchema.Attribute("scale", defs.OpSchema.AttrType.FLOAT, "logit scale", required=False),
                     defs.OpSchema.Attribute("transB", defs.OpSchema.AttrType.INT, "B is [..., N, K]", required=False),
                     defs.OpSchema.Attribute("causal", defs.OpSchema.AttrType.INT, "bottom-right causal mask",
                                             required=False)])
-    schema.set_type_and_shape_inference_function(infer)
+    schema.set_type_and_shape_inference_function(lambda ctx: infer(ctx, attention))
     return schema
-
 
 def register() -> None:
     """Register the schema once (a second import, or another copy of this package, finds it there)."""
-    if not defs.has(OP_TYPE, DOMAIN):
-        defs.register_schema(_schema())
+    for name, attention in ((OP_TYPE, False), (ATTENTION_OP_TYPE, True)):
+        if not defs.has(name, DOMAIN):
+            defs.register_schema(_schema(attention))
 
 
 register()
