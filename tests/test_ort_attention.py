@@ -120,6 +120,18 @@ def test_fully_masked_rows_and_empty_columns(sess_opts, device):
     assert o.shape == (1, 2, 3, 5) and not np.any(o.astype(np.float32))
 
 
+def test_empty_head_size_and_empty_output(sess_opts, device):
+    """K = 0: every logit is 0 (a uniform softmax), so O is the mean of V's rows; D = 0 or M = 0: an empty O."""
+    v = VARIANTS[0]
+    o, _ = check(sess_opts, device, v, (1, 2, 3, 0), (1, 2, 4, 0), (1, 2, 4, 5))
+    assert o.shape == (1, 2, 3, 5)
+    for q, k, vv, out in (((1, 2, 3, 8), (1, 2, 4, 8), (1, 2, 4, 0), (1, 2, 3, 0)),
+                          ((1, 2, 0, 8), (1, 2, 4, 8), (1, 2, 4, 5), (1, 2, 0, 5))):
+        sess = session(sess_opts, device, make_attention_model("float16", q, k, vv, trans_b=1))
+        (o,) = run(sess, {"Q": np.zeros(q, np.float16), "K": np.zeros(k, np.float16), "V": np.zeros(vv, np.float16)})
+        assert o.shape == out
+
+
 def test_nan_in_nan_out(sess_opts, device):
     """A NaN in Q makes its row NaN; a NaN in V reaches every row that is not fully masked."""
     v = VARIANTS[1]
