@@ -1,7 +1,7 @@
 """Rewritten models against the originals on ONNX Runtime's CPU EP: what the fused op costs where only the llvm
 bundle's generic kernels serve it.
 
-  python -m benchmarks.cpu_ep --bundle build/llvm --rounds 5 [--json OUT.json]
+  python -m benchmarks.cpu_ep --bundle build/llvm --rounds 5 [--json OUT.json] [--attention]
 
 Cases:
   site-*   one attention-score site of a BERT-like layer (batch 8, 12 heads, seq 128, head 64; `copies` of it, one
@@ -9,6 +9,8 @@ Cases:
            FusedGemmSoftmax (flashgemm.ort.model.make_site_models); with transB (the exporters' K^T) and without.
   model:*  the tiny seed models in tests/data (bert-large, vit-b16, whisper-enc; float16, batch 2), original against
            rewritten (flashgemm.ort.rewrite.rewrite_file).
+With --attention (a bundle built with flashgemm-build --attention), instead: `attention-site-*` (the site followed by
+MatMul(P, V), V [8, 12, 128, 64]) unfused against FusedAttention, and the tiny models rewritten with --attention.
 Both sessions of a case get the same session options: the op library registered (session_options(bundle)),
 ORT_ENABLE_ALL, CommonSubexpressionElimination off (else the site copies collapse into one), default threads. Each
 round runs `reps` timed runs of the original, then of the rewritten model (alternating which goes first), after
@@ -98,20 +100,45 @@ def time_pair(original, rewritten, feeds: dict, rounds: int, reps: int, warmup: 
     return res
 
 
+def _attention_site(unfused, v_shape):
+    """The unfused site with each P_i read by MatMul(P_i, V) -> O_i, and its --attention rewrite (FusedAttention)."""
+    import onnx_ir as ir  # noqa: PLC0415
+    from onnx import TensorProto, helper  # noqa: PLC0415
+
+    from flashgemm.ort.rewrite import rewrite_model  # noqa: PLC0415
+    g = unfused.graph
+    g.input.append(helper.make_tensor_value_info("V", TensorProto.FLOAT16, list(v_shape)))
+    outs = [o.name for o in g.output]
+    del g.output[:]
+    for p in outs:
+        g.node.append(helper.make_node("MatMul", [p, "V"], [f"O_{p}"]))
+        g.output.append(helper.make_tensor_value_info(f"O_{p}", TensorProto.FLOAT16, None))
+    model = ir.from_proto(unfused)
+    report = rewrite_model(model, attention=True)
+    if report.attention != len(outs):
+        raise RuntimeError(f"the attention site did not fuse: {report.text()}")
+    return unfused, ir.to_proto(model)
+
+
 def bench(bundle, rounds: int = 5, reps: int = 10, warmup: int = 3, copies: int = 4, only: str = "",
-          log=print) -> list:
+          log=print, attention: bool = False) -> list:
     import onnx  # noqa: PLC0415
 
     from flashgemm.ort.model import make_site_models  # noqa: PLC0415
     from flashgemm.ort.rewrite import rewrite_file  # noqa: PLC0415
     rows = []
     for name, a, b, bias, scale, tb in SITES:
+        if attention:
+            name = name.replace("site", "attention-site")
         if only not in name:
             continue
         unfused, fused = make_site_models("float16", a, b, bias, scale, tb, copies=copies)
         rng = np.random.default_rng(0)
         feeds = {"A": rng.standard_normal(a).astype(np.float16), "B": rng.standard_normal(b).astype(np.float16),
                  "bias": np.where(rng.random(bias) < 0.1, -10000.0, 0.0).astype(np.float16)}
+        if attention:
+            unfused, fused = _attention_site(unfused, a)
+            feeds["V"] = rng.standard_normal(a).astype(np.float16)
         res = time_pair(_session(unfused.SerializeToString(), bundle), _session(fused.SerializeToString(), bundle),
                         feeds, rounds, reps, warmup)
         rows.append({"case": name, "copies": copies, **res})
@@ -121,11 +148,12 @@ def bench(bundle, rounds: int = 5, reps: int = 10, warmup: int = 3, copies: int 
             if only not in f"model:{m}":
                 continue
             src, dst = DATA / f"{m}.f16.onnx", Path(tmp) / f"{m}.fused.f16.onnx"
-            report = rewrite_file(src, dst)
+            report = rewrite_file(src, dst, attention=attention)
             feeds = _feeds_of(onnx.load(str(src)), 0)
             res = time_pair(_session(src.read_bytes(), bundle), _session(dst.read_bytes(), bundle), feeds, rounds,
                             reps, warmup)
-            rows.append({"case": f"model:{m}", "fused_sites": len(report.fused), **res})
+            rows.append({"case": f"model{'+attention' if attention else ''}:{m}", "fused_sites": len(report.fused),
+                         **res})
             log(_line(rows[-1]))
     return rows
 
@@ -145,10 +173,12 @@ def main(argv=None) -> int:
     ap.add_argument("--copies", type=int, default=4, help="site copies in one graph (layers of a forward pass)")
     ap.add_argument("--only", default="", help="cases whose name contains this")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--attention", action="store_true",
+                    help="FusedAttention's cases (the bundle must be built with flashgemm-build --attention)")
     args = ap.parse_args(argv)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"cpu_ep: {os.cpu_count()} CPUs, load average {load:.2f} at start")
-    rows = bench(args.bundle, args.rounds, args.reps, args.warmup, args.copies, args.only)
+    rows = bench(args.bundle, args.rounds, args.reps, args.warmup, args.copies, args.only, attention=args.attention)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "cpus": os.cpu_count(), "load_at_start": load},
                                               indent=1) + "\n")

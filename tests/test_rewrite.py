@@ -217,6 +217,10 @@ def test_rewrite_cli(tmp_path):
     assert "2 site(s) fused, 0 candidate site(s) left alone" in r.stdout, r.stdout
     assert out.is_file() and '"fused": 2' in (tmp_path / "r.json").read_text()
     assert f"flashgemm-build --target auto --from-model {out}" in r.stdout  # what to do next
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(TINY["bert-large"]), str(out), "--attention",
+                        "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
+    assert "attention: 2 fused site(s) became FusedAttention" in r.stdout, r.stdout
+    assert "flashgemm-build --attention" in r.stdout and '"attention": 2' in (tmp_path / "r.json").read_text()
 
 
 def test_regenerate_tiny_models_match(tmp_path):

@@ -44,6 +44,9 @@ def main(argv=None) -> int:
         print(f"next, on the GPU machine: flashgemm-tune --target auto --from-model {args.dst} (tune its shapes), "
               f"or at least flashgemm-build --target auto --from-model {args.dst} (default schedules); a shape "
               f"left to the generic kernel is correct but ~100x slower")
+    if report.attention:
+        print(f"FusedAttention nodes need a bundle built with flashgemm-build --attention; its FusedAttention kernels "
+              f"are generic only, slower than the graph they replace (for speed rewrite without --attention)")
     if args.json:
         with ap.errors(OSError, what=f"cannot write {args.json}", fix=writable):
             Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
