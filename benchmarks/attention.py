@@ -10,7 +10,9 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
   ours_scores_matmul                      flashgemm::FusedGemmSoftmax + ORT's MatMul(P, V) in one ORT graph, the
                                           --bundle's kernels (what `flashgemm-rewrite` without --attention runs)
   ort_unfused                             ORT's MatMul + Mul + Softmax + MatMul
-ORT's MultiHeadAttention contrib op is not among them yet. TFLOP/s counts 4*B*H*M*N*D (half of it causal).
+  ort_mha                                 ORT's com.microsoft.MultiHeadAttention (its [B, L, H*D] layout, the
+                                          inputs rearranged once before timing; unidirectional for causal)
+TFLOP/s counts 4*B*H*M*N*D (half of it causal).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from benchmarks.peers import gpu_info, peak_tflops, time_in_rounds
 # name: (B, H, M = N, D, causal)
 SHAPES = {"W1": (16, 16, 512, 64, False), "W2": (16, 12, 197, 64, False), "W3": (8, 20, 1500, 64, False),
           "prefill": (4, 32, 2048, 128, True)}
-SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ours_attention", "ours_scores_matmul", "ort_unfused")
+SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ours_attention", "ours_scores_matmul",
+           "ort_unfused")
 
 
 def _sdpa(backend_name):
@@ -73,6 +76,42 @@ def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
                              ir_version=IR_VERSION)
 
 
+def _ort_mha():
+    """ORT's MultiHeadAttention on [B, L, H*D] tensors (Q, K, V rearranged from [B, H, L, D] before timing)."""
+    import onnxruntime as ort  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    from onnx import helper  # noqa: PLC0415
+
+    from flashgemm.ort.model import IR_VERSION, OPSET, elem_type  # noqa: PLC0415
+
+    def prepare(q, k, v, scale, causal):
+        b, h, m, d = q.shape
+        dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
+        t = elem_type(dtype)
+        node = helper.make_node("MultiHeadAttention", ["Q", "K", "V"], ["O"], domain="com.microsoft", num_heads=h,
+                                scale=float(scale), **({"unidirectional": 1} if causal else {}))
+        graph = helper.make_graph([node], "mha", [helper.make_tensor_value_info(n, t, [b, m, h * d])
+                                                  for n in ("Q", "K", "V")],
+                                  [helper.make_tensor_value_info("O", t, [b, m, h * d])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                        helper.make_opsetid("com.microsoft", 1)],
+                                  ir_version=IR_VERSION)
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+        packed = {n: x.transpose(1, 2).reshape(b, m, h * d).contiguous() for n, x in (("Q", q), ("K", k), ("V", v))}
+        o = torch.empty((b, m, h * d), dtype=q.dtype, device="cuda")
+        io = sess.io_binding()
+        for name, x in packed.items():
+            io.bind_input(name, "cuda", 0, t, tuple(x.shape), x.data_ptr())
+        io.bind_output("O", "cuda", 0, t, tuple(o.shape), o.data_ptr())
+
+        def run():
+            sess.run_with_iobinding(io)
+            return o.view(b, m, h, d).transpose(1, 2)  # (a view: the check compares it in [B, H, L, D])
+        run.keep = packed  # the inputs live as long as the binding
+        return run
+    return prepare
+
+
 def _ort(kind: str, bundle):
     import onnxruntime as ort  # noqa: PLC0415
     import torch  # noqa: PLC0415
@@ -99,7 +138,8 @@ def _ort(kind: str, bundle):
     return prepare
 
 
-def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int, log=print) -> dict:
+def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int, log=print,
+          systems=SYSTEMS) -> dict:
     import torch  # noqa: PLC0415
     info = gpu_info()
     peak, _ = peak_tflops(info["gpu"])
@@ -107,6 +147,11 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     makers["ours_attention"] = _ort("attention", attention_bundle)
     makers["ours_scores_matmul"] = _ort("scores", bundle)
     makers["ort_unfused"] = _ort("unfused", None)
+    makers["ort_mha"] = _ort_mha()
+    unknown = set(systems) - set(makers)
+    if unknown:
+        raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    makers = {k: makers[k] for k in SYSTEMS if k in systems}
     rows = []
     for name in shape_names:
         b, h, m, d, causal = SHAPES[name]
@@ -150,12 +195,13 @@ def main(argv=None) -> int:
     ap.add_argument("--bundle", required=True, help="the bundle of FusedGemmSoftmax's tuned kernels")
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
     ap.add_argument("--dtype", default="float16,bfloat16")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of the systems to run")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None, help="write the rows here (JSON)")
     args = ap.parse_args(argv)
     result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,
-                   args.rounds)
+                   args.rounds, systems=args.systems.split(","))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
