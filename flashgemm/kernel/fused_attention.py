@@ -27,7 +27,7 @@ def _strides(name: str, n: int):
     return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
 
 
-def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.tirx.PrimFunc:
+def runtime_func(variant: Variant, name: str = "main", chunk: int = 0, online: int = 0) -> tvm.tirx.PrimFunc:
     """The generic kernel as exported: fn(Q, K, V, [bias], [mask], O, scale), every size symbolic, any
     element-aligned pointer. `variant.trans_b` is K's layout.
 
@@ -35,7 +35,12 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
     pass of the row sum reads its own copy of S ("S_e", "exp"), and the pass of O computes the row's
     probabilities in chunks of `chunk` columns ("S_o", "exp_o": [.., N / chunk, chunk], so that a chunk is a
     static on-chip tile) before "O_acc" adds them up. Past N a chunk's probabilities are 0 and every read is
-    clamped to column N - 1."""
+    clamped to column N - 1.
+
+    online: 0, or the online-softmax form (FlashAttention's), chunks of `online` columns: a serial loop over the
+    chunks whose blocks ("S_c", "m_new", "P_c", "l_c", "rescale", "O_scale", "O_c") keep each row's running max,
+    sum and fp32 O and rescale them by exp(old max - new max) as a chunk raises the max, so that no storage but a
+    chunk grows with N. The same O (`_online`); the form a tiled tensor-core schedule starts from. Not shipped yet."""
     dt = variant.dtype
     B0, B1, M, N, K, D = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K", "D"))
     sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
@@ -50,8 +55,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
     def k_elem(Km, b0, b1, kk, j):
         return Km[b0, b1, j, kk] if trans_b else Km[b0, b1, kk, j]
 
-    def logit(S, Bias, Mask, scale, b0, b1, i, j, s_at=None):  # FusedGemmSoftmax's masked logit (Selects)
-        x = (S[b0, b1, i, j] if s_at is None else S[b0, b1, i, s_at[0], s_at[1]]) * scale
+    def logit(s, Bias, Mask, scale, b0, b1, i, j):  # FusedGemmSoftmax's masked logit of S's element s (Selects)
+        x = s * scale
         if has_bias:
             x = x + T.cast(Bias[b0, b1, i, j], "float32")
         if mask_kind == "add":
@@ -94,7 +99,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
                 with T.init():  # min_value, not -inf: a fully masked row's exp(-inf - max) is 0, never NaN
                     row_max[v0, v1, vi] = T.min_value("float32")
-                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi], logit(S, Bias, Mask, scale, v0, v1, vi, vj))
+                row_max[v0, v1, vi] = T.max(row_max[v0, v1, vi],
+                                            logit(S[v0, v1, vi, vj], Bias, Mask, scale, v0, v1, vi, vj))
         if recompute:
             for b0, b1, i, j, kk in T.grid(B0, B1, M, N, K):
                 with T.sblock("S_e"):
@@ -106,8 +112,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("exp"):
                 v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, j])
-                E[v0, v1, vi, vj] = T.exp(logit(S_e if recompute else S, Bias, Mask, scale, v0, v1, vi, vj)
-                                          - row_max[v0, v1, vi])
+                E[v0, v1, vi, vj] = T.exp(logit((S_e if recompute else S)[v0, v1, vi, vj], Bias, Mask, scale,
+                                                v0, v1, vi, vj) - row_max[v0, v1, vi])
         for b0, b1, i, j in T.grid(B0, B1, M, N):
             with T.sblock("row_sum"):
                 v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, j])
@@ -127,8 +133,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
                     v0, v1, vi, vc, vjc = T.axis.remap("SSSSS", [b0, b1, i, c, jc])
                     E_o[v0, v1, vi, vc, vjc] = T.Select(
                         vc * CW + vjc < N,
-                        T.exp(logit(S_o, Bias, Mask, scale, v0, v1, vi, T.min(vc * CW + vjc, N - 1), (vc, vjc))
-                              - row_max[v0, v1, vi]), T.float32(0))
+                        T.exp(logit(S_o[v0, v1, vi, vc, vjc], Bias, Mask, scale, v0, v1, vi,
+                                    T.min(vc * CW + vjc, N - 1)) - row_max[v0, v1, vi]), T.float32(0))
             for b0, b1, i, c, jc, d in T.grid(B0, B1, M, NC, CW, D):
                 with T.sblock("O_acc"):
                     v0, v1, vi, vc, vjc, vd = T.axis.remap("SSSRRS", [b0, b1, i, c, jc, d])
@@ -154,7 +160,108 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
                     row_sum[v0, v1, vi] == T.float32(0), T.float32(0), O_acc[v0, v1, vi, vd] / row_sum[v0, v1, vi]),
                     dt)
 
-    q, k, v, bias, mask, o, scale = fused_attention.params
+    func = fused_attention
+    if online:
+        func = _online(variant, int(online), dt, (B0, B1, M, N, K, D), (sq, k_shape, k_strides, sv, mask_dtype),
+                       k_elem, logit)
+    q, k, v, bias, mask, o, scale = func.params
     keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale]
-    func = tvm.tirx.PrimFunc(keep, fused_attention.body, fused_attention.ret_type, fused_attention.attrs)
+    func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
     return func.with_attr("global_symbol", name)
+
+
+def _online(variant: Variant, cw: int, dt: str, sizes, layout, k_elem, logit) -> tvm.tirx.PrimFunc:
+    """runtime_func's online-softmax form (its docstring), every parameter declared (runtime_func drops the unused).
+    A chunk's columns past N are -inf (probability 0) and its reads are clamped to column N - 1. A fully masked row
+    keeps max = lowest float and sum = 0 (exp(-inf - max) = 0, the rescale factor exp(0) = 1): O = 0; a NaN or +inf
+    logit makes the sum NaN (exp(NaN - max), exp(inf - inf)): a NaN row, as in the one-pass form."""
+    B0, B1, M, N, K, D = sizes
+    sq, k_shape, k_strides, sv, mask_dtype = layout
+    NC = tvm.tirx.floordiv(N + (cw - 1), cw)
+
+    def chunk_logit(S_c, Bias, Mask, scale, v0, v1, vi, vc, vj):
+        j = vc * cw + vj
+        return T.Select(j < N, logit(S_c[v0, v1, vi, vj], Bias, Mask, scale, v0, v1, vi, T.min(j, N - 1)),
+                        T.float32(NEG_INF))
+
+    @T.prim_func(s_tir=True)
+    def fused_attention_online(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                               o_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Q = T.match_buffer(q_h, (B0, B1, M, K), dt, strides=(*sq, K, 1), align=2)
+        Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=2)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=2)
+        Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=_strides("bias", 4), align=2, offset_factor=1)
+        Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
+                              offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=2, offset_factor=1)
+        m_run = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        l_run = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        m_new = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        l_c = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        alpha = T.sblock_alloc_buffer((B0, B1, M), "float32")
+        O_acc = T.sblock_alloc_buffer((B0, B1, M, D), "float32")
+        S_c = T.sblock_alloc_buffer((B0, B1, M, cw), "float32")
+        P_c = T.sblock_alloc_buffer((B0, B1, M, cw), "float32")
+        for b0, b1, i in T.grid(B0, B1, M):
+            with T.sblock("stats_init"):
+                v0, v1, vi = T.axis.remap("SSS", [b0, b1, i])
+                m_run[v0, v1, vi] = T.min_value("float32")
+                l_run[v0, v1, vi] = T.float32(0)
+        for b0, b1, i, d in T.grid(B0, B1, M, D):
+            with T.sblock("O_init"):
+                v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])
+                O_acc[v0, v1, vi, vd] = T.float32(0)
+        for c in range(NC):
+            for b0, b1, i, jc, kk in T.grid(B0, B1, M, cw, K):
+                with T.sblock("S_c"):
+                    vc = T.axis.opaque(NC, c)
+                    v0, v1, vi, vj, vk = T.axis.remap("SSSSR", [b0, b1, i, jc, kk])
+                    with T.init():
+                        S_c[v0, v1, vi, vj] = T.float32(0)
+                    S_c[v0, v1, vi, vj] = S_c[v0, v1, vi, vj] + T.cast(Q[v0, v1, vi, vk], "float32") * T.cast(
+                        k_elem(Km, v0, v1, vk, T.min(vc * cw + vj, N - 1)), "float32")
+            for b0, b1, i, jc in T.grid(B0, B1, M, cw):
+                with T.sblock("m_new"):
+                    vc = T.axis.opaque(NC, c)
+                    v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, jc])
+                    with T.init():
+                        m_new[v0, v1, vi] = m_run[v0, v1, vi]
+                    m_new[v0, v1, vi] = T.max(m_new[v0, v1, vi],
+                                              chunk_logit(S_c, Bias, Mask, scale, v0, v1, vi, vc, vj))
+            for b0, b1, i, jc in T.grid(B0, B1, M, cw):
+                with T.sblock("P_c"):
+                    vc = T.axis.opaque(NC, c)
+                    v0, v1, vi, vj = T.axis.remap("SSSS", [b0, b1, i, jc])
+                    P_c[v0, v1, vi, vj] = T.exp(chunk_logit(S_c, Bias, Mask, scale, v0, v1, vi, vc, vj)
+                                                - m_new[v0, v1, vi])
+            for b0, b1, i, jc in T.grid(B0, B1, M, cw):
+                with T.sblock("l_c"):
+                    v0, v1, vi, vj = T.axis.remap("SSSR", [b0, b1, i, jc])
+                    with T.init():
+                        l_c[v0, v1, vi] = T.float32(0)
+                    l_c[v0, v1, vi] = l_c[v0, v1, vi] + P_c[v0, v1, vi, vj]
+            for b0, b1, i in T.grid(B0, B1, M):
+                with T.sblock("rescale"):
+                    v0, v1, vi = T.axis.remap("SSS", [b0, b1, i])
+                    alpha[v0, v1, vi] = T.exp(m_run[v0, v1, vi] - m_new[v0, v1, vi])
+                    l_run[v0, v1, vi] = l_run[v0, v1, vi] * T.exp(m_run[v0, v1, vi] - m_new[v0, v1, vi]) + \
+                        l_c[v0, v1, vi]
+                    m_run[v0, v1, vi] = m_new[v0, v1, vi]
+            for b0, b1, i, d in T.grid(B0, B1, M, D):
+                with T.sblock("O_scale"):
+                    v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])
+                    O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] * alpha[v0, v1, vi]
+            for b0, b1, i, d, jc in T.grid(B0, B1, M, D, cw):
+                with T.sblock("O_c"):
+                    vc = T.axis.opaque(NC, c)
+                    v0, v1, vi, vd, vj = T.axis.remap("SSSSR", [b0, b1, i, d, jc])
+                    O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + P_c[v0, v1, vi, vj] * T.cast(
+                        V[v0, v1, T.min(vc * cw + vj, N - 1), vd], "float32")
+        for b0, b1, i, d in T.grid(B0, B1, M, D):
+            with T.sblock("O"):
+                v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])
+                O[v0, v1, vi, vd] = T.cast(T.if_then_else(
+                    l_run[v0, v1, vi] == T.float32(0), T.float32(0), O_acc[v0, v1, vi, vd] / l_run[v0, v1, vi]), dt)
+
+    return fused_attention_online

@@ -82,7 +82,8 @@ def _schema(attention: bool = False) -> defs.OpSchema:
         name, doc = ATTENTION_OP_TYPE, "O = softmax_rowwise(scale * Q @ K + bias + mask) @ V, P never stored."
         inputs, outputs = [param("Q", "T"), param("K", "T"), param("V", "T")], [param("O", "T")]
     else:
-        name, doc = OP_TYPE, "P = softmax_rowwise(scale * A @ B + bias + mask), optionally causal (README: the operator)."
+        name, doc = OP_TYPE, ("P = softmax_rowwise(scale * A @ B + bias + mask), optionally causal "
+                              "(README: the operator).")
         inputs, outputs = [param("A", "T"), param("B", "T")], [param("P", "T")]
     schema = defs.OpSchema(
         name, DOMAIN, 1, doc,

@@ -123,7 +123,8 @@ class Report:
                          f"flashgemm-tune --from-model THIS_MODEL --lengths ... tunes them); longer ones, or a bundle "
                          f"built with --any-length none, run on the generic kernel, much slower than the original graph")
         if self.attention is not None:
-            lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention (P never stored)")
+            lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention "
+                         f"(P never stored)")
             lines += [f"  kept P  {site}: {why}" for site, why in self.attention_left]
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
