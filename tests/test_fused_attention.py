@@ -32,7 +32,7 @@ def kernels():
     return tvm.compile(tvm.IRModule(funcs), target=target)
 
 
-ONLINE_CHUNK = 16
+ONLINE_TILE = (8, 16)  # rows a tile, columns a chunk
 ONLINE_VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", True, True, "bool", True),
                    Variant("bfloat16", False, True, "add", False), Variant("float16", False, False, "add", True),
                    Variant("bfloat16", True, False, "bool", False)]
@@ -41,7 +41,7 @@ ONLINE_VARIANTS = [Variant("float16", True, False, "none", False), Variant("floa
 @pytest.fixture(scope="module")
 def online_kernels():
     """The online-softmax form of a few variants, unscheduled, in one llvm module."""
-    funcs = {f"attn_{v.key}": runtime_func(v, name=f"attn_{v.key}", online=ONLINE_CHUNK) for v in ONLINE_VARIANTS}
+    funcs = {f"attn_{v.key}": runtime_func(v, name=f"attn_{v.key}", online=ONLINE_TILE) for v in ONLINE_VARIANTS}
     return tvm.compile(tvm.IRModule(funcs), target=llvm.export_target(tvm.target.Target("llvm")))
 
 
@@ -126,7 +126,8 @@ def test_nan_and_inf(kernels):
 @pytest.mark.parametrize("sizes", [(2, 3, 7, 13, 24, 40), (1, 2, 9, 48, 16, 8), (1, 1, 33, 70, 8, 16)],
                          ids=["n-below-chunk", "whole-chunks", "ragged-last-chunk"])
 def test_online_form(online_kernels, v, sizes):
-    """The online-softmax form: one chunk, whole chunks, a ragged last chunk; M != N (causal), D != K."""
+    """The online-softmax form: one chunk, whole chunks, a ragged last chunk; a ragged last tile of rows (M = 7, 9, 33
+    with tiles of 8); M != N (causal), D != K."""
     check(online_kernels, v, *inputs(v, sizes, seed=4), scale=0.2)
 
 
