@@ -68,25 +68,22 @@ def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], 
                          bias_shape: Optional[Sequence[int]] = None, mask_shape: Optional[Sequence[int]] = None,
                          mask_dtype=None, scale: float = 1.0, trans_b: int = 0, causal: int = 0):
     """Graph inputs Q, K, V, [bias], [mask] -> output O, one FusedAttention node (its attributes are
-    FusedGemmSoftmax's: transB is K's layout). O's shape is left symbolic."""
-    t = elem_type(dtype)
-    inputs = [helper.make_tensor_value_info(n, t, list(s)) for n, s in (("Q", q_shape), ("K", k_shape),
-                                                                       ("V", v_shape))]
-    names = ["Q", "K", "V"]
-    if bias_shape is not None:
-        inputs.append(helper.make_tensor_value_info("bias", t, list(bias_shape)))
-        names.append("bias")
-    if mask_shape is not None:
-        if bias_shape is None:
-            names.append("")
-        inputs.append(helper.make_tensor_value_info("mask", elem_type(mask_dtype or dtype), list(mask_shape)))
-        names.append("mask")
-    node = helper.make_node(ATTENTION_OP_TYPE, names, ["O"], domain=DOMAIN, name="fa", scale=float(scale),
-                            transB=int(trans_b), causal=int(causal))
-    out = helper.make_tensor_value_info("O", t, [f"o{i}" for i in range(max(len(q_shape), len(k_shape)))])
-    graph = helper.make_graph([node], "fused_attention", inputs, [out])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(DOMAIN, 1)],
-                             ir_version=IR_VERSION)
+    FusedGemmSoftmax's: transB is K's layout): make_model's graph with V inserted after B and the node retyped. O's
+    shape is left symbolic."""
+    model = make_model(dtype, q_shape, k_shape, bias_shape, mask_shape, mask_dtype, scale, trans_b, causal,
+                       out_shape=[f"o{i}" for i in range(max(len(q_shape), len(k_shape)))])
+    graph = model.graph
+    for value, name in zip(graph.input, ("Q", "K")):
+        value.name = name
+    graph.input.insert(2, helper.make_tensor_value_info("V", elem_type(dtype), list(v_shape)))
+    node = graph.node[0]
+    node.op_type, node.name = ATTENTION_OP_TYPE, "fa"
+    inputs = ["Q", "K", "V"] + list(node.input[2:])
+    del node.input[:]
+    node.input.extend(inputs)
+    node.output[0] = graph.output[0].name = "O"
+    graph.name = "fused_attention"
+    return model
 
 def make_site_models(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape: Optional[Sequence[int]],
                      scale: float, trans_b: int, copies: int = 1):
