@@ -100,6 +100,12 @@ def attention_generic_schedule(func: tvm.tirx.PrimFunc) -> tvm.s_tir.Schedule:
     sch.parallel(row)
     for name in ("O_acc", "row_sum", "exp", "row_max", "S"):
         sch.compute_at(sch.get_sblock(name), row)
+    s = sch.get_sblock("S")
+    vk = sch.get(s).iter_vars[4].var
+    if not any(r.source.name == "Km" and r.region[3].min.same_as(vk) for r in sch.get(s).reads):
+        # K is [K, N]: the row's columns innermost (unit-stride in K, a vector of S), the k loop outside
+        j, k = sch.get_loops(s)[-2:]
+        sch.reorder(k, j)
     return sch
 
 
