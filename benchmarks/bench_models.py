@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=count(1), default=None, help="override the per-model batch (8 / 16 / 4)")
     ap.add_argument("--reps", type=count(1), default=30)
     ap.add_argument("--vit-inputs", type=count(1), default=2048, help="images for ViT-B/16's top-1 agreement")
+    ap.add_argument("--attention", action="store_true",
+                    help="rewrite with --attention (FusedAttention; the bundle needs flashgemm-build --attention)")
     args = ap.parse_args(argv)
     from flashgemm.ort.native import LIBRARY  # noqa: PLC0415
     if not (Path(args.bundle) / LIBRARY).is_file():
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
         results = {r["model"]: r for r in old}
     for name in args.model or models.SEED_MODELS:
         results[name] = model_bench.bench_model(name, args.bundle, args.work, batch=args.batch, reps=args.reps,
-                                                vit_inputs=args.vit_inputs)
+                                                vit_inputs=args.vit_inputs, attention=args.attention)
         model_bench.save([results[m] for m in models.NAMES if m in results], out)
     print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0

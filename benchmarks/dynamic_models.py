@@ -33,7 +33,7 @@ def _feeds(batch: int, length: int, vocab: int, seed: int) -> dict:
 
 
 def bench_model(name: str, bundle, work_dir, batches, lengths, warmup: int, reps: int, rounds: int,
-                log=print) -> dict:
+                log=print, attention: bool = False) -> dict:
     import numpy as np  # noqa: PLC0415
     import onnxruntime as ort  # noqa: PLC0415
 
@@ -48,8 +48,8 @@ def bench_model(name: str, bundle, work_dir, batches, lengths, warmup: int, reps
     if not path.exists():
         models.export(name, work, dtype="float16", batch=2, dynamic_batch=True, dynamic_seq=True, log=log,
                       device="cuda")
-    fused_path = work / f"{name}-dyn.fused.f16.onnx"
-    report = rewrite.rewrite_file(path, fused_path, log=log)
+    fused_path = work / f"{name}-dyn.fused{'-attention' if attention else ''}.f16.onnx"
+    report = rewrite.rewrite_file(path, fused_path, log=log, attention=attention)
     sites = rewrite.model_any_length(fused_path)
     cfg = models.SPECS[name].config()
     heads, k = cfg["num_attention_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
@@ -94,13 +94,15 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--attention", action="store_true",
+                    help="rewrite with --attention (FusedAttention; the bundle needs flashgemm-build --attention)")
     args = ap.parse_args(argv)
     from benchmarks.peers import gpu_info  # noqa: PLC0415
     out = {"env": gpu_info(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "models": []}
     for name in args.model:
         out["models"].append(bench_model(name, args.bundle, args.work, [int(x) for x in args.batches.split(",")],
                                          [int(x) for x in args.lengths.split(",")], args.warmup, args.reps,
-                                         args.rounds))
+                                         args.rounds, attention=args.attention))
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

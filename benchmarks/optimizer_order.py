@@ -4,7 +4,8 @@
         --out results/optimizer-order.json
 
 Per model (the float16 export at its benchmark batch, models.BATCH): five pipelines, the same ORT settings,
-    original | optimizer | ours (rewrite) | optimizer then ours | ours then optimizer (opt_level 0)
+    original | optimizer | ours (rewrite; --attention: rewrite --attention) | optimizer then ours |
+    ours then optimizer (opt_level 0)
 where "optimizer" is `onnxruntime.transformers.optimizer.optimize_model(model_type, heads, hidden, opt_level,
 use_gpu=True)` (--opt-level, default 1: its usual use). Each pipeline's fused attention-score sites (ours) and
 com.microsoft Attention nodes (the optimizer's own), max |output - original|, and the median time of `reps` runs in
@@ -42,7 +43,8 @@ def _count(path: Path, op: str, domain: str) -> int:
                .graph.node)
 
 
-def bench_model(name: str, bundle, work_dir, level: int, warmup: int, reps: int, rounds: int, log=print) -> dict:
+def bench_model(name: str, bundle, work_dir, level: int, warmup: int, reps: int, rounds: int, log=print,
+                attention: bool = False) -> dict:
     import numpy as np  # noqa: PLC0415
     import onnxruntime as ort  # noqa: PLC0415
 
@@ -57,13 +59,14 @@ def bench_model(name: str, bundle, work_dir, level: int, warmup: int, reps: int,
         models.export(name, work, dtype="float16", batch=batch, log=log, device="cuda")
     quiet = lambda *a: None  # noqa: E731
     paths = {"original": src, "optimizer": _optimize(src, work / "opt.onnx", name, level)}
-    paths["ours"] = work / "ours.onnx"
-    rewrite.rewrite_file(src, paths["ours"], log=quiet)
-    paths["optimizer then ours"] = work / "opt.ours.onnx"
-    rewrite.rewrite_file(paths["optimizer"], paths["optimizer then ours"], log=quiet)
+    tag = ".attention" if attention else ""
+    paths["ours"] = work / f"ours{tag}.onnx"
+    rewrite.rewrite_file(src, paths["ours"], log=quiet, attention=attention)
+    paths["optimizer then ours"] = work / f"opt.ours{tag}.onnx"
+    rewrite.rewrite_file(paths["optimizer"], paths["optimizer then ours"], log=quiet, attention=attention)
     # opt_level 0 here: at 1 and up optimize_model loads the model into an ORT session of its own, which has no way
     # to register the op library ("flashgemm:FusedGemmSoftmax is not a registered function/op")
-    paths["ours then optimizer"] = _optimize(paths["ours"], work / "ours.opt.onnx", name, 0)
+    paths["ours then optimizer"] = _optimize(paths["ours"], work / f"ours{tag}.opt.onnx", name, 0)
     _, feeds = _inputs(name, batch, seed=1)
     sessions, out = {}, {}
     for key, p in paths.items():
@@ -79,13 +82,16 @@ def bench_model(name: str, bundle, work_dir, level: int, warmup: int, reps: int,
     for key, p in paths.items():
         ms = sorted(times[key])[len(times[key]) // 2]
         row = {"pipeline": key, "fused_sites": _count(p, "FusedGemmSoftmax", "flashgemm"),
+               "fused_attention": _count(p, "FusedAttention", "flashgemm"),
                "ort_attention": _count(p, "Attention", "com.microsoft"), "median_ms": ms, "rounds_ms": times[key],
                "max_abs_diff": float(np.abs(out[key] - out["original"]).max()),
                "speedup": sorted(times["original"])[rounds // 2] / ms}
         rows.append(row)
         log(f"[{name} b{batch}] {key:22s} {ms:8.3f} ms  {row['speedup']:.3f}x  sites fused {row['fused_sites']:2d}"
+            f"  FusedAttention {row['fused_attention']:2d}"
             f"  ORT Attention {row['ort_attention']:2d}  |diff| {row['max_abs_diff']:.2e}")
-    return {"model": name, "batch": batch, "opt_level": level, "attention_layers": models.attention_layers(name),
+    return {"model": name, "batch": batch, "opt_level": level, "attention": attention,
+            "attention_layers": models.attention_layers(name),
             "rows": rows}
 
 
@@ -99,11 +105,13 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", required=True, help="the JSON results file")
+    ap.add_argument("--attention", action="store_true",
+                    help="rewrite with --attention (FusedAttention; the bundle needs flashgemm-build --attention)")
     args = ap.parse_args(argv)
     from benchmarks.peers import gpu_info  # noqa: PLC0415
     res = {"env": gpu_info(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "models": [bench_model(m, args.bundle, args.work, args.opt_level, args.warmup, args.reps, args.rounds)
-                      for m in args.model or ["bert-large", "vit-b16"]]}
+           "models": [bench_model(m, args.bundle, args.work, args.opt_level, args.warmup, args.reps, args.rounds,
+                                  attention=args.attention) for m in args.model or ["bert-large", "vit-b16"]]}
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     return 0
 

@@ -126,6 +126,17 @@ WORKER = textwrap.dedent(r'''
                                    "canonical": list(wl.canonical.sizes)})
         except Exception as err:  # noqa: BLE001
             res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
+    res["attention_mma"] = []
+    from flashgemm.kernel import fused_attention_mma
+    for arch, variant, d in req.get("attention_mma", []):
+        v = Variant(**variant)
+        try:
+            src, archs = build(tvm.IRModule({"main": fused_attention_mma.runtime_func(v, d)}), arch)
+            res["attention_mma"].append({"arch": arch, "variant": v.key, "d": d, "ok": True, "fatbin_archs": archs,
+                                         "src": src})
+        except Exception as err:  # noqa: BLE001
+            res["attention_mma"].append({"arch": arch, "variant": v.key, "d": d, "ok": False,
+                                         "error": str(err)[-2000:]})
     print("RESULT" + json.dumps(res))
 ''')
 
@@ -163,7 +174,8 @@ def results(build_env):
            "generic": [[a, {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add", "causal": True}]
                        for a in ARCHES]
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
-           "default": [[a, s] for a, s in DEFAULT_CASES]}
+           "default": [[a, s] for a, s in DEFAULT_CASES],
+           "attention_mma": ATTENTION_MMA_CASES}
     return _run_worker(build_env, req)
 
 
@@ -240,6 +252,28 @@ def test_generic_builds(results, arch):
     for r in rs:
         assert r["ok"], r.get("error")
         assert r["fatbin_archs"] and all(a == sm for a in r["fatbin_archs"]), r["fatbin_archs"]
+
+
+# FusedAttention's tensor-core kernel (flashgemm/kernel/fused_attention_mma.py): one variant and head size per arch
+ATTENTION_MMA_CASES = [
+    ("sm_80", {"dtype": "float16", "trans_b": True}, 64),
+    ("sm_89", {"dtype": "bfloat16", "mask": "bool", "causal": True}, 128),  # K as [D, N]: ldmatrix.trans
+    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add"}, 80),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ATTENTION_MMA_CASES)))
+def test_attention_mma_builds(results, case):
+    """mma.sync of the variant's dtype for Q K^T and P V (D / 8 and N-chunk / 8 n8 tiles a k-step), K and V
+    through ldmatrix (V transposed), cp.async copies, quad shuffles for the row statistics, built for the arch."""
+    arch, variant, d = ATTENTION_MMA_CASES[case]
+    (r,) = [x for x in results["attention_mma"] if x["arch"] == arch and x["d"] == d]
+    assert r["ok"], r.get("error")
+    src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
+    assert src.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32") > 0
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in src and "cp.async.cg.shared.global" in src
+    assert "__shfl_xor_sync" in src
+    assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
 # default (untuned) schedules, flashgemm/spaces/cuda_default.py: one odd shape per arch, both dtypes, all variant

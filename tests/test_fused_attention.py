@@ -1,7 +1,7 @@
 """FusedAttention's definition (flashgemm/kernel/fused_attention.py) compiled as the generic llvm kernel
 (flashgemm/spaces/llvm.attention_generic_schedule) against the FP64 reference (fused_attention_ref): every variant,
-odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows). The
-online-softmax form (runtime_func(online=...)) likewise, compiled unscheduled."""
+odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows). (The
+tensor-core kernel runs only on a GPU: tests/test_ort_attention.py; tests/test_cuda_codegen.py builds it.)"""
 from __future__ import annotations
 
 import itertools
@@ -30,19 +30,6 @@ def kernels():
              for v in VARIANTS}
     target = llvm.export_target(tvm.target.Target("llvm"))
     return tvm.compile(tvm.IRModule(funcs), target=target)
-
-
-ONLINE_TILE = (8, 16)  # rows a tile, columns a chunk
-ONLINE_VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", True, True, "bool", True),
-                   Variant("bfloat16", False, True, "add", False), Variant("float16", False, False, "add", True),
-                   Variant("bfloat16", True, False, "bool", False)]
-
-
-@pytest.fixture(scope="module")
-def online_kernels():
-    """The online-softmax form of a few variants, unscheduled, in one llvm module."""
-    funcs = {f"attn_{v.key}": runtime_func(v, name=f"attn_{v.key}", online=ONLINE_TILE) for v in ONLINE_VARIANTS}
-    return tvm.compile(tvm.IRModule(funcs), target=llvm.export_target(tvm.target.Target("llvm")))
 
 
 def run(kernels, v: Variant, q, k, vv, bias=None, mask=None, scale=1.0):
@@ -120,26 +107,3 @@ def test_nan_and_inf(kernels):
     vv[0, 0, 4, 1] = np.nan  # V's NaN: column 1 of every row that is not fully masked
     out, ref = check(kernels, v, q, kt, vv, None, mask, 0.25)
     assert np.isnan(out[0, 0, :5, 1]).all() and not np.isnan(out[0, 0, 5]).any()
-
-
-@pytest.mark.parametrize("v", ONLINE_VARIANTS, ids=lambda v: v.key)
-@pytest.mark.parametrize("sizes", [(2, 3, 7, 13, 24, 40), (1, 2, 9, 48, 16, 8), (1, 1, 33, 70, 8, 16)],
-                         ids=["n-below-chunk", "whole-chunks", "ragged-last-chunk"])
-def test_online_form(online_kernels, v, sizes):
-    """The online-softmax form: one chunk, whole chunks, a ragged last chunk; a ragged last tile of rows (M = 7, 9, 33
-    with tiles of 8); M != N (causal), D != K."""
-    check(online_kernels, v, *inputs(v, sizes, seed=4), scale=0.2)
-
-
-def test_online_form_special_values(online_kernels):
-    """Rescaling keeps the contract: a fully masked row (all chunks, or only the first chunks masked) is zeros or
-    the later chunks' answer, a NaN in Q a NaN row, a large logit in a late chunk the right answer."""
-    v = ONLINE_VARIANTS[1]  # bool mask, causal
-    q, kt, vv, bias, mask = inputs(v, (1, 2, 6, 40, 16, 8), seed=5)
-    mask[0, 1, 2] = False                 # row 2 of head 1: fully masked
-    mask[0, 0, 3, :32] = False            # row 3 of head 0: only its last chunk is visible
-    q[0, 1, 4, 5] = np.nan                # row 4 of head 1: NaN
-    kt[0, 0, 39] *= np.float16(30)        # a large logit in the last chunk
-    out, _ = check(online_kernels, v, q, kt, vv, bias, mask, 0.25)
-    assert not np.any(out[0, 1, 2].astype(np.float32))
-    assert np.isnan(out[0, 1, 4].astype(np.float32)).all() and not np.isnan(out[0, 0].astype(np.float32)).any()

@@ -102,6 +102,50 @@ def test_variants(sess_opts, device, v):
     check(sess_opts, device, v, (b, h, m, k), k_shape, (b, h, n, d), (b, 1, 1, n) if v.has_bias else None, mask)
 
 
+@pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.key)
+@pytest.mark.parametrize("d", [64, 128])
+def test_tensor_core_kernel(sess_opts, device, v, d, monkeypatch, capfd):
+    """K = D in the tensor-core kernel's head sizes (flashgemm/kernel/fused_attention_mma.py): on CUDA that kernel
+    serves, else the generic one. Ragged M and N (a partial row tile and column chunk), V shared by the batch, a
+    bias and mask broadcast over heads, a fully masked row; NaN in Q's row 3 of one head and in V's last row's
+    column 1 (reached through 0 * NaN by every row that is not fully masked, the causal ones included)."""
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
+    b, h, m, n = 2, 3, 77, 136
+    rng = np.random.default_rng(4)
+    mask = _mask(v, (b, 1, m, n), rng)
+    if mask is not None:
+        mask[1, 0, 5] = False if v.mask == "bool" else -np.inf  # row 5 of batch 1: fully masked
+
+    def poke(feeds):
+        feeds["Q"][0, 1, 3, 0] = np.nan
+        feeds["V"][1, n - 1, 1] = np.nan
+    k_shape = (b, h, n, d) if v.trans_b else (b, h, d, n)
+    o, ref = check(sess_opts, device, v, (b, h, m, d), k_shape, (h, n, d), (b, 1, 1, n) if v.has_bias else None,
+                   mask, scale=d ** -0.5, poke=poke)
+    assert np.isnan(o[0, 1, 3].astype(np.float32)).all() and np.isnan(ref[:, 1, :, 1]).sum() > m
+    served = "_mma_d" if device == "cuda" else "_generic"
+    assert f"fa_{v.key}{served}" in capfd.readouterr().err
+
+
+def test_tensor_core_kernel_head_sizes_and_fallbacks(sess_opts, device, monkeypatch, capfd):
+    """Every shipped head size serves on CUDA; K != D, N not a multiple of 8 with K as [D, N], or a head size
+    without a kernel go to the generic kernel."""
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    v = VARIANTS[0]
+    for d in (32, 80, 96):
+        check(sess_opts, device, v, (1, 2, 40, d), (1, 2, 50, d), (1, 2, 50, d), scale=d ** -0.5, seed=d)
+    check(sess_opts, device, v, (1, 2, 40, 64), (1, 2, 50, 64), (1, 2, 50, 32), scale=0.125)  # K != D
+    check(sess_opts, device, v, (1, 2, 40, 48), (1, 2, 50, 48), (1, 2, 50, 48), scale=0.125)  # no such head size
+    kn = VARIANTS[2]  # K as [D, N]
+    check(sess_opts, device, kn, (1, 2, 40, 64), (1, 2, 64, 50), (1, 2, 50, 64), scale=0.125,
+          mask=_mask(kn, (1, 1, 40, 50), np.random.default_rng(5)))
+    err = capfd.readouterr().err
+    if device == "cuda":
+        for d in (32, 80, 96):
+            assert f"fa_{v.key}_mma_d{d} " in err
+        assert err.count(f"fa_{v.key}_generic") == 2 and f"fa_{kn.key}_generic" in err
+
+
 def test_v_broadcast_and_rank_3(sess_opts, device):
     """V shared by the batch ([H, N, D] against [B, H, M, K] scores), and rank-3 inputs."""
     v = VARIANTS[0]
@@ -176,17 +220,18 @@ def test_bundle_without_attention_kernels(device, tmp_path):
 
 
 def test_generic_kernel_warns_once_per_shape(sess_opts, device, capfd):
-    """The generic kernel is slower than the unfused graph it replaces: one WARNING per node and sizes."""
-    v = VARIANTS[0]
-    m, n = (128, 128) if device == "cpu" else (5, 7)  # the CPU warns from BERT-base's site size up
-    sess = session(sess_opts, device, make_attention_model("float16", (1, 1, m, 64), (1, 1, n, 64), (1, 1, n, 64),
+    """The generic kernel is slower than the unfused graph it replaces: one WARNING per node and sizes (on CUDA at a
+    head size without a tensor-core kernel)."""
+    m, n, d = (128, 128, 64) if device == "cpu" else (5, 7, 48)  # the CPU warns from BERT-base's site size up
+    sess = session(sess_opts, device, make_attention_model("float16", (1, 1, m, d), (1, 1, n, d), (1, 1, n, d),
                                                            trans_b=1))
-    feeds = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 1, m, 64)), ("K", (1, 1, n, 64)), ("V", (1, 1, n, 64)))}
+    feeds = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 1, m, d)), ("K", (1, 1, n, d)), ("V", (1, 1, n, d)))}
     for _ in range(3):
         run(sess, feeds)
     err = capfd.readouterr().err
-    assert err.count("serves FusedAttention with its generic kernel only") == 1, err
+    assert err.count(f"head size {d} with its generic kernel, slower than") == 1, err
     assert "without --attention" in err
+    assert ("tensor-core kernels serve head sizes" in err) == (device == "cuda")
 
 
 # ------------------------------------------------------------------------------------ the rewrite (--attention)

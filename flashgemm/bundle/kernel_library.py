@@ -31,7 +31,7 @@ import tvm
 
 from flashgemm import targets
 from flashgemm.op.variant import CanonicalShape, Variant
-from flashgemm.kernel import fused_attention
+from flashgemm.kernel import fused_attention, fused_attention_mma
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
 
@@ -60,6 +60,10 @@ def attention_generic_name(variant: Variant) -> str:
     return f"fa_{variant.key}_generic"
 
 
+def attention_mma_name(variant: Variant, head_size: int) -> str:
+    return f"fa_{variant.key}_mma_d{head_size}"
+
+
 def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
                fixed_batch: Optional[tuple] = None, scale: Optional[float] = None) -> str:
     """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its fixed-batch
@@ -81,11 +85,15 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
-           op="FusedGemmSoftmax"):
+           op="FusedGemmSoftmax", head_size=None):
     return {
         "name": name,
-        # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels only)
+        # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels, and on
+        # CUDA its tensor-core kernels: schedule "default", form "mma", one a head size)
         "op": op,
+        # head_size: a FusedAttention tensor-core kernel's K = D (flashgemm/kernel/fused_attention_mma.py), which
+        # serves every B0, B1, M, N with Q's and V's head size both this; null for the others
+        "head_size": head_size,
         "dtype": variant.dtype,
         "trans_b": int(variant.trans_b),
         "bias": int(variant.has_bias),
@@ -104,7 +112,7 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "any_length": bool(bound),
         # n_multiple: an any-length kernel that serves only the calls whose N is a multiple of it (its P stores are
         # vectors: flashgemm.kernel.fused_gemm_softmax.runtime_func's n_multiple), preferred there to the one without at
-        # the same bound
+        # the same bound; a FusedAttention tensor-core kernel's with K as [D, N] (its rows copied in 16-byte chunks)
         "n_multiple": int(n_multiple),
         # form: the kernel form (flashgemm.kernel.fused_gemm_softmax) it is scheduled on (kernel_forms.forms:
         # "one-pass", "recompute", "any-length", "any-length-recompute", ...); "generic" for the generic kernels.
@@ -345,7 +353,8 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                   compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
                   scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
-    attention: also FusedAttention's generic kernels of `variants` (flashgemm/kernel/fused_attention.py).
+    attention: also FusedAttention's kernels of `variants`: the generic ones (flashgemm/kernel/fused_attention.py)
+    and, on CUDA, a tensor-core kernel a head size (flashgemm/kernel/fused_attention_mma.py).
     compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
     process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
     its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
@@ -374,6 +383,13 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             name = attention_generic_name(v)
             funcs[name] = attention_generic_func(target_name, v, name)
             entries.append(_entry(name, v, op="FusedAttention"))
+            if targets.is_cuda(target_name):
+                for d in fused_attention_mma.HEAD_SIZES:
+                    name = attention_mma_name(v, d)
+                    funcs[name] = fused_attention_mma.runtime_func(v, d, name=name)
+                    entries.append(_entry(name, v, op="FusedAttention", schedule="default", form="mma",
+                                          align=fused_attention_mma.ALIGN,
+                                          n_multiple=fused_attention_mma.n_multiple(v), head_size=d))
     for tk in tuned:
         if tk.bound is not None:
             if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes

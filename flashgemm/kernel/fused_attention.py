@@ -27,7 +27,7 @@ def _strides(name: str, n: int):
     return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
 
 
-def runtime_func(variant: Variant, name: str = "main", chunk: int = 0, online: tuple = ()) -> tvm.tirx.PrimFunc:
+def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.tirx.PrimFunc:
     """The generic kernel as exported: fn(Q, K, V, [bias], [mask], O, scale), every size symbolic, any
     element-aligned pointer. `variant.trans_b` is K's layout.
 
@@ -37,12 +37,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0, online: t
     static on-chip tile) before "O_acc" adds them up. Past N a chunk's probabilities are 0 and every read is
     clamped to column N - 1.
 
-    online: (), or (BM, CW) for the online-softmax form (FlashAttention's): per head and tile of BM rows, a serial
-    loop over chunks of CW columns whose blocks ("S_c", "m_new", "P_c", "l_c", "rescale", "O_scale", "O_c") keep
-    each row's running max, sum and fp32 O and rescale them by exp(old max - new max) as a chunk raises the max, so
-    that no storage but a tile grows with N. The same O (`_online`); the form a tiled tensor-core schedule starts
-    from (the tile loops outermost, for the grid; the chunk loop inside, the K/V tiles a tile's rows share). Not
-    shipped yet."""
+    The online-softmax (FlashAttention) form, written with its thread bindings, is the CUDA tensor-core kernel
+    (flashgemm/kernel/fused_attention_mma.py)."""
     dt = variant.dtype
     B0, B1, M, N, K, D = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K", "D"))
     sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
@@ -163,125 +159,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0, online: t
                     dt)
 
     func = fused_attention
-    if online:
-        func = _online(variant, tuple(int(x) for x in online), dt, (B0, B1, M, N, K, D),
-                       (sq, k_shape, k_strides, sv, mask_dtype), k_elem, logit)
     q, k, v, bias, mask, o, scale = func.params
     keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale]
     func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
     return func.with_attr("global_symbol", name)
 
-
-def _online(variant: Variant, tile: tuple, dt: str, sizes, layout, k_elem, logit) -> tvm.tirx.PrimFunc:
-    """runtime_func's online-softmax form (its docstring), every parameter declared (runtime_func drops the unused).
-    Rows past M (the last tile's padding) read row M - 1 and are never stored; a chunk's columns past N are -inf
-    (probability 0) and its reads are clamped to column N - 1. A fully masked row keeps max = lowest float and
-    sum = 0 (exp(-inf - max) = 0, the rescale factor exp(0) = 1): O = 0; a NaN or +inf logit makes the sum NaN
-    (exp(NaN - max), exp(inf - inf)): a NaN row, as in the one-pass form."""
-    B0, B1, M, N, K, D = sizes
-    sq, k_shape, k_strides, sv, mask_dtype = layout
-    bm, cw = tile
-    MT = tvm.tirx.floordiv(M + (bm - 1), bm)
-    NC = tvm.tirx.floordiv(N + (cw - 1), cw)
-    Mp = MT * bm
-
-    def chunk_logit(S_c, Bias, Mask, scale, v0, v1, vi, vc, vj):
-        j = vc * cw + vj
-        return T.Select(j < N, logit(S_c[v0, v1, vi, vj], Bias, Mask, scale, v0, v1, T.min(vi, M - 1),
-                                     T.min(j, N - 1)), T.float32(NEG_INF))
-
-    @T.prim_func(s_tir=True)
-    def fused_attention_online(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                               o_h: T.handle, scale: T.float32):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        Q = T.match_buffer(q_h, (B0, B1, M, K), dt, strides=(*sq, K, 1), align=2)
-        Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=2)
-        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=2)
-        Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=_strides("bias", 4), align=2, offset_factor=1)
-        Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
-                              offset_factor=1)
-        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=2, offset_factor=1)
-        m_run = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        l_run = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        m_new = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        l_c = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        alpha = T.sblock_alloc_buffer((B0, B1, Mp), "float32")
-        O_acc = T.sblock_alloc_buffer((B0, B1, Mp, D), "float32")
-        S_c = T.sblock_alloc_buffer((B0, B1, Mp, cw), "float32")
-        P_c = T.sblock_alloc_buffer((B0, B1, Mp, cw), "float32")
-        for b0, b1, t in T.grid(B0, B1, MT):
-            for ii in range(bm):
-                with T.sblock("stats_init"):
-                    v0, v1 = T.axis.remap("SS", [b0, b1])
-                    vi = T.axis.spatial(Mp, t * bm + ii)
-                    m_run[v0, v1, vi] = T.min_value("float32")
-                    l_run[v0, v1, vi] = T.float32(0)
-            for ii, d in T.grid(bm, D):
-                with T.sblock("O_init"):
-                    v0, v1, vd = T.axis.remap("SSS", [b0, b1, d])
-                    vi = T.axis.spatial(Mp, t * bm + ii)
-                    O_acc[v0, v1, vi, vd] = T.float32(0)
-            for c in range(NC):
-                for ii, jc, kk in T.grid(bm, cw, K):
-                    with T.sblock("S_c"):
-                        vc = T.axis.opaque(NC, c)
-                        v0, v1, vj, vk = T.axis.remap("SSSR", [b0, b1, jc, kk])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        with T.init():
-                            S_c[v0, v1, vi, vj] = T.float32(0)
-                        S_c[v0, v1, vi, vj] = S_c[v0, v1, vi, vj] + T.cast(
-                            Q[v0, v1, T.min(vi, M - 1), vk], "float32") * T.cast(
-                            k_elem(Km, v0, v1, vk, T.min(vc * cw + vj, N - 1)), "float32")
-                for ii, jc in T.grid(bm, cw):
-                    with T.sblock("m_new"):
-                        vc = T.axis.opaque(NC, c)
-                        v0, v1, vj = T.axis.remap("SSR", [b0, b1, jc])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        with T.init():
-                            m_new[v0, v1, vi] = m_run[v0, v1, vi]
-                        m_new[v0, v1, vi] = T.max(m_new[v0, v1, vi],
-                                                  chunk_logit(S_c, Bias, Mask, scale, v0, v1, vi, vc, vj))
-                for ii, jc in T.grid(bm, cw):
-                    with T.sblock("P_c"):
-                        vc = T.axis.opaque(NC, c)
-                        v0, v1, vj = T.axis.remap("SSS", [b0, b1, jc])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        P_c[v0, v1, vi, vj] = T.exp(chunk_logit(S_c, Bias, Mask, scale, v0, v1, vi, vc, vj)
-                                                    - m_new[v0, v1, vi])
-                for ii, jc in T.grid(bm, cw):
-                    with T.sblock("l_c"):
-                        v0, v1, vj = T.axis.remap("SSR", [b0, b1, jc])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        with T.init():
-                            l_c[v0, v1, vi] = T.float32(0)
-                        l_c[v0, v1, vi] = l_c[v0, v1, vi] + P_c[v0, v1, vi, vj]
-                for ii in range(bm):
-                    with T.sblock("rescale"):
-                        v0, v1 = T.axis.remap("SS", [b0, b1])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        alpha[v0, v1, vi] = T.exp(m_run[v0, v1, vi] - m_new[v0, v1, vi])
-                        l_run[v0, v1, vi] = l_run[v0, v1, vi] * T.exp(m_run[v0, v1, vi] - m_new[v0, v1, vi]) + \
-                            l_c[v0, v1, vi]
-                        m_run[v0, v1, vi] = m_new[v0, v1, vi]
-                for ii, d in T.grid(bm, D):
-                    with T.sblock("O_scale"):
-                        v0, v1, vd = T.axis.remap("SSS", [b0, b1, d])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] * alpha[v0, v1, vi]
-                for ii, d, jc in T.grid(bm, D, cw):
-                    with T.sblock("O_c"):
-                        vc = T.axis.opaque(NC, c)
-                        v0, v1, vd, vj = T.axis.remap("SSSR", [b0, b1, d, jc])
-                        vi = T.axis.spatial(Mp, t * bm + ii)
-                        O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + P_c[v0, v1, vi, vj] * T.cast(
-                            V[v0, v1, T.min(vc * cw + vj, N - 1), vd], "float32")
-            for ii, d in T.grid(bm, D):
-                with T.sblock("O"):
-                    v0, v1, vd = T.axis.remap("SSS", [b0, b1, d])
-                    vi = T.axis.spatial(M, t * bm + ii)
-                    T.where(t * bm + ii < M)
-                    O[v0, v1, vi, vd] = T.cast(T.if_then_else(
-                        l_run[v0, v1, vi] == T.float32(0), T.float32(0), O_acc[v0, v1, vi, vd] / l_run[v0, v1, vi]),
-                        dt)
-
-    return fused_attention_online

@@ -195,8 +195,21 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
                         "; the two files are out of sync. " + fix);
     k.fn = *f;
     if (op == "FusedAttention") {
-      if (k.schedule != "generic") e.Fail("schedule", "of a FusedAttention kernel is not generic (the only kind served)");
-      b->attention_generic_.emplace(v.Key(), std::move(k));
+      if (k.schedule == "generic") {
+        b->attention_generic_.emplace(v.Key(), std::move(k));
+        continue;
+      }
+      // the tensor-core kernels: one a head size (K == D), any batch and length
+      if (k.schedule != "default") e.Fail("schedule", "of a FusedAttention kernel is neither generic nor default");
+      const int64_t head_size = e.Int("head_size");
+      if (head_size < 1) e.Fail("head_size", "is not a positive integer");
+      k.head_size = head_size;
+      if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("n_multiple"));
+          q.has_value() && !(*q == nullptr)) {
+        if (!q->as<int64_t>() || *q->as<int64_t>() < 1) e.Fail("n_multiple", "is not a positive integer");
+        k.n_multiple = *q->as<int64_t>();
+      }
+      b->attention_head_size_[v.Key()].push_back(std::move(k));
     } else if (k.schedule != "generic") {
       auto sizes = e.Get("sizes").as<json::Array>();
       if (!sizes || sizes->size() != 5) e.Fail("sizes", "is not a list of 5 integers");
@@ -290,7 +303,11 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
   return b;
 }
 
-const Kernel* Bundle::FindAttention(const std::string& variant_key) const {
+const Kernel* Bundle::FindAttention(const std::string& variant_key, int64_t k, int64_t d, int64_t n,
+                                    int64_t ptr_align) const {
+  if (auto t = attention_head_size_.find(variant_key); t != attention_head_size_.end() && k == d)
+    for (const Kernel& kernel : t->second)
+      if (kernel.head_size == k && kernel.align <= ptr_align && n % kernel.n_multiple == 0) return &kernel;
   auto g = attention_generic_.find(variant_key);
   return g == attention_generic_.end() ? nullptr : &g->second;
 }

@@ -43,6 +43,7 @@ struct Kernel {
   bool any_length = false;
   int64_t max_m = 0, max_n = 0, k = 0;
   int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides
+  int64_t head_size = 0;  // manifest "head_size" (FusedAttention's tensor-core kernels): serves K == D == head_size
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -65,8 +66,11 @@ class Bundle {
   // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
-  // FusedAttention's kernel of the variant (the generic one: the bundle holds no other yet), else nullptr.
-  const Kernel* FindAttention(const std::string& variant_key) const;
+  // FusedAttention's kernel of the variant: its tensor-core kernel for head size k when Q's and V's head sizes are
+  // both k (k == d), every pointer is aligned as it assumes and N is a multiple of its n_multiple; else the generic
+  // one; else nullptr.
+  const Kernel* FindAttention(const std::string& variant_key, int64_t k, int64_t d, int64_t n,
+                              int64_t ptr_align) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& device() const { return device_; }  // "cpu" | "cuda"
@@ -77,6 +81,7 @@ class Bundle {
   std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
   std::unordered_map<std::string, Kernel> generic_;
   std::unordered_map<std::string, Kernel> attention_generic_;  // manifest "op": "FusedAttention"
+  std::unordered_map<std::string, std::vector<Kernel>> attention_head_size_;  // ... with a "head_size"
   std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]
   std::map<std::pair<std::string, std::array<int64_t, 3>>, Kernel> tuned_any_batch_;  // [M, N, K]
   // any-batch twins with one batch dim static (manifest "fixed_batch"), preferred for the calls with that value:

@@ -237,7 +237,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                    uintptr_t{256};
   const int64_t ptr_align = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit (absent inputs: null)
   const Kernel* kernel =
-      attention_ ? bundle_.FindAttention(key.Key()) : bundle_.Find(key.Key(), sizes, ptr_align, scale_);
+      attention_ ? bundle_.FindAttention(key.Key(), c.k, c.d, c.n, ptr_align) : bundle_.Find(key.Key(), sizes, ptr_align, scale_);
   if (!kernel)
     return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no " +
                         (attention_ ? kAttentionOpName : kOpName) + " kernel for variant " + key.Key() +
@@ -271,7 +271,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   constexpr int64_t kCpuSlowWork = int64_t{128} * 128 * 64;  // M * N * K of one head
   if (kernel->schedule == "generic" &&
       (dev.device_type == kDLCUDA || c.m * c.n * std::max(c.k, attention_ ? c.d : 0) >= kCpuSlowWork))
-    WarnGeneric(raw_ctx, sizes, dev.device_type != kDLCUDA);
+    WarnGeneric(raw_ctx, sizes, c.d, dev.device_type != kDLCUDA);
 
   // K == 0: A @ B is all zeros, but a reduction of extent 0 never runs its init. Feed K = 1 with zero rows
   // instead (A and B read a zero vector of max(M, N) elements through stride-0 batch dims).
@@ -370,7 +370,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   return Ort::Status{nullptr};
 }
 
-void FusedKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on_cpu) const {
+void FusedKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, int64_t d, bool on_cpu) const {
   {
     std::lock_guard<std::mutex> lock(warned_mu_);
     if (!warned_.insert(sizes).second) return;
@@ -379,10 +379,15 @@ void FusedKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on
                                  std::to_string(sizes[2]) + "," + std::to_string(sizes[3]) + "," +
                                  std::to_string(sizes[4]) + "]";
   std::string msg;
-  if (attention_)  // (FusedAttention has no shape-specific kernels yet: the generic one serves every call)
-    msg = node_ + ": the bundle " + bundle_.dir() + " serves FusedAttention with its generic kernel only, at sizes " +
-          "[B0,B1,M,N,K]=" + sizes_text + " slower than the unfused MatMul, Softmax and MatMul it replaces. " +
-          "For speed rewrite the model without --attention (flashgemm-rewrite), which keeps P and fuses the scores";
+  if (attention_)
+    msg = node_ + ": the bundle " + bundle_.dir() + " serves FusedAttention at sizes [B0,B1,M,N,K]=" + sizes_text +
+          ", head size " + std::to_string(d) + " with its generic kernel, slower than the unfused MatMul, Softmax " +
+          "and MatMul it replaces. " +
+          (on_cpu ? std::string("On the CPU every FusedAttention call runs it") :
+                    "The tensor-core kernels serve head sizes 32, 64, 80, 96 and 128 with Q's and V's equal, "
+                    "16-byte aligned tensors and, with K as [D, N], N a multiple of 8 (a bundle built before they "
+                    "existed: rebuild it with flashgemm-build --attention)") +
+          ". For speed rewrite the model without --attention (flashgemm-rewrite), which keeps P and fuses the scores";
   else if (on_cpu)
     msg = node_ + ": on the CPU the op runs TVM's generic llvm kernel, and at sizes [B0,B1,M,N,K]=" + sizes_text +
           " that is slower than ONNX Runtime's own MatMul + Softmax (the op is built for NVIDIA GPUs; its CPU kernels "

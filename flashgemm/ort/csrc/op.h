@@ -33,7 +33,7 @@ class FusedKernel {
   // On the GPU the generic kernel is 6-14x slower than a shape-specific one, and on the CPU (its normal path) it
   // trails ORT's own MatMul + Softmax from BERT-base's site size up: a WARNING through ORT's logger, once per sizes
   // (the kernel object is per node), naming the fix.
-  void WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, bool on_cpu) const;
+  void WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, int64_t d, bool on_cpu) const;
 
   const Bundle& bundle_;
   bool attention_ = false;

@@ -1,0 +1,373 @@
+"""FusedAttention's tiled tensor-core kernel for CUDA (sm_80 and later): FlashAttention-2's design in TensorIR.
+
+O = softmax_rowwise(scale * Q @ K + bias + mask) @ V with the contract of flashgemm/kernel/fused_attention.py, written
+with its thread bindings (a schedule of the online form cannot bind a tile's rows to threads: the running
+statistics have no compact dataflow), the tensor-core steps as PTX intrinsics (ldmatrix, mma.sync m16n8k16,
+cp.async):
+
+    blockIdx.x = tiles of BM = 16 MT WARPS rows (causal: the longest first), y = heads (B1), z = batch (B0);
+    threadIdx.y = warp, x = lane
+    Q tile -> shared (cp.async) -> A fragments in registers, kept for the whole row tile
+    for each chunk of BN columns (causal: up to the tile's last visible column), `stages` shared buffers:
+        K and V chunks -> shared by cp.async, the next chunk's copies in flight during this chunk's math
+        S = Q K^T: mma.sync, B fragments by ldmatrix (K as [N, D]: plain; as [D, N]: .trans)
+        the logits in registers, log2-scaled, masked only in a chunk that needs it (past N, across the
+        diagonal, or a bias or mask); row max across the quad (lanes 4g..4g+3 hold row g's columns) by shuffles;
+        running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new)
+        P = exp2(logit - m) cast to the input type in registers: the S accumulator's layout is the A fragment's
+        O += P V: mma.sync, B fragments by ldmatrix.trans of V's [BN, D] chunk
+    O = O / (l summed over the quad), 0 where the row is fully masked (l = 0)
+
+Causal tiles skip the chunks past their diagonal, where the unfused graph's 0 * V is still NaN for a NaN or inf in V:
+a first kernel of the same function ("V_last") records, per band of V's rows, 1 + the last row of each column that
+holds one, and a tile makes O's column NaN (rows not fully masked) when that row is past its last chunk. V is read
+once more for it (about 6 % of the causal prefill shape's time on an H200), instead of once a tile.
+
+Fragment layouts (mma.m16n8k16, lane = 4 g + t): the accumulator's register r holds row g + 8 (r / 2), column
+2 t + r % 2 of its 16 x 8 tile. Shared rows are padded by 8 elements (16 bytes), so that the 8 rows an ldmatrix
+reads fall in distinct bank groups.
+
+Special values as the definition: exp2 of the logit's log2-scaled distance to the running max (a NaN or +inf
+logit makes the row's sum NaN, so its O is NaN); the running max starts at float32's lowest, so a fully masked
+row's probabilities are 0, never NaN. Rows past M and columns past N read row M - 1 and column N - 1 (clamped
+addresses) and are masked (-inf) or not stored.
+
+Requirements (the bundle entry records them; dispatch checks them): every pointer 16-byte aligned, K (the head
+size) = D in HEAD_SIZES; with K as [D, N] (trans_b = 0), N % 8 = 0 (16-byte chunks of K's rows).
+"""
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm.script import tirx as T
+
+from flashgemm.op.variant import MASKED_AT_OR_BELOW, Variant
+
+HEAD_SIZES = (32, 64, 80, 96, 128)
+# the tile each head size ships with (warps, mt, bn, stages): the fastest of a sweep on an H200 at W1-W3 (d = 64)
+# and the causal prefill shape (d = 128), BENCHMARKS.md "Attention without P"
+TILES = {32: (4, 2, 64, 2), 64: (4, 2, 64, 2), 80: (4, 1, 64, 2), 96: (4, 1, 64, 2), 128: (4, 1, 32, 2)}
+ALIGN = 16  # bytes: every pointer (cp.async copies 16-byte chunks)
+LOG2E = 1.4426950408889634
+LOWEST = -3.4028234663852886e38
+PAD = 8  # elements of padding after each shared row
+# causal: V's non-finite values past a tile's diagonal are found by a first kernel, in V_SPLITS bands of rows a head
+# (V_ROWS threads a column of a band)
+V_SPLITS, V_ROWS = 16, 8
+
+
+def _strides(name: str, n: int):
+    return tuple(tvm.tirx.Var(f"{name}_s{i}", "int32") for i in range(n))
+
+
+def n_multiple(variant: Variant) -> int:
+    """N must be a multiple of this: K as [D, N] is copied in 16-byte chunks of its rows."""
+    return 1 if variant.trans_b else 8
+
+
+def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,
+                 name: str = "main") -> tvm.tirx.PrimFunc:
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (Q and K's K = V's D = d), B0, B1, M, N
+    symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn` columns,
+    `stages` shared buffers for the K/V chunks."""
+    if d not in HEAD_SIZES:
+        raise ValueError(f"head size {d}: the mma kernel has {HEAD_SIZES}")
+    if not warps:  # the shipped tile
+        warps, mt, bn, stages = TILES[d]
+    if bn % 16 or bn * d // 8 % (32 * warps) or (16 * mt * warps) * d // 8 % (32 * warps):
+        raise ValueError(f"tile bn={bn} warps={warps} mt={mt}: chunks of 16 columns, whole 16-byte copies a thread")
+    dt = variant.dtype
+    ab = "fp16" if dt == "float16" else "bf16"
+    trans_b, has_bias, mask_kind, causal = variant.trans_b, variant.has_bias, variant.mask, variant.causal
+    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    BM, BN, D, NT = 16 * mt * warps, bn, d, 32 * warps
+    DP = D + PAD  # a padded shared row of Q, K ([N, D]) and V
+    BNP = BN + PAD  # a padded shared row of K as [D, N]
+    KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
+    k_tile = BN * DP if trans_b else D * BNP  # one stage's K chunk
+    B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
+    sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
+    k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
+    k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
+    q_copies = BM * D // 8 // NT  # 16-byte copies a thread per Q tile
+    k_copies = BN * D // 8 // NT  # ... per K or V chunk
+
+    def logit(s, Bias, Mask, scale_l2, b0, b1, i, j):
+        """The masked logit (log2-scaled) of S's element s at row i, column j (reads clamped to row M - 1, column
+        N - 1)."""
+        ic, jc = T.min(i, M - 1), T.min(j, N - 1)
+        x = s * scale_l2
+        if has_bias:
+            x = x + T.cast(Bias[b0, b1, ic, jc], "float32") * T.float32(LOG2E)
+        if mask_kind == "add":
+            mv = T.cast(Mask[b0, b1, ic, jc], "float32")
+            x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(-math.inf), x + mv * T.float32(LOG2E))
+        elif mask_kind == "bool":
+            x = T.Select(Mask[b0, b1, ic, jc] != T.uint8(0), x, T.float32(-math.inf))
+        ok = j < N
+        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
+            ok = tvm.tirx.all(ok, j <= i + (N - M))
+        return T.Select(ok, x, T.float32(-math.inf))
+
+    def v_bad_at(v_bad, d):
+        return v_bad[d] != 0 if causal else False
+
+    exponent = 0x7C00 if dt == "float16" else 0x7F80  # every exponent bit set: an inf or a NaN
+
+    def not_finite(x):  # on the bits (the simplifier folds x - x != 0 to false)
+        return T.bitwise_and(T.reinterpret("uint16", x), T.uint16(exponent)) == T.uint16(exponent)
+
+    def edge(n0, m0, N, M):
+        """Whether the chunk at column n0 of the tile at row m0 needs its logits masked (a Python True when every
+        chunk does)."""
+        if has_bias or mask_kind != "none":
+            return True
+        past = n0 + BN > N
+        return tvm.tirx.Or(past, n0 + BN - 1 > m0 + (N - M)) if causal else past
+
+    @T.prim_func(s_tir=True)
+    def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                            o_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
+        Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=16)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=16)
+        Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=_strides("bias", 4), align=2, offset_factor=1)
+        Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
+                              offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=16, offset_factor=1)
+        # causal: per V_SPLITS bands of V's rows, 1 + the last row of each column holding a NaN or inf (0: none)
+        V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
+        if causal:
+            for sz in T.thread_binding(B0, thread="blockIdx.z"):
+                for sy in T.thread_binding(B1, thread="blockIdx.y"):
+                    for sx in T.thread_binding(V_SPLITS, thread="blockIdx.x"):
+                        for sr in T.thread_binding(V_ROWS, thread="threadIdx.y"):
+                            for sd in T.thread_binding(D, thread="threadIdx.x"):
+                                with T.sblock("V_last"):
+                                    c0, c1, band, cr, cd = T.axis.remap("SSSSS", [sz, sy, sx, sr, sd])
+                                    T.reads()
+                                    T.writes()
+                                    last = T.sblock_alloc_buffer((1,), "int32", scope="local")
+                                    lasts = T.sblock_alloc_buffer((V_ROWS, D), "int32", scope="shared")
+                                    rows: T.let[T.int32] = (N + V_SPLITS - 1) // V_SPLITS
+                                    last[0] = 0
+                                    for i in T.serial((rows + V_ROWS - 1) // V_ROWS):
+                                        r: T.let[T.int32] = band * rows + i * V_ROWS + cr
+                                        if r < T.min(N, band * rows + rows):
+                                            if not_finite(V[c0, c1, r, cd]):
+                                                last[0] = r + 1
+                                    lasts[cr, cd] = last[0]
+                                    T.tvm_storage_sync("shared")
+                                    if cr == 0:
+                                        for j in T.serial(V_ROWS):
+                                            last[0] = T.max(last[0], lasts[j, cd])
+                                        V_last[band, c0, c1, cd] = last[0]
+        for bz in T.thread_binding(B0, thread="blockIdx.z"):
+            for by in T.thread_binding(B1, thread="blockIdx.y"):
+                for bx in T.thread_binding((M + BM - 1) // BM, thread="blockIdx.x"):
+                    for ty in T.thread_binding(warps, thread="threadIdx.y"):
+                        for tx in T.thread_binding(32, thread="threadIdx.x"):
+                            with T.sblock("attention"):
+                                b0, b1, bt, w, lane = T.axis.remap("SSSSS", [bz, by, bx, ty, tx])
+                                T.reads()
+                                T.writes()
+                                Qs = T.sblock_alloc_buffer((BM * DP,), dt, scope="shared.dyn")
+                                Ks = T.sblock_alloc_buffer((stages * k_tile,), dt, scope="shared.dyn")
+                                Vs = T.sblock_alloc_buffer((stages * BN * DP,), dt, scope="shared.dyn")
+                                q_frag = T.sblock_alloc_buffer((mt * KS * 8,), dt, scope="local")
+                                b_frag = T.sblock_alloc_buffer((8,), dt, scope="local")
+                                p_frag = T.sblock_alloc_buffer((mt * NTS * 4,), dt, scope="local")
+                                s_acc = T.sblock_alloc_buffer((mt * NTS * 4,), "float32", scope="local")
+                                o_acc = T.sblock_alloc_buffer((mt * DTS * 4,), "float32", scope="local")
+                                m_run = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
+                                l_run = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
+                                m_chunk = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
+                                alpha = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
+                                v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
+                                tid: T.let[T.int32] = w * 32 + lane
+                                g: T.let[T.int32] = lane // 4
+                                t4: T.let[T.int32] = lane % 4
+                                # causal: the longest tiles (the last rows) first, so that the short ones fill the tail
+                                m0: T.let[T.int32] = ((M + BM - 1) // BM - 1 - bt if causal else bt) * BM
+                                scale_l2: T.let[T.float32] = scale * T.float32(LOG2E)
+                                # chunks: all of N, or (causal) up to the tile's last visible column
+                                n_end: T.let[T.int32] = (T.max(T.min(N, m0 + BM + (N - M)), 0) if causal else N)
+                                n_chunks: T.let[T.int32] = (n_end + BN - 1) // BN
+                                for i in T.unroll(mt * DTS * 4):
+                                    o_acc[i] = T.float32(0)
+                                for i in T.unroll(mt * 2):
+                                    m_run[i] = T.float32(LOWEST)
+                                    l_run[i] = T.float32(0)
+                                # the Q tile (rows past M read row M - 1)
+                                for c in T.unroll(q_copies):
+                                    r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+                                    ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+                                    T.s_tir.cp_async_raw.legacy(
+                                        Qs.data, r * DP + ch * 8, Q.data,
+                                        b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8, 16, dtype=dt)
+                                # chunk 0's K and V (stage 0), with the Q tile in one group
+                                for st in T.unroll(stages - 1):
+                                    if st < n_chunks:
+                                        for c in T.unroll(k_copies):
+                                            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+                                            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+                                            T.s_tir.cp_async_raw.legacy(
+                                                Vs.data, st * BN * DP + r * DP + ch * 8, V.data,
+                                                b0 * sv[0] + b1 * sv[1] + T.min(st * BN + r, N - 1) * D + ch * 8,
+                                                16, dtype=dt)
+                                            if trans_b:
+                                                T.s_tir.cp_async_raw.legacy(
+                                                    Ks.data, st * k_tile + r * DP + ch * 8, Km.data,
+                                                    b0 * sk[0] + b1 * sk[1] + T.min(st * BN + r, N - 1) * D
+                                                    + ch * 8, 16, dtype=dt)
+                                        if not trans_b:
+                                            for c in T.unroll(k_copies):
+                                                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
+                                                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
+                                                T.s_tir.cp_async_raw.legacy(
+                                                    Ks.data, st * k_tile + r * BNP + ch * 8, Km.data,
+                                                    b0 * sk[0] + b1 * sk[1] + r * N
+                                                    + T.min(st * BN + ch * 8, N - 8), 16, dtype=dt)
+                                    T.ptx.cp.async_.commit_group()
+                                for j in T.serial(n_chunks):
+                                    # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
+                                    nj: T.let[T.int32] = j + stages - 1
+                                    stn: T.let[T.int32] = nj % stages
+                                    if nj < n_chunks:
+                                        for c in T.unroll(k_copies):
+                                            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+                                            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+                                            T.s_tir.cp_async_raw.legacy(
+                                                Vs.data, stn * BN * DP + r * DP + ch * 8, V.data,
+                                                b0 * sv[0] + b1 * sv[1] + T.min(nj * BN + r, N - 1) * D + ch * 8,
+                                                16, dtype=dt)
+                                            if trans_b:
+                                                T.s_tir.cp_async_raw.legacy(
+                                                    Ks.data, stn * k_tile + r * DP + ch * 8, Km.data,
+                                                    b0 * sk[0] + b1 * sk[1] + T.min(nj * BN + r, N - 1) * D
+                                                    + ch * 8, 16, dtype=dt)
+                                        if not trans_b:
+                                            for c in T.unroll(k_copies):
+                                                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
+                                                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
+                                                T.s_tir.cp_async_raw.legacy(
+                                                    Ks.data, stn * k_tile + r * BNP + ch * 8, Km.data,
+                                                    b0 * sk[0] + b1 * sk[1] + r * N
+                                                    + T.min(nj * BN + ch * 8, N - 8), 16, dtype=dt)
+                                    T.ptx.cp.async_.commit_group()
+                                    T.ptx.cp.async_.wait_group(stages - 1)
+                                    T.tvm_storage_sync("shared")
+                                    st: T.let[T.int32] = j % stages
+                                    n0: T.let[T.int32] = j * BN
+                                    if j == 0:  # the Q tile's A fragments, once
+                                        for mi, ks in T.grid(mt, KS):
+                                            T.ptx_legacy.ldmatrix(
+                                                False, 4, ".b16", q_frag.data, (mi * KS + ks) * 8, Qs.access_ptr("r"),
+                                                ((w * mt + mi) * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
+                                                + ks * 16 + lane // 16 * 8, dtype=dt)
+                                    # S = Q K^T
+                                    for i in T.unroll(mt * NTS * 4):
+                                        s_acc[i] = T.float32(0)
+                                    for ks in T.unroll(KS):
+                                        for p in T.unroll(NTS // 2):
+                                            if trans_b:  # K's rows n, columns k: B fragments as stored
+                                                T.ptx_legacy.ldmatrix(
+                                                    False, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
+                                                    st * k_tile + (p * 16 + lane // 16 * 8 + lane % 8) * DP
+                                                    + ks * 16 + (lane // 8) % 2 * 8, dtype=dt)
+                                            else:  # K's rows k, columns n: transposed
+                                                T.ptx_legacy.ldmatrix(
+                                                    True, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
+                                                    st * k_tile + (ks * 16 + (lane // 8) % 2 * 8 + lane % 8) * BNP
+                                                    + p * 16 + lane // 16 * 8, dtype=dt)
+                                            for mi in T.unroll(mt):
+                                                for h in T.unroll(2):
+                                                    T.ptx_legacy.mma(
+                                                        "m16n8k16", "row", "col", ab, ab, "fp32",
+                                                        q_frag.data, (mi * KS + ks) * 8, b_frag.data, h * 4,
+                                                        s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
+                                                        dtype="float32")
+                                    # the chunk's logits (log2-scaled); masking where a column may be past N
+                                    # or the diagonal, or with a bias or mask
+                                    if edge(n0, m0, N, M):
+                                        for mi in T.unroll(mt):
+                                            for i in T.unroll(NTS * 4):
+                                                s_acc[mi * NTS * 4 + i] = logit(
+                                                    s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
+                                                    m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g,
+                                                    n0 + i // 4 * 8 + t4 * 2 + i % 2)
+                                    else:
+                                        for i in T.unroll(mt * NTS * 4):
+                                            s_acc[i] = s_acc[i] * scale_l2
+                                    # online softmax over the chunk
+                                    for mi in T.unroll(mt):
+                                        for h in T.unroll(2):
+                                            m_chunk[mi * 2 + h] = T.float32(LOWEST)
+                                            for i in T.unroll(NTS * 2):
+                                                m_chunk[mi * 2 + h] = T.max(
+                                                    m_chunk[mi * 2 + h], s_acc[(mi * NTS + i // 2) * 4 + h * 2 + i % 2])
+                                            m_chunk[mi * 2 + h] = T.max(
+                                                m_run[mi * 2 + h], T.cuda.warp_max(m_chunk[mi * 2 + h], 4))
+                                            alpha[mi * 2 + h] = T.exp2(m_run[mi * 2 + h] - m_chunk[mi * 2 + h])
+                                            m_run[mi * 2 + h] = m_chunk[mi * 2 + h]
+                                            l_run[mi * 2 + h] = l_run[mi * 2 + h] * alpha[mi * 2 + h]
+                                            for nt in T.unroll(NTS):
+                                                for e in T.unroll(2):
+                                                    s_acc[(mi * NTS + nt) * 4 + h * 2 + e] = T.exp2(
+                                                        s_acc[(mi * NTS + nt) * 4 + h * 2 + e] - m_run[mi * 2 + h])
+                                                    l_run[mi * 2 + h] = (l_run[mi * 2 + h]
+                                                                         + s_acc[(mi * NTS + nt) * 4 + h * 2 + e])
+                                                    p_frag[(mi * NTS + nt) * 4 + h * 2 + e] = T.cast(
+                                                        s_acc[(mi * NTS + nt) * 4 + h * 2 + e], dt)
+                                            for dj in T.unroll(DTS):
+                                                for e in T.unroll(2):
+                                                    o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = (
+                                                        o_acc[(mi * DTS + dj) * 4 + h * 2 + e] * alpha[mi * 2 + h])
+                                    # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)
+                                    for kk in T.unroll(BN // 16):
+                                        for dp in T.unroll(DTS // 2):
+                                            T.ptx_legacy.ldmatrix(
+                                                True, 4, ".b16", b_frag.data, 0, Vs.access_ptr("r"),
+                                                st * BN * DP + (kk * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
+                                                + dp * 16 + lane // 16 * 8, dtype=dt)
+                                            for mi in T.unroll(mt):
+                                                for h in T.unroll(2):
+                                                    T.ptx_legacy.mma(
+                                                        "m16n8k16", "row", "col", ab, ab, "fp32",
+                                                        p_frag.data, (mi * NTS + kk * 2) * 4, b_frag.data, h * 4,
+                                                        o_acc.data, (mi * DTS + dp * 2 + h) * 4, False,
+                                                        dtype="float32")
+                                    T.tvm_storage_sync("shared")
+                                T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
+                                # Causal: the chunks past the tile's diagonal were skipped, but the unfused graph's
+                                # 0 * V there is NaN in each column of V that holds a NaN or inf from row n_end on
+                                # (V_last, the first kernel's)
+                                if causal:
+                                    for i in T.serial((D - tid + NT - 1) // NT):
+                                        v_bad[i * NT + tid] = 0
+                                        for band in T.serial(V_SPLITS):
+                                            if V_last[band, b0, b1, i * NT + tid] > n_end:
+                                                v_bad[i * NT + tid] = 1
+                                    T.tvm_storage_sync("shared")
+                                # O = O / l (quad sum), 0 where fully masked (l = 0; NaN where l is)
+                                for mi in T.unroll(mt):
+                                    for h in T.unroll(2):
+                                        l_run[mi * 2 + h] = T.cuda.warp_sum(l_run[mi * 2 + h], 4)
+                                        row: T.let[T.int32] = m0 + (w * mt + mi) * 16 + h * 8 + g
+                                        if row < M:
+                                            for dj in T.unroll(DTS):
+                                                for e in T.unroll(2):
+                                                    O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(
+                                                        l_run[mi * 2 + h] == T.float32(0), T.float32(0),
+                                                        T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e),
+                                                                 T.float32(math.nan),
+                                                                 o_acc[(mi * DTS + dj) * 4 + h * 2 + e]
+                                                                 / l_run[mi * 2 + h])), dt)
+
+    func = fused_attention_mma
+    q, k, v, bias, mask, o, scale = func.params
+    keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale]
+    func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
+    return func.with_attr({"global_symbol": name, "tirx.is_scheduled": True})
