@@ -126,6 +126,27 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
         past = n0 + BN > N
         return tvm.tirx.Or(past, n0 + BN - 1 > m0 + (N - M)) if causal else past
 
+    @T.macro
+    def copy_chunk(chunk, stage, Ks, Vs, Km, V, b0, b1, tid):
+        """K's and V's chunk `chunk` (rows past N read row N - 1) to shared stage `stage`, 16 bytes a cp.async."""
+        for c in T.unroll(k_copies):
+            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+            T.s_tir.cp_async_raw.legacy(
+                Vs.data, stage * BN * DP + r * DP + ch * 8, V.data,
+                b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+            if trans_b:
+                T.s_tir.cp_async_raw.legacy(
+                    Ks.data, stage * k_tile + r * DP + ch * 8, Km.data,
+                    b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+        if not trans_b:  # K as [D, N]: rows of BN columns (N % 8 = 0, so a chunk past N - 8 is all masked)
+            for c in T.unroll(k_copies):
+                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
+                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
+                T.s_tir.cp_async_raw.legacy(
+                    Ks.data, stage * k_tile + r * BNP + ch * 8, Km.data,
+                    b0 * sk[0] + b1 * sk[1] + r * N + T.min(chunk * BN + ch * 8, N - 8), 16, dtype=dt)
+
     @T.prim_func(s_tir=True)
     def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
                             o_h: T.handle, scale: T.float32):
@@ -210,52 +231,14 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 # chunk 0's K and V (stage 0), with the Q tile in one group
                                 for st in T.unroll(stages - 1):
                                     if st < n_chunks:
-                                        for c in T.unroll(k_copies):
-                                            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
-                                            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
-                                            T.s_tir.cp_async_raw.legacy(
-                                                Vs.data, st * BN * DP + r * DP + ch * 8, V.data,
-                                                b0 * sv[0] + b1 * sv[1] + T.min(st * BN + r, N - 1) * D + ch * 8,
-                                                16, dtype=dt)
-                                            if trans_b:
-                                                T.s_tir.cp_async_raw.legacy(
-                                                    Ks.data, st * k_tile + r * DP + ch * 8, Km.data,
-                                                    b0 * sk[0] + b1 * sk[1] + T.min(st * BN + r, N - 1) * D
-                                                    + ch * 8, 16, dtype=dt)
-                                        if not trans_b:
-                                            for c in T.unroll(k_copies):
-                                                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
-                                                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
-                                                T.s_tir.cp_async_raw.legacy(
-                                                    Ks.data, st * k_tile + r * BNP + ch * 8, Km.data,
-                                                    b0 * sk[0] + b1 * sk[1] + r * N
-                                                    + T.min(st * BN + ch * 8, N - 8), 16, dtype=dt)
+                                        copy_chunk(st, st, Ks, Vs, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
                                 for j in T.serial(n_chunks):
                                     # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
                                     nj: T.let[T.int32] = j + stages - 1
                                     stn: T.let[T.int32] = nj % stages
                                     if nj < n_chunks:
-                                        for c in T.unroll(k_copies):
-                                            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
-                                            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
-                                            T.s_tir.cp_async_raw.legacy(
-                                                Vs.data, stn * BN * DP + r * DP + ch * 8, V.data,
-                                                b0 * sv[0] + b1 * sv[1] + T.min(nj * BN + r, N - 1) * D + ch * 8,
-                                                16, dtype=dt)
-                                            if trans_b:
-                                                T.s_tir.cp_async_raw.legacy(
-                                                    Ks.data, stn * k_tile + r * DP + ch * 8, Km.data,
-                                                    b0 * sk[0] + b1 * sk[1] + T.min(nj * BN + r, N - 1) * D
-                                                    + ch * 8, 16, dtype=dt)
-                                        if not trans_b:
-                                            for c in T.unroll(k_copies):
-                                                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
-                                                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
-                                                T.s_tir.cp_async_raw.legacy(
-                                                    Ks.data, stn * k_tile + r * BNP + ch * 8, Km.data,
-                                                    b0 * sk[0] + b1 * sk[1] + r * N
-                                                    + T.min(nj * BN + ch * 8, N - 8), 16, dtype=dt)
+                                        copy_chunk(nj, stn, Ks, Vs, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
                                     T.ptx.cp.async_.wait_group(stages - 1)
                                     T.tvm_storage_sync("shared")
