@@ -20,7 +20,7 @@ from flashgemm.op.reference import fused_attention_ref
 from flashgemm.op.variant import Variant
 from flashgemm.ort.model import make_attention_model
 from flashgemm.ort.rewrite import count_ops, rewrite_file
-from flashgemm.ort.session import providers, run, session_options
+from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, providers, run, session_options
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
@@ -144,6 +144,43 @@ def test_tensor_core_kernel_head_sizes_and_fallbacks(sess_opts, device, monkeypa
         for d in (32, 80, 96):
             assert f"fa_{v.key}_mma_d{d} " in err
         assert err.count(f"fa_{v.key}_generic") == 2 and f"fa_{kn.key}_generic" in err
+
+
+def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, monkeypatch, capfd):
+    """Bundle::FindAttention on the CPU: an entry with a head_size (the tensor-core kernels' manifest form, pointed
+    here at the llvm generic function so that it runs) serves the calls whose K and D are both its head size and
+    whose N its n_multiple divides; the others take the generic kernel. A malformed such entry fails the bundle with
+    the field named."""
+    if device != "cpu":
+        pytest.skip("the manifest's dispatch rules, not the device, are under test")
+    import shutil  # noqa: PLC0415
+    v = VARIANTS[0]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    generic = {f["name"]: f for f in manifest["functions"]}[f"fa_{v.key}_generic"]
+    entry = dict(generic, schedule="default", form="mma", head_size=16, n_multiple=8)
+
+    def bundle_with(e, name):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(bundle / manifest["kernels"], d)
+        (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=manifest["functions"] + [e])))
+        return d
+
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so = session_options(bundle_with(entry, "head-size"))
+    for k, d, n, served in ((16, 16, 24, "default, N%8=0"), (16, 16, 20, "generic"), (16, 8, 24, "generic"),
+                            (32, 32, 24, "generic")):
+        check(so, device, v, (1, 2, 5, k), (1, 2, n, k), (1, 2, n, d), seed=k + d + n)
+        err = capfd.readouterr().err
+        assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,{n},{k}]" in err, (k, d, n, err)
+    for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
+                        (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
+                        (dict(schedule="tuned", tuned=True), '"schedule" of a FusedAttention kernel is neither')):
+        d = bundle_with(dict(entry, **bad), f"bad-{'-'.join(bad)}")
+        opts = ort.SessionOptions()
+        opts.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(d))
+        with pytest.raises(Exception, match="functions\\[\\d+\\]." + needle.replace('"', '.')):
+            session_options(so=opts)
 
 
 def test_v_broadcast_and_rank_3(sess_opts, device):
