@@ -81,3 +81,25 @@ def test_two_builds_timed_against_each_other(llvm_bundle, tmp_path):
     assert len(rows) == 1 and rows[0]["sizes"] == [1, 2, 9, 13, 8] and rows[0]["max_abs_diff"] == 0
     assert rows[0]["a_us"] > 0 and rows[0]["b_over_a"] == rows[0]["b_us"] / rows[0]["a_us"]
     assert len(rows[0]["a_rounds_us"]) == 2
+
+
+def test_fused_attention_kernels_are_checked(tmp_path):
+    """FusedAttention's kernels run with V (D != K for the generic one) against fused_attention_ref, V's NaN
+    included; a kernel of the wrong variant fails (here the causal kernel named as the non-causal one)."""
+    from flashgemm.bundle.bundle_check import check_bundle
+    from flashgemm.bundle.kernel_library import export_bundle
+    from flashgemm.op.variant import Variant
+    variants = [Variant("float16", True, False, "none", c) for c in (False, True)] + [
+        Variant("bfloat16", False, True, "bool", True)]
+    export_bundle(tmp_path, "llvm", variants=variants, attention=True, log=lambda *a: None)
+    lines = []
+    results = check_bundle(tmp_path, only="^fa_", log=lines.append)
+    assert len(results) == 3 and all(r["ok"] for r in results), lines
+    assert all("V[0,0,44,1]=nan" in r["poked"] and r["sizes"] == [1, 2, 37, 45, 19] for r in results), results
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for f in manifest["functions"]:
+        if f["name"] == "fa_f16_tb1_bias0_masknone_causal0_generic":
+            f["name"] = "fa_f16_tb1_bias0_masknone_causal1_generic"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    results = check_bundle(tmp_path, only="^fa_f16", log=lines.append)
+    assert [r["ok"] for r in results] == [False, True], lines

@@ -1,4 +1,5 @@
-"""Run every kernel of a built bundle once on this machine's GPU (or CPU) and check P against the FP64 reference.
+"""Run every kernel of a built bundle once on this machine's GPU (or CPU) and check P (FusedAttention's kernels: O)
+against the FP64 reference.
 
 What a user runs after `flashgemm-build` on the machine that will serve the model, and what compute-sanitizer
 runs over (flashgemm-check-bundle --sanitizer memcheck,racecheck): the exact binary that ORT loads, every
@@ -7,7 +8,10 @@ serves any batch; shape-specific kernels run their own batch); an any-length ker
 bound (_any_length_sizes); a generic kernel runs an odd shape (M, N, K not
 multiples of 16) with a fully masked row where the variant has a mask. Every run also has NaN and +inf in a few rows
 (poke_special_values), whose expected output (NaN rows, or zeros for a fully masked row) the FP64 reference gives.
-Tolerances as the tests: fp16 atol 2e-3, bf16 atol 1.6e-2.
+FusedAttention's kernels run with a V beside (NaN in its last row of the first head, which reaches every row that
+is not fully masked): the generic one at an odd shape with D != K, a tensor-core one (a head_size) at a partial row
+tile and column chunk and at a shape where causal tiles skip columns. Tolerances as the tests: fp16 atol 2e-3, bf16
+atol 1.6e-2.
 """
 from __future__ import annotations
 
@@ -19,13 +23,14 @@ from typing import Callable, Optional
 import numpy as np
 import tvm
 
-from flashgemm.op.reference import fused_gemm_softmax_ref
+from flashgemm.op.reference import fused_attention_ref, fused_gemm_softmax_ref
 
 from flashgemm.bundle.elf_check import elf_problem
 from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST
 
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
 GENERIC_SIZES = (1, 2, 37, 45, 19)  # (b0, b1, M, N, K): nothing a multiple of 16
+ATTENTION_GENERIC_D = 11  # FusedAttention's generic kernels: V's head size (D != K)
 
 
 def _np_dtype(dtype: str):
@@ -71,6 +76,9 @@ def _any_length_sizes(fn: dict) -> list:
 
 def sizes_of(fn: dict) -> list:
     """The sizes (b0, b1, M, N, K) a manifest function is checked at."""
+    if fn.get("head_size"):  # FusedAttention's tensor-core kernels: a partial tile and chunk; causal tiles that skip
+        hs = fn["head_size"]
+        return [(2, 3, 77, 136, hs), (1, 2, 200, 200, hs)]
     return _any_length_sizes(fn) if fn.get("any_length") else [_sizes(fn)]
 
 
@@ -163,12 +171,21 @@ def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = N
     kind}."""
     b0, b1, m, n, k = sizes = sizes or sizes_of(fn)[0]
     dtype = fn["dtype"]
+    attention = fn.get("op", "FusedGemmSoftmax") == "FusedAttention"
     a, b, bias, mask, scale = inputs(fn, sizes, seed)
     poked = poke_special_values(a, b, bias, mask, bool(fn["trans_b"]))
-    p = tvm.runtime.empty((b0, b1, m, n), dtype, dev)
-    mod[fn["name"]](*device_args(dev, a, b, bias, mask), p, np.float32(scale))
-    out = p.numpy().astype(np.float64)
-    ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]))
+    args = device_args(dev, a, b, bias, mask)
+    if attention:
+        d = fn.get("head_size") or ATTENTION_GENERIC_D
+        v = np.random.default_rng(seed + 1).standard_normal((b0, b1, n, d)).astype(_np_dtype(dtype))
+        v[0, 0, n - 1, min(1, d - 1)] = np.nan
+        poked.append(f"V[0,0,{n - 1},{min(1, d - 1)}]=nan")
+        args.insert(2, tvm.runtime.tensor(v, dev))
+    out = tvm.runtime.empty((b0, b1, m, d if attention else n), dtype, dev)
+    mod[fn["name"]](*args, out, np.float32(scale))
+    out = out.numpy().astype(np.float64)
+    kw = dict(scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]))
+    ref = fused_attention_ref(a, b, v, bias, mask, **kw) if attention else fused_gemm_softmax_ref(a, b, bias, mask, **kw)
     err, nan_ok = compare(out, ref)
     return {"name": fn["name"], "kind": fn.get("schedule", "tuned" if fn.get("tuned") else "generic"),
             "sizes": [b0, b1, m, n, k], "max_abs_err": err, "nan_ok": nan_ok, "poked": poked,
@@ -201,8 +218,6 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     results = []
     for fn in manifest["functions"]:
         if only and not re.search(only, fn["name"]):
-            continue
-        if fn.get("op", "FusedGemmSoftmax") != "FusedGemmSoftmax":  # (FusedAttention: tests/test_fused_attention.py)
             continue
         for sizes in sizes_of(fn):
             res = check_function(mod, fn, dev, sizes=sizes)
