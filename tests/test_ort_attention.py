@@ -310,15 +310,15 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
         np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
-def _attention_graph(v_shape, p_output=False):
-    """Q [2, 3, 5, 8], K [2, 3, 7, 8] -> Softmax(MatMul(Q, K^T) * 0.25) -> MatMul(P, V) -> O (P also an output)."""
+def _attention_graph(v_shape, p_output=False, k=32):
+    """Q [2, 3, 5, k], K [2, 3, 7, k] -> Softmax(MatMul(Q, K^T) * 0.25) -> MatMul(P, V) -> O (P also an output)."""
     t = TensorProto.FLOAT16
     nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
              helper.make_node("Mul", ["S", "c"], ["Ss"]),
              helper.make_node("Softmax", ["Ss"], ["P"], axis=-1),
              helper.make_node("MatMul", ["P", "V"], ["O"])]
-    inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Q", [2, 3, 5, 8]), ("K", [2, 3, 7, 8]),
+    inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Q", [2, 3, 5, k]), ("K", [2, 3, 7, k]),
                                                                   ("V", list(v_shape)))]
     outputs = [helper.make_tensor_value_info("O", t, None)] + ([helper.make_tensor_value_info("P", t, None)]
                                                                if p_output else [])
@@ -327,15 +327,18 @@ def _attention_graph(v_shape, p_output=False):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-@pytest.mark.parametrize("v_shape, p_output, needle", [
-    ((2, 3, 7, 4), True, "P is a graph output"),
-    ((4, 2, 3, 7, 4), False, "do not provably broadcast"),
-    ((2, 3, "n", 4), False, "not provably P's columns"),
+@pytest.mark.parametrize("v_shape, p_output, k, needle", [
+    ((2, 3, 7, 32), True, 32, "P is a graph output"),
+    ((4, 2, 3, 7, 32), False, 32, "do not provably broadcast"),
+    ((2, 3, "n", 32), False, 32, "not provably P's columns"),
+    ((2, 3, 7, 16), False, 32, "head sizes K = 32, D = 16: FusedAttention's tensor-core kernels need both one of"),
+    ((2, 3, 7, 48), False, 48, "head sizes K = 48, D = 48"),
 ])
-def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, needle):
-    """P kept (FusedGemmSoftmax, then MatMul) where fusing the MatMul would not be provably the same function."""
+def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, k, needle):
+    """P kept (FusedGemmSoftmax, then MatMul) where fusing the MatMul would not be provably the same function, or
+    where no tensor-core kernel would serve it (the generic FusedAttention kernel is slower than the two ops)."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_attention_graph(v_shape, p_output), str(src))
+    onnx.save(_attention_graph(v_shape, p_output, k), str(src))
     report = rewrite_file(src, dst, attention=True)
     assert len(report.fused) == 1 and report.attention == 0, report.text()
     assert needle in report.attention_left[0][1], report.text()
@@ -343,15 +346,15 @@ def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, ne
 
 
 def test_rewrite_attention_matches_the_unfused_graph(sess_opts, device, tmp_path):
-    """V shared across the batch ([3, 7, 4]): fused, and O matches the unfused graph's."""
+    """V shared across the batch ([3, 7, 32]): fused, and O matches the unfused graph's."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_attention_graph((3, 7, 4)), str(src))
+    onnx.save(_attention_graph((3, 7, 32)), str(src))
     report = rewrite_file(src, dst, attention=True)
     assert report.attention == 1, report.text()
     rng = np.random.default_rng(5)
-    feeds = {"Q": rng.standard_normal((2, 3, 5, 8)).astype(np.float16),
-             "K": rng.standard_normal((2, 3, 7, 8)).astype(np.float16),
-             "V": rng.standard_normal((3, 7, 4)).astype(np.float16)}
+    feeds = {"Q": rng.standard_normal((2, 3, 5, 32)).astype(np.float16),
+             "K": rng.standard_normal((2, 3, 7, 32)).astype(np.float16),
+             "V": rng.standard_normal((3, 7, 32)).astype(np.float16)}
     (o0,) = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     np.testing.assert_allclose(o1.astype(np.float64), o0.astype(np.float64), rtol=0, atol=ATOL["float16"])

@@ -42,9 +42,9 @@ import math
 import tvm
 from tvm.script import tirx as T
 
-from flashgemm.op.variant import MASKED_AT_OR_BELOW, Variant
+from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, MASKED_AT_OR_BELOW, Variant
 
-HEAD_SIZES = (32, 64, 80, 96, 128)
+HEAD_SIZES = ATTENTION_HEAD_SIZES
 # the tile each head size ships with (warps, mt, bn, stages): the fastest of a sweep on an H200 at W1-W3 (d = 64)
 # and the causal prefill shape (d = 128), BENCHMARKS.md "Attention without P"
 TILES = {32: (4, 2, 64, 2), 64: (4, 2, 64, 2), 80: (4, 1, 64, 2), 96: (4, 1, 64, 2), 128: (4, 1, 32, 2)}
@@ -63,7 +63,7 @@ def _strides(name: str, n: int):
 
 def n_multiple(variant: Variant) -> int:
     """N must be a multiple of this: K as [D, N] is copied in 16-byte chunks of its rows."""
-    return 1 if variant.trans_b else 8
+    return 1 if variant.trans_b else ATTENTION_N_MULTIPLE_KN
 
 
 def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,

@@ -21,6 +21,10 @@ from typing import Optional, Sequence
 DTYPES = {"float16": "f16", "bfloat16": "bf16"}
 MASK_KINDS = ("none", "add", "bool")
 MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this (fp16's lowest finite) mask out
+# FusedAttention's tensor-core kernels (flashgemm/kernel/fused_attention_mma.py): the head sizes they serve (Q's and
+# V's equal), and the multiple of N they need with K as [D, N] (its rows copied in 16-byte chunks)
+ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 128)
+ATTENTION_N_MULTIPLE_KN = 8
 INT32_MAX = 2**31 - 1
 
 

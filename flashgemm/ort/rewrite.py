@@ -61,7 +61,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 from onnxscript.rewriter import pattern
 
-from flashgemm.op.variant import canonicalize
+from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, canonicalize
 
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference with onnx)
 from flashgemm.ort.model import ATTENTION_OP_TYPE
@@ -317,7 +317,7 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             except ValueError as e:
                 _fail(f"the op rejects these shapes: {e}")
         return {"scale": float(np.float32(scale)), "bias": bool(has_add), "bias_shape": m_shape,
-                "dtype": SUPPORTED[dtype], "shape": s_shape}
+                "dtype": SUPPORTED[dtype], "shape": s_shape, "k": a_shape[-1]}
 
     def rewrite(self, op, a, b, c, m, scores, probs, has_add, **_):
         attrs = self._attrs
@@ -329,6 +329,7 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             site.fused, site.details = True, {k: attrs[k] for k in ("scale", "bias", "bias_shape")}
             site.details["transB"] = 0
             site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
+            site.details["k"] = attrs["k"] if isinstance(attrs["k"], int) else str(attrs["k"])
             out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2 and 3 can find the site
         return out
 
@@ -719,8 +720,8 @@ def infer_symbolic_shapes(model: ir.Model) -> tuple:
 
 def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, attention: bool = False) -> Report:
     """Rewrite `model` in place; returns the report. shapes: run infer_shapes and infer_symbolic_shapes first.
-    attention: then turn each fused site whose P is read by one MatMul(P, V) alone into FusedAttention
-    (fuse_attention)."""
+    attention: then turn each fused site whose P is read by one MatMul(P, V) alone into FusedAttention, where its
+    head sizes are ones FusedAttention's tensor-core kernels serve (fuse_attention)."""
     note = None
     if shapes:
         infer_shapes(model)
@@ -795,10 +796,12 @@ def _attention_chain(fgs: ir.Node, graph: ir.Graph):
         return chain, user
 
 
-def _attention_obstacle(fgs: ir.Node, matmul: ir.Node) -> Optional[str]:
+def _attention_obstacle(fgs: ir.Node, matmul: ir.Node, k=None) -> Optional[str]:
     """Why FusedGemmSoftmax node `fgs` and the MatMul(P, V) reading its P cannot become one FusedAttention, or None:
     V must have P's dtype and a shape provably [..., N, D] with P's N and batch dims that broadcast to P's (MatMul
-    would otherwise broadcast P up to V's batch, which FusedAttention does not)."""
+    would otherwise broadcast P up to V's batch, which FusedAttention does not); and K (`k`: Q's head size as the
+    site was matched) = D must be a head size of the tensor-core kernels, with N a multiple of 8 where K is [D, N]
+    and N is static (elsewhere FusedAttention's generic kernel would serve, slower than the two ops kept)."""
     p, v = fgs.outputs[0], matmul.inputs[1]
     if v is None or v.dtype != p.dtype:
         return "V's dtype is not P's"
@@ -810,6 +813,19 @@ def _attention_obstacle(fgs: ir.Node, matmul: ir.Node) -> Optional[str]:
     vb, pb = v_shape[:-2], p_shape[:-2]
     if len(vb) > len(pb) or not all(d == 1 or _same_dim(d, e) for d, e in zip(vb[::-1], pb[::-1])):
         return f"V's batch dims {_fmt(vb)} do not provably broadcast to P's {_fmt(pb)}"
+    # the tensor-core kernels' reach (flashgemm/kernel/fused_attention_mma.py): elsewhere FusedAttention would run
+    # its generic kernel, slower than the FusedGemmSoftmax + MatMul kept here
+    # K: Q's as the site was matched (`k`; the rewrite's own Transposes and Reshapes carry no shape), else Q's now
+    q_shape, trans_b = _shape(fgs.inputs[0]), _attr(fgs, "transB", 0)
+    k = k if isinstance(k, int) else (q_shape[-1] if q_shape else None)
+    d = v_shape[-1]
+    if not (isinstance(k, int) and k == d and k in ATTENTION_HEAD_SIZES):
+        return (f"head sizes K = {'?' if k is None else k}, D = {d}: FusedAttention's tensor-core kernels need both "
+                f"one of {', '.join(map(str, ATTENTION_HEAD_SIZES))}")
+    n = p_shape[-1]
+    if not trans_b and isinstance(n, int) and n % ATTENTION_N_MULTIPLE_KN:
+        return (f"K as [D, N] with N = {n}, not a multiple of {ATTENTION_N_MULTIPLE_KN} (the tensor-core kernels "
+                f"copy K's rows in 16 bytes)")
     return None
 
 
@@ -820,7 +836,8 @@ def fuse_attention(model: ir.Model, report: Report) -> None:
     report.attention = 0
     for fgs in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
         chain, matmul = _attention_chain(fgs, model.graph)
-        why = matmul if chain is None else _attention_obstacle(fgs, matmul)
+        site = _site_of(report, fgs)
+        why = matmul if chain is None else _attention_obstacle(fgs, matmul, site.details.get("k") if site else None)
         if why is not None:
             report.attention_left.append((_node_name(fgs), why))
             continue
