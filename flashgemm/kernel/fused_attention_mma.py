@@ -21,7 +21,7 @@ cp.async):
 Causal tiles skip the chunks past their diagonal, where the unfused graph's 0 * V is still NaN for a NaN or inf in V:
 a first kernel of the same function ("V_last") records, per band of V's rows, 1 + the last row of each column that
 holds one, and a tile makes O's column NaN (rows not fully masked) when that row is past its last chunk. V is read
-once more for it (about 6 % of the causal prefill shape's time on an H200), instead of once a tile.
+once more for it (about 6 % of the causal prefill shape's time: BENCHMARKS.md), instead of once a tile.
 
 Fragment layouts (mma.m16n8k16, lane = 4 g + t): the accumulator's register r holds row g + 8 (r / 2), column
 2 t + r % 2 of its 16 x 8 tile. Shared rows are padded by 8 elements (16 bytes), so that the 8 rows an ldmatrix
@@ -45,8 +45,8 @@ from tvm.script import tirx as T
 from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, MASKED_AT_OR_BELOW, Variant
 
 HEAD_SIZES = ATTENTION_HEAD_SIZES
-# the tile each head size ships with (warps, mt, bn, stages): the fastest of a sweep on an H200 at W1-W3 (d = 64)
-# and the causal prefill shape (d = 128), BENCHMARKS.md "Attention without P"
+# the tile each head size ships with (warps, mt, bn, stages): the fastest of the measured sweep at W1-W3 (d = 64) and
+# the causal prefill shape (d = 128): results/h200/attention-mma-2026-12-02
 TILES = {32: (4, 2, 64, 2), 64: (4, 2, 64, 2), 80: (4, 1, 64, 2), 96: (4, 1, 64, 2), 128: (4, 1, 32, 2)}
 ALIGN = 16  # bytes: every pointer (cp.async copies 16-byte chunks)
 LOG2E = 1.4426950408889634
