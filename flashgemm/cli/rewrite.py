@@ -32,8 +32,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="REPORT.json", help="also write the report as JSON")
     ap.add_argument("--attention", action="store_true",
                     help="also fuse each site's MatMul(P, V) into flashgemm::FusedAttention where P has no other "
-                         "consumer (P is then never stored); needs a bundle built with flashgemm-build --attention (on CUDA: "
-                         "tensor-core kernels for head sizes 32, 64, 80, 96, 128; generic, slower, elsewhere)")
+                         "consumer and a tensor-core kernel serves the head size (32, 64, 80, 96, 128; P is then never "
+                         "stored); needs a bundle built with flashgemm-build --attention (CUDA; on the CPU the generic "
+                         "kernel, slower)")
     args = ap.parse_args(argv)
     writable = "give a writable file path"
     with ap.errors(ModelFileError), ap.errors(OSError, what=f"cannot write {args.dst}", fix=writable):
@@ -45,9 +46,9 @@ def main(argv=None) -> int:
               f"or at least flashgemm-build --target auto --from-model {args.dst} (default schedules); a shape "
               f"left to the generic kernel is correct but ~100x slower")
     if report.attention:
-        print(f"FusedAttention nodes need a bundle built with flashgemm-build --attention: on CUDA its tensor-core "
-              f"kernels serve head sizes 32, 64, 80, 96 and 128 (Q's and V's equal); other head sizes, and the CPU, "
-              f"get the generic kernel, slower than the graph it replaces (rewrite those without --attention)")
+        print(f"FusedAttention nodes need a bundle built with flashgemm-build --attention, whose tensor-core kernels "
+              f"serve them on CUDA (only sites with such a head size were fused); on the CPU they run a generic "
+              f"kernel, slower than the original graph")
     if args.json:
         with ap.errors(OSError, what=f"cannot write {args.json}", fix=writable):
             Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
