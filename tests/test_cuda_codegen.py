@@ -126,17 +126,18 @@ WORKER = textwrap.dedent(r'''
                                    "canonical": list(wl.canonical.sizes)})
         except Exception as err:  # noqa: BLE001
             res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
-    res["attention_mma"] = []
-    from flashgemm.kernel import fused_attention_mma
-    for arch, variant, d in req.get("attention_mma", []):
-        v = Variant(**variant)
-        try:
-            src, archs = build(tvm.IRModule({"main": fused_attention_mma.runtime_func(v, d)}), arch)
-            res["attention_mma"].append({"arch": arch, "variant": v.key, "d": d, "ok": True, "fatbin_archs": archs,
-                                         "src": src})
-        except Exception as err:  # noqa: BLE001
-            res["attention_mma"].append({"arch": arch, "variant": v.key, "d": d, "ok": False,
-                                         "error": str(err)[-2000:]})
+    from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma
+    for form, kernel in (("mma", fused_attention_mma), ("wgmma", fused_attention_wgmma)):
+        res["attention_" + form] = []
+        for arch, variant, d in req.get("attention_" + form, []):
+            v = Variant(**variant)
+            try:
+                src, archs = build(tvm.IRModule({"main": kernel.runtime_func(v, d)}), arch)
+                res["attention_" + form].append({"arch": arch, "variant": v.key, "d": d, "ok": True,
+                                                 "fatbin_archs": archs, "src": src})
+            except Exception as err:  # noqa: BLE001
+                res["attention_" + form].append({"arch": arch, "variant": v.key, "d": d, "ok": False,
+                                                 "error": str(err)[-2000:]})
     print("RESULT" + json.dumps(res))
 ''')
 
@@ -175,7 +176,7 @@ def results(build_env):
                        for a in ARCHES]
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
            "default": [[a, s] for a, s in DEFAULT_CASES],
-           "attention_mma": ATTENTION_MMA_CASES}
+           "attention_mma": ATTENTION_MMA_CASES, "attention_wgmma": ATTENTION_WGMMA_CASES}
     return _run_worker(build_env, req)
 
 
@@ -274,6 +275,29 @@ def test_attention_mma_builds(results, case):
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
     assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
+
+
+# FusedAttention's Hopper kernel (flashgemm/kernel/fused_attention_wgmma.py): K in both layouts, both head sizes
+ATTENTION_WGMMA_CASES = [
+    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add"}, 64),
+    ("sm_90", {"dtype": "bfloat16", "mask": "bool", "causal": True}, 128),  # K as [D, N]: MN-major, transposed
+]
+
+
+@pytest.mark.parametrize("case", range(len(ATTENTION_WGMMA_CASES)))
+def test_attention_wgmma_builds(results, case):
+    """wgmma of the variant's dtype from shared memory for Q K^T (m64n{chunk}) and with P from registers for P V
+    (m64n{D}), cp.async copies fenced for the async proxy, quad shuffles for the row statistics, built for sm_90a
+    (the fatbin's sm_90 machine code)."""
+    arch, variant, d = ATTENTION_WGMMA_CASES[case]
+    (r,) = [x for x in results["attention_wgmma"] if x["arch"] == arch and x["d"] == d]
+    assert r["ok"], r.get("error")
+    src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, %\d+, %\d+,", src)
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{d}k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, \{{", src)
+    assert "fence.proxy.async.shared::cta" in src and "cp.async.cg.shared.global" in src
+    assert "__shfl_xor_sync" in src
+    assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
 # default (untuned) schedules, flashgemm/spaces/cuda_default.py: one odd shape per arch, both dtypes, all variant

@@ -105,8 +105,8 @@ def test_variants(sess_opts, device, v):
 @pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.key)
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_core_kernel(sess_opts, device, v, d, monkeypatch, capfd):
-    """K = D in the tensor-core kernel's head sizes (flashgemm/kernel/fused_attention_mma.py): on CUDA that kernel
-    serves, else the generic one. Ragged M and N (a partial row tile and column chunk), V shared by the batch, a
+    """K = D in the tensor-core kernels' head sizes (attention_tensor_core_kernels: wgmma on sm_90 at 64 and 128,
+    mma.sync elsewhere): on CUDA such a kernel serves, else the generic one. Ragged M and N (a partial row tile and column chunk), V shared by the batch, a
     bias and mask broadcast over heads, a fully masked row; NaN in Q's row 3 of one head and in V's last row's
     column 1 (reached through 0 * NaN by every row that is not fully masked, the causal ones included)."""
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
@@ -123,8 +123,40 @@ def test_tensor_core_kernel(sess_opts, device, v, d, monkeypatch, capfd):
     o, ref = check(sess_opts, device, v, (b, h, m, d), k_shape, (h, n, d), (b, 1, 1, n) if v.has_bias else None,
                    mask, scale=d ** -0.5, poke=poke)
     assert np.isnan(o[0, 1, 3].astype(np.float32)).all() and np.isnan(ref[:, 1, :, 1]).sum() > m
-    served = "_mma_d" if device == "cuda" else "_generic"
+    served = f"_{tensor_core_form(d)}_d" if device == "cuda" else "_generic"
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
+
+
+def tensor_core_form(d: int) -> str:
+    """The kernel form serving head size d on this machine's GPU (attention_tensor_core_kernels)."""
+    from flashgemm import targets  # noqa: PLC0415
+    from flashgemm.kernel import fused_attention_wgmma  # noqa: PLC0415
+    return "wgmma" if targets.resolve("auto") == "sm_90" and d in fused_attention_wgmma.HEAD_SIZES else "mma"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("v", [VARIANTS[0], VARIANTS[4]], ids=lambda v: v.key)
+def test_tensor_core_tiles_by_length(sess_opts, device, v, monkeypatch, capfd):
+    """A head size with a tile for short sequences (max_n) serves N up to it with that tile and longer N with the
+    any-N tile, each matching FP64 (a partial last chunk, V's NaN beyond the short tile's reach)."""
+    if device != "cuda":
+        pytest.skip("CUDA's tensor-core kernels")
+    from flashgemm import targets  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import attention_tensor_core_kernels  # noqa: PLC0415
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    tiles = [(name, f["max_n"]) for name, _, f in attention_tensor_core_kernels(targets.resolve("auto"), v)
+             if f["head_size"] == 64]
+    if len(tiles) < 2:
+        pytest.skip("one tile serves every N at head size 64 here")
+    (short, max_n), (long, _) = tiles
+    for n in (max_n, max_n + 8):
+        def poke(feeds):
+            feeds["V"][0, 0, n - 1, 5] = np.nan
+        k_shape = (1, 2, n, 64) if v.trans_b else (1, 2, 64, n)
+        check(sess_opts, device, v, (1, 2, 130, 64), k_shape, (1, 2, n, 64), scale=0.125, seed=n,
+              mask=_mask(v, (1, 1, 130, n), np.random.default_rng(n)), poke=poke)
+        err = capfd.readouterr().err
+        assert f"{short if n <= max_n else long} (" in err, err
 
 
 def test_tensor_core_kernel_head_sizes_and_fallbacks(sess_opts, device, monkeypatch, capfd):
@@ -150,7 +182,7 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
     """Bundle::FindAttention on the CPU: an entry with a head_size (the tensor-core kernels' manifest form, pointed
     here at the llvm generic function so that it runs) serves the calls whose K and D are both its head size and
     whose N its n_multiple divides; the others take the generic kernel. A malformed such entry fails the bundle with
-    the field named."""
+    the field named. Of two such kernels, one with a max_n serves the calls up to it, the other the longer ones."""
     if device != "cpu":
         pytest.skip("the manifest's dispatch rules, not the device, are under test")
     import shutil  # noqa: PLC0415
@@ -163,7 +195,8 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
         d = tmp_path / name
         d.mkdir()
         shutil.copy(bundle / manifest["kernels"], d)
-        (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=manifest["functions"] + [e])))
+        extra = e if isinstance(e, list) else [e]
+        (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=manifest["functions"] + extra)))
         return d
 
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
@@ -173,8 +206,15 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
         check(so, device, v, (1, 2, 5, k), (1, 2, n, k), (1, 2, n, d), seed=k + d + n)
         err = capfd.readouterr().err
         assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,{n},{k}]" in err, (k, d, n, err)
+    # a tile for short sequences (max_n) beside one for any N, listed after it: the short one up to its max_n
+    so = session_options(bundle_with([dict(entry, n_multiple=1), dict(entry, n_multiple=1, max_n=16)], "max-n"))
+    for n, served in ((16, "default, N<=16"), (24, "default")):
+        check(so, device, v, (1, 2, 5, 16), (1, 2, n, 16), (1, 2, n, 16), seed=n)
+        err = capfd.readouterr().err
+        assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,{n},16]" in err, (n, err)
     for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
                         (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
+                        (dict(max_n=0), '"max_n" is not a positive integer'),
                         (dict(schedule="tuned", tuned=True), '"schedule" of a FusedAttention kernel is neither')):
         d = bundle_with(dict(entry, **bad), f"bad-{'-'.join(bad)}")
         opts = ort.SessionOptions()

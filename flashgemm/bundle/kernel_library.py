@@ -31,7 +31,7 @@ import tvm
 
 from flashgemm import targets
 from flashgemm.op.variant import CanonicalShape, Variant
-from flashgemm.kernel import fused_attention, fused_attention_mma
+from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_wgmma
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
 
@@ -64,6 +64,31 @@ def attention_mma_name(variant: Variant, head_size: int) -> str:
     return f"fa_{variant.key}_mma_d{head_size}"
 
 
+def attention_wgmma_name(variant: Variant, head_size: int, max_n: Optional[int] = None) -> str:
+    return f"fa_{variant.key}_wgmma_d{head_size}" + (f"_n{max_n}" if max_n else "")
+
+
+def attention_tensor_core_kernels(target_name: str, variant: Variant) -> list:
+    """FusedAttention's tensor-core kernels a CUDA bundle ships for `variant`: (name, PrimFunc, manifest fields).
+    sm_90: the wgmma kernel's tiles for its head sizes (flashgemm/kernel/fused_attention_wgmma.py), each with the
+    longest N it serves; every other head size and arch: the mma.sync kernel (fused_attention_mma.py)."""
+    out = []
+    hopper = targets.resolve(target_name) == "sm_90"
+    for d in fused_attention_mma.HEAD_SIZES:
+        if hopper and d in fused_attention_wgmma.HEAD_SIZES:
+            for max_n, (wg, bn, stages) in fused_attention_wgmma.TILES[d]:
+                name = attention_wgmma_name(variant, d, max_n)
+                out.append((name, fused_attention_wgmma.runtime_func(variant, d, wg, bn, stages, name=name),
+                            dict(form="wgmma", align=fused_attention_wgmma.ALIGN,
+                                 n_multiple=fused_attention_wgmma.n_multiple(variant), head_size=d, max_n=max_n)))
+        else:
+            name = attention_mma_name(variant, d)
+            out.append((name, fused_attention_mma.runtime_func(variant, d, name=name),
+                        dict(form="mma", align=fused_attention_mma.ALIGN,
+                             n_multiple=fused_attention_mma.n_multiple(variant), head_size=d)))
+    return out
+
+
 def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
                fixed_batch: Optional[tuple] = None, scale: Optional[float] = None) -> str:
     """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its fixed-batch
@@ -85,15 +110,16 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
-           op="FusedGemmSoftmax", head_size=None):
+           op="FusedGemmSoftmax", head_size=None, max_n=None):
     return {
         "name": name,
         # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels, and on
-        # CUDA its tensor-core kernels: schedule "default", form "mma", one a head size)
+        # CUDA its tensor-core kernels: schedule "default", form "mma" or "wgmma", one or two a head size)
         "op": op,
-        # head_size: a FusedAttention tensor-core kernel's K = D (flashgemm/kernel/fused_attention_mma.py), which
-        # serves every B0, B1, M, N with Q's and V's head size both this; null for the others
+        # head_size: a FusedAttention tensor-core kernel's K = D (attention_tensor_core_kernels), which serves every
+        # B0, B1, M and N (up to max_n where that is set) with Q's and V's head size both this; null for the others
         "head_size": head_size,
+        "max_n": max_n,
         "dtype": variant.dtype,
         "trans_b": int(variant.trans_b),
         "bias": int(variant.has_bias),
@@ -354,7 +380,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                   scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
     attention: also FusedAttention's kernels of `variants`: the generic ones (flashgemm/kernel/fused_attention.py)
-    and, on CUDA, a tensor-core kernel a head size (flashgemm/kernel/fused_attention_mma.py).
+    and, on CUDA, its tensor-core kernels (attention_tensor_core_kernels).
     compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
     process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
     its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
@@ -384,12 +410,9 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             funcs[name] = attention_generic_func(target_name, v, name)
             entries.append(_entry(name, v, op="FusedAttention"))
             if targets.is_cuda(target_name):
-                for d in fused_attention_mma.HEAD_SIZES:
-                    name = attention_mma_name(v, d)
-                    funcs[name] = fused_attention_mma.runtime_func(v, d, name=name)
-                    entries.append(_entry(name, v, op="FusedAttention", schedule="default", form="mma",
-                                          align=fused_attention_mma.ALIGN,
-                                          n_multiple=fused_attention_mma.n_multiple(v), head_size=d))
+                for name, func, fields in attention_tensor_core_kernels(target_name, v):
+                    funcs[name] = func
+                    entries.append(_entry(name, v, op="FusedAttention", schedule="default", **fields))
     for tk in tuned:
         if tk.bound is not None:
             if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes

@@ -38,6 +38,7 @@ size) = D in HEAD_SIZES; with K as [D, N] (trans_b = 0), N % 8 = 0 (16-byte chun
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import tvm
 from tvm.script import tirx as T
@@ -53,8 +54,8 @@ LOG2E = 1.4426950408889634
 LOWEST = -3.4028234663852886e38
 PAD = 8  # elements of padding after each shared row
 # causal: V's non-finite values past a tile's diagonal are found by a first kernel, in V_SPLITS bands of rows a head
-# (V_ROWS threads a column of a band)
-V_SPLITS, V_ROWS = 16, 8
+# (a block of V_THREADS threads a band, V_BATCH rows a thread in flight)
+V_SPLITS, V_THREADS, V_BATCH = 16, 256, 4
 
 
 def _strides(name: str, n: int):
@@ -66,32 +67,17 @@ def n_multiple(variant: Variant) -> int:
     return 1 if variant.trans_b else ATTENTION_N_MULTIPLE_KN
 
 
-def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,
-                 name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (Q and K's K = V's D = d), B0, B1, M, N
-    symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn` columns,
-    `stages` shared buffers for the K/V chunks."""
-    if d not in HEAD_SIZES:
-        raise ValueError(f"head size {d}: the mma kernel has {HEAD_SIZES}")
-    if not warps:  # the shipped tile
-        warps, mt, bn, stages = TILES[d]
-    if bn % 16 or bn * d // 8 % (32 * warps) or (16 * mt * warps) * d // 8 % (32 * warps):
-        raise ValueError(f"tile bn={bn} warps={warps} mt={mt}: chunks of 16 columns, whole 16-byte copies a thread")
-    dt = variant.dtype
-    ab = "fp16" if dt == "float16" else "bf16"
-    trans_b, has_bias, mask_kind, causal = variant.trans_b, variant.has_bias, variant.mask, variant.causal
-    mask_dtype = "uint8" if mask_kind == "bool" else dt
-    BM, BN, D, NT = 16 * mt * warps, bn, d, 32 * warps
-    DP = D + PAD  # a padded shared row of Q, K ([N, D]) and V
-    BNP = BN + PAD  # a padded shared row of K as [D, N]
-    KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
-    k_tile = BN * DP if trans_b else D * BNP  # one stage's K chunk
-    B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
-    sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
-    k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
-    k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
-    q_copies = BM * D // 8 // NT  # 16-byte copies a thread per Q tile
-    k_copies = BN * D // 8 // NT  # ... per K or V chunk
+def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> SimpleNamespace:
+    """What the tensor-core kernels (this one and fused_attention_wgmma's) share, for head size D, chunks of BN
+    columns, NT threads and mt 16-row tiles a warp (both keep S and O in mma.sync's m16n8 accumulator layout):
+    logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue."""
+    dt, has_bias, mask_kind, causal = variant.dtype, variant.has_bias, variant.mask, variant.causal
+    NTS, DTS = BN // 8, D // 8
+    VR = V_THREADS // (D // 8)  # the V_last pass: rows of a band read at once
+    exponent = 0x7C00 if dt == "float16" else 0x7F80  # every exponent bit set: an inf or a NaN
+
+    def not_finite(x):  # on the bits (the simplifier folds x - x != 0 to false)
+        return T.bitwise_and(T.reinterpret("uint16", x), T.uint16(exponent)) == T.uint16(exponent)
 
     def logit(s, Bias, Mask, scale_l2, b0, b1, i, j):
         """The masked logit (log2-scaled) of S's element s at row i, column j (reads clamped to row M - 1, column
@@ -110,21 +96,168 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
             ok = tvm.tirx.all(ok, j <= i + (N - M))
         return T.Select(ok, x, T.float32(-math.inf))
 
-    def v_bad_at(v_bad, d):
-        return v_bad[d] != 0 if causal else False
-
-    exponent = 0x7C00 if dt == "float16" else 0x7F80  # every exponent bit set: an inf or a NaN
-
-    def not_finite(x):  # on the bits (the simplifier folds x - x != 0 to false)
-        return T.bitwise_and(T.reinterpret("uint16", x), T.uint16(exponent)) == T.uint16(exponent)
-
-    def edge(n0, m0, N, M):
+    def edge(n0, m0):
         """Whether the chunk at column n0 of the tile at row m0 needs its logits masked (a Python True when every
         chunk does)."""
         if has_bias or mask_kind != "none":
             return True
         past = n0 + BN > N
         return tvm.tirx.Or(past, n0 + BN - 1 > m0 + (N - M)) if causal else past
+
+    def v_bad_at(v_bad, c):
+        return v_bad[c] != 0 if causal else False
+
+    @T.macro
+    def record_v_last(V, V_last):
+        """Per V_SPLITS bands of V's rows, 1 + the last row of each column holding a NaN or inf (0: none): a block a
+        band, 16 bytes of a row a thread."""
+        for sz in T.thread_binding(B0, thread="blockIdx.z"):
+            for sy in T.thread_binding(B1, thread="blockIdx.y"):
+                for sx in T.thread_binding(V_SPLITS, thread="blockIdx.x"):
+                    for sr in T.thread_binding(VR, thread="threadIdx.y"):
+                        for sc in T.thread_binding(D // 8, thread="threadIdx.x"):
+                            with T.sblock("V_last"):
+                                c0, c1, band, cr, cc = T.axis.remap("SSSSS", [sz, sy, sx, sr, sc])
+                                T.reads()
+                                T.writes()
+                                staged = T.sblock_alloc_buffer((V_BATCH * VR * D,), dt, scope="shared")
+                                last = T.sblock_alloc_buffer((8,), "int32", scope="local")
+                                lasts = T.sblock_alloc_buffer((VR, D), "int32", scope="shared")
+                                rows: T.let[T.int32] = (N + V_SPLITS - 1) // V_SPLITS
+                                end: T.let[T.int32] = T.min(N, band * rows + rows)
+                                for e in T.unroll(8):
+                                    last[e] = 0
+                                for i in T.serial((rows + V_BATCH * VR - 1) // (V_BATCH * VR)):
+                                    # V_BATCH rows a thread in flight (16-byte copies), then their 8 columns checked
+                                    for u in T.unroll(V_BATCH):
+                                        if band * rows + (i * V_BATCH + u) * VR + cr < end:
+                                            T.s_tir.cp_async_raw.legacy(
+                                                staged.data, (u * VR + cr) * D + cc * 8, V.data,
+                                                c0 * V.strides[0] + c1 * V.strides[1]
+                                                + (band * rows + (i * V_BATCH + u) * VR + cr) * D + cc * 8, 16, dtype=dt)
+                                    T.ptx.cp.async_.commit_group()
+                                    T.ptx.cp.async_.wait_group(0)
+                                    for u in T.unroll(V_BATCH):
+                                        if band * rows + (i * V_BATCH + u) * VR + cr < end:
+                                            for e in T.unroll(8):
+                                                last[e] = T.Select(not_finite(staged[(u * VR + cr) * D + cc * 8 + e]),
+                                                                   band * rows + (i * V_BATCH + u) * VR + cr + 1, last[e])
+                                for e in T.unroll(8):
+                                    lasts[cr, cc * 8 + e] = last[e]
+                                T.tvm_storage_sync("shared")
+                                if cr * (D // 8) + cc < D:  # a thread a column: the band's last
+                                    last[0] = 0
+                                    for j in T.serial(VR):
+                                        last[0] = T.max(last[0], lasts[j, cr * (D // 8) + cc])
+                                    V_last[band, c0, c1, cr * (D // 8) + cc] = last[0]
+
+    @T.macro
+    def softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
+        """The chunk's logits (log2-scaled; masked where a column may be past N or the diagonal, or with a bias or
+        mask), then the online softmax: s_acc becomes P = exp2(logit - m), m_run and l_run (thread-partial) move on,
+        alpha = O's rescale factor."""
+        if edge(n0, m0):
+            for mi in T.unroll(mt):
+                for i in T.unroll(NTS * 4):
+                    s_acc[mi * NTS * 4 + i] = logit(
+                        s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
+                        m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, n0 + i // 4 * 8 + t4 * 2 + i % 2)
+        else:
+            for i in T.unroll(mt * NTS * 4):
+                s_acc[i] = s_acc[i] * scale_l2
+        for mi in T.unroll(mt):
+            for h in T.unroll(2):
+                m_chunk[mi * 2 + h] = T.float32(LOWEST)
+                for i in T.unroll(NTS * 2):
+                    m_chunk[mi * 2 + h] = T.max(m_chunk[mi * 2 + h], s_acc[(mi * NTS + i // 2) * 4 + h * 2 + i % 2])
+                m_chunk[mi * 2 + h] = T.max(m_run[mi * 2 + h], T.cuda.warp_max(m_chunk[mi * 2 + h], 4))
+                alpha[mi * 2 + h] = T.exp2(m_run[mi * 2 + h] - m_chunk[mi * 2 + h])
+                m_run[mi * 2 + h] = m_chunk[mi * 2 + h]
+                l_run[mi * 2 + h] = l_run[mi * 2 + h] * alpha[mi * 2 + h]
+                for nt in T.unroll(NTS):
+                    for e in T.unroll(2):
+                        s_acc[(mi * NTS + nt) * 4 + h * 2 + e] = T.exp2(
+                            s_acc[(mi * NTS + nt) * 4 + h * 2 + e] - m_run[mi * 2 + h])
+                        l_run[mi * 2 + h] = l_run[mi * 2 + h] + s_acc[(mi * NTS + nt) * 4 + h * 2 + e]
+
+    @T.macro
+    def rescale_o(o_acc, alpha):
+        for mi in T.unroll(mt):
+            for h in T.unroll(2):
+                for dj in T.unroll(DTS):
+                    for e in T.unroll(2):
+                        o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = o_acc[(mi * DTS + dj) * 4 + h * 2 + e] * alpha[mi * 2 + h]
+
+    @T.macro
+    def online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
+        """softmax_chunk, then O rescaled."""
+        softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4)
+        rescale_o(o_acc, alpha)
+
+    @T.macro
+    def store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid):
+        """O = O / l (quad sum), 0 where the row is fully masked (l = 0; NaN where l is). Causal: the chunks past the
+        tile's diagonal were skipped, but the unfused graph's 0 * V is still NaN in each column of V holding a NaN or
+        inf from row n_end on (V_last)."""
+        if causal:
+            for i in T.serial((D - tid + NT - 1) // NT):
+                v_bad[i * NT + tid] = 0
+                for band in T.serial(V_SPLITS):
+                    if V_last[band, b0, b1, i * NT + tid] > n_end:
+                        v_bad[i * NT + tid] = 1
+            T.tvm_storage_sync("shared")
+        for mi in T.unroll(mt):
+            for h in T.unroll(2):
+                l_run[mi * 2 + h] = T.cuda.warp_sum(l_run[mi * 2 + h], 4)
+                row: T.let[T.int32] = m0 + (w * mt + mi) * 16 + h * 8 + g
+                if row < M:
+                    for dj in T.unroll(DTS):
+                        for e in T.unroll(2):
+                            O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(
+                                l_run[mi * 2 + h] == T.float32(0), T.float32(0),
+                                T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
+                                         o_acc[(mi * DTS + dj) * 4 + h * 2 + e] / l_run[mi * 2 + h])), dt)
+
+    return SimpleNamespace(record_v_last=record_v_last, softmax_chunk=softmax_chunk, rescale_o=rescale_o,
+                           online_softmax=online_softmax, store_o=store_o)
+
+
+def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
+    """The kernel with only the parameters its variant has (bias, mask), named `name`, marked scheduled."""
+    q, k, v, bias, mask, o, scale = func.params
+    keep = [q, k, v] + ([bias] if variant.has_bias else []) + ([mask] if variant.mask != "none" else []) + [o, scale]
+    func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
+    return func.with_attr({"global_symbol": name, "tirx.is_scheduled": True})
+
+
+def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,
+                 name: str = "main") -> tvm.tirx.PrimFunc:
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (Q and K's K = V's D = d), B0, B1, M, N
+    symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn` columns,
+    `stages` shared buffers for the K/V chunks."""
+    if d not in HEAD_SIZES:
+        raise ValueError(f"head size {d}: the mma kernel has {HEAD_SIZES}")
+    if not warps:  # the shipped tile
+        warps, mt, bn, stages = TILES[d]
+    if bn % 16 or bn * d // 8 % (32 * warps) or (16 * mt * warps) * d // 8 % (32 * warps):
+        raise ValueError(f"tile bn={bn} warps={warps} mt={mt}: chunks of 16 columns, whole 16-byte copies a thread")
+    dt = variant.dtype
+    ab = "fp16" if dt == "float16" else "bf16"
+    trans_b, mask_kind, causal = variant.trans_b, variant.mask, variant.causal
+    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    BM, BN, D, NT = 16 * mt * warps, bn, d, 32 * warps
+    DP = D + PAD  # a padded shared row of Q, K ([N, D]) and V
+    BNP = BN + PAD  # a padded shared row of K as [D, N]
+    KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
+    k_tile = BN * DP if trans_b else D * BNP  # one stage's K chunk
+    B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
+    sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
+    k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
+    k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
+    q_copies = BM * D // 8 // NT  # 16-byte copies a thread per Q tile
+    k_copies = BN * D // 8 // NT  # ... per K or V chunk
+
+    parts = Parts(variant, D, BN, NT, mt, B0, B1, M, N)
 
     @T.macro
     def copy_chunk(chunk, stage, Ks, Vs, Km, V, b0, b1, tid):
@@ -161,30 +294,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
         # causal: per V_SPLITS bands of V's rows, 1 + the last row of each column holding a NaN or inf (0: none)
         V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
         if causal:
-            for sz in T.thread_binding(B0, thread="blockIdx.z"):
-                for sy in T.thread_binding(B1, thread="blockIdx.y"):
-                    for sx in T.thread_binding(V_SPLITS, thread="blockIdx.x"):
-                        for sr in T.thread_binding(V_ROWS, thread="threadIdx.y"):
-                            for sd in T.thread_binding(D, thread="threadIdx.x"):
-                                with T.sblock("V_last"):
-                                    c0, c1, band, cr, cd = T.axis.remap("SSSSS", [sz, sy, sx, sr, sd])
-                                    T.reads()
-                                    T.writes()
-                                    last = T.sblock_alloc_buffer((1,), "int32", scope="local")
-                                    lasts = T.sblock_alloc_buffer((V_ROWS, D), "int32", scope="shared")
-                                    rows: T.let[T.int32] = (N + V_SPLITS - 1) // V_SPLITS
-                                    last[0] = 0
-                                    for i in T.serial((rows + V_ROWS - 1) // V_ROWS):
-                                        r: T.let[T.int32] = band * rows + i * V_ROWS + cr
-                                        if r < T.min(N, band * rows + rows):
-                                            if not_finite(V[c0, c1, r, cd]):
-                                                last[0] = r + 1
-                                    lasts[cr, cd] = last[0]
-                                    T.tvm_storage_sync("shared")
-                                    if cr == 0:
-                                        for j in T.serial(V_ROWS):
-                                            last[0] = T.max(last[0], lasts[j, cd])
-                                        V_last[band, c0, c1, cd] = last[0]
+            parts.record_v_last(V, V_last)
         for bz in T.thread_binding(B0, thread="blockIdx.z"):
             for by in T.thread_binding(B1, thread="blockIdx.y"):
                 for bx in T.thread_binding((M + BM - 1) // BM, thread="blockIdx.x"):
@@ -272,42 +382,10 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                                         q_frag.data, (mi * KS + ks) * 8, b_frag.data, h * 4,
                                                         s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
                                                         dtype="float32")
-                                    # the chunk's logits (log2-scaled); masking where a column may be past N
-                                    # or the diagonal, or with a bias or mask
-                                    if edge(n0, m0, N, M):
-                                        for mi in T.unroll(mt):
-                                            for i in T.unroll(NTS * 4):
-                                                s_acc[mi * NTS * 4 + i] = logit(
-                                                    s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
-                                                    m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g,
-                                                    n0 + i // 4 * 8 + t4 * 2 + i % 2)
-                                    else:
-                                        for i in T.unroll(mt * NTS * 4):
-                                            s_acc[i] = s_acc[i] * scale_l2
-                                    # online softmax over the chunk
-                                    for mi in T.unroll(mt):
-                                        for h in T.unroll(2):
-                                            m_chunk[mi * 2 + h] = T.float32(LOWEST)
-                                            for i in T.unroll(NTS * 2):
-                                                m_chunk[mi * 2 + h] = T.max(
-                                                    m_chunk[mi * 2 + h], s_acc[(mi * NTS + i // 2) * 4 + h * 2 + i % 2])
-                                            m_chunk[mi * 2 + h] = T.max(
-                                                m_run[mi * 2 + h], T.cuda.warp_max(m_chunk[mi * 2 + h], 4))
-                                            alpha[mi * 2 + h] = T.exp2(m_run[mi * 2 + h] - m_chunk[mi * 2 + h])
-                                            m_run[mi * 2 + h] = m_chunk[mi * 2 + h]
-                                            l_run[mi * 2 + h] = l_run[mi * 2 + h] * alpha[mi * 2 + h]
-                                            for nt in T.unroll(NTS):
-                                                for e in T.unroll(2):
-                                                    s_acc[(mi * NTS + nt) * 4 + h * 2 + e] = T.exp2(
-                                                        s_acc[(mi * NTS + nt) * 4 + h * 2 + e] - m_run[mi * 2 + h])
-                                                    l_run[mi * 2 + h] = (l_run[mi * 2 + h]
-                                                                         + s_acc[(mi * NTS + nt) * 4 + h * 2 + e])
-                                                    p_frag[(mi * NTS + nt) * 4 + h * 2 + e] = T.cast(
-                                                        s_acc[(mi * NTS + nt) * 4 + h * 2 + e], dt)
-                                            for dj in T.unroll(DTS):
-                                                for e in T.unroll(2):
-                                                    o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = (
-                                                        o_acc[(mi * DTS + dj) * 4 + h * 2 + e] * alpha[mi * 2 + h])
+                                    parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
+                                                         scale_l2, b0, b1, m0, n0, w, g, t4)
+                                    for i in T.unroll(mt * NTS * 4):
+                                        p_frag[i] = T.cast(s_acc[i], dt)
                                     # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)
                                     for kk in T.unroll(BN // 16):
                                         for dp in T.unroll(DTS // 2):
@@ -324,33 +402,6 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                                         dtype="float32")
                                     T.tvm_storage_sync("shared")
                                 T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
-                                # Causal: the chunks past the tile's diagonal were skipped, but the unfused graph's
-                                # 0 * V there is NaN in each column of V that holds a NaN or inf from row n_end on
-                                # (V_last, the first kernel's)
-                                if causal:
-                                    for i in T.serial((D - tid + NT - 1) // NT):
-                                        v_bad[i * NT + tid] = 0
-                                        for band in T.serial(V_SPLITS):
-                                            if V_last[band, b0, b1, i * NT + tid] > n_end:
-                                                v_bad[i * NT + tid] = 1
-                                    T.tvm_storage_sync("shared")
-                                # O = O / l (quad sum), 0 where fully masked (l = 0; NaN where l is)
-                                for mi in T.unroll(mt):
-                                    for h in T.unroll(2):
-                                        l_run[mi * 2 + h] = T.cuda.warp_sum(l_run[mi * 2 + h], 4)
-                                        row: T.let[T.int32] = m0 + (w * mt + mi) * 16 + h * 8 + g
-                                        if row < M:
-                                            for dj in T.unroll(DTS):
-                                                for e in T.unroll(2):
-                                                    O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(
-                                                        l_run[mi * 2 + h] == T.float32(0), T.float32(0),
-                                                        T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e),
-                                                                 T.float32(math.nan),
-                                                                 o_acc[(mi * DTS + dj) * 4 + h * 2 + e]
-                                                                 / l_run[mi * 2 + h])), dt)
+                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
 
-    func = fused_attention_mma
-    q, k, v, bias, mask, o, scale = func.params
-    keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale]
-    func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
-    return func.with_attr({"global_symbol": name, "tirx.is_scheduled": True})
+    return finish(fused_attention_mma, variant, name)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <tuple>
 
@@ -209,6 +210,12 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         if (!q->as<int64_t>() || *q->as<int64_t>() < 1) e.Fail("n_multiple", "is not a positive integer");
         k.n_multiple = *q->as<int64_t>();
       }
+      // max_n (absent or null: any N): a tile for short sequences, served only to calls with N <= max_n
+      if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("max_n"));
+          q.has_value() && !(*q == nullptr)) {
+        if (!q->as<int64_t>() || *q->as<int64_t>() < 1) e.Fail("max_n", "is not a positive integer");
+        k.max_n = *q->as<int64_t>();
+      }
       b->attention_head_size_[v.Key()].push_back(std::move(k));
     } else if (k.schedule != "generic") {
       auto sizes = e.Get("sizes").as<json::Array>();
@@ -290,6 +297,12 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       b->generic_.emplace(v.Key(), std::move(k));
     }
   }
+  // FindAttention takes the first tensor-core kernel that serves the call: the smallest max_n first, any N last
+  for (auto& [key, kernels] : b->attention_head_size_)
+    std::stable_sort(kernels.begin(), kernels.end(), [](const Kernel& x, const Kernel& y) {
+      auto bound = [](const Kernel& q) { return q.max_n > 0 ? q.max_n : std::numeric_limits<int64_t>::max(); };
+      return bound(x) < bound(y);
+    });
   // Find takes the first any-length kernel that serves the call: order them by preference once, here (the smallest
   // bound, then the most specialized twin: a static batch dim and N's multiple, then tuned before default).
   for (auto& [key, kernels] : b->any_length_)
@@ -307,7 +320,9 @@ const Kernel* Bundle::FindAttention(const std::string& variant_key, int64_t k, i
                                     int64_t ptr_align) const {
   if (auto t = attention_head_size_.find(variant_key); t != attention_head_size_.end() && k == d)
     for (const Kernel& kernel : t->second)
-      if (kernel.head_size == k && kernel.align <= ptr_align && n % kernel.n_multiple == 0) return &kernel;
+      if (kernel.head_size == k && kernel.align <= ptr_align && n % kernel.n_multiple == 0 &&
+          (kernel.max_n == 0 || n <= kernel.max_n))
+        return &kernel;
   auto g = attention_generic_.find(variant_key);
   return g == attention_generic_.end() ? nullptr : &g->second;
 }

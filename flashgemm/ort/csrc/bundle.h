@@ -39,7 +39,8 @@ struct Kernel {
   int64_t fixed_value = 0;
   bool has_scale = false;  // manifest "scale": a fixed-batch twin specialized on this scale, served only to it
   float scale = 0.0f;
-  // manifest "any_length": serves every call of its variant with M <= max_m, N <= max_n and K == k (any batch)
+  // manifest "any_length": serves every call of its variant with M <= max_m, N <= max_n and K == k (any batch);
+  // a FusedAttention tensor-core kernel's max_n (0: any N) bounds the N it serves
   bool any_length = false;
   int64_t max_m = 0, max_n = 0, k = 0;
   int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides

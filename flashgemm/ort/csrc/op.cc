@@ -256,7 +256,8 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                    (kernel->n_multiple > 1 ? ", N%" + std::to_string(kernel->n_multiple) + "=0" : std::string()) +
                    (kernel->any_length ? ", any length <= " + std::to_string(kernel->max_m) + "x" +
                                              std::to_string(kernel->max_n)
-                                       : std::string()))
+                    : kernel->head_size > 0 && kernel->max_n > 0 ? ", N<=" + std::to_string(kernel->max_n)
+                                                                 : std::string()))
                       .c_str(),
                   static_cast<long long>(sizes[0]),
                   static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),

@@ -1,0 +1,306 @@
+"""FusedAttention's Hopper kernel (sm_90a): the tensor-core kernel's online softmax on warpgroup MMAs.
+
+The design of flashgemm/kernel/fused_attention_mma.py (its contract, masking, NaN rules and causal skip) with the
+two GEMMs on wgmma, each warpgroup owning 64 rows of the tile:
+
+    blockIdx.x = tiles of BM = 64 WG rows (causal: the longest first), y = heads, z = batch;
+    threadIdx.y = warp (warpgroup = warp / 4), x = lane
+    Q tile -> shared (cp.async, wgmma's 128-byte-swizzled K-major layout), read by every chunk's S wgmmas
+    for each chunk of BN columns, `stages` shared buffers (the next chunks' copies in flight):
+        S = Q K^T: D/16 wgmma m64nBNk16, both operands from shared memory by matrix descriptors
+        the logits and online softmax in registers, as the mma kernel (the wgmma accumulator's per-warp layout is
+        mma.sync's m16n8 tiles side by side)
+        P cast and packed in registers: the S accumulator's pairs are the A fragment of wgmma's register form
+        O += P V: BN/16 wgmma m64nDk16, A = P from registers, B = V's chunk from shared memory (MN-major,
+        transposed by the descriptor)
+
+Shared layouts (flashgemm/spaces/cuda_wgmma's): K-major tiles (Q; K as [N, D]) are atoms of 8 rows x 64 elements
+(1024 B) with the 16-byte chunk c of row r stored at c ^ (r % 8); MN-major tiles (V; K as [D, N]) the same with the
+columns contiguous (atoms of 8 k x 64 n). Each tile starts on a 1024-byte boundary of the pool (wgmma applies the
+swizzle to absolute addresses): the pool carries 1 KiB of slack and the kernel aligns its base.
+
+Head sizes WGMMA_HEAD_SIZES (rows of 64 elements: whole swizzle atoms); the others keep the mma kernel.
+"""
+from __future__ import annotations
+
+import tvm
+from tvm.script import tirx as T
+
+from flashgemm.kernel import fused_attention_mma as mma
+from flashgemm.op.variant import Variant
+
+HEAD_SIZES = (64, 128)
+# the tiles each head size ships with, (max_n, (warpgroups, bn, stages)) with max_n the longest N a tile serves (None:
+# any): the fastest of the measured sweep at W1-W3 and N = 256, 1024 (d = 64), the causal prefill shape and its
+# non-causal twin (d = 128): results/h200/attention-wgmma-2026-12-02. Short sequences run more, smaller tiles.
+TILES = {64: ((1024, (1, 64, 2)), (None, (2, 128, 3))), 128: ((None, (2, 64, 2)),)}
+ALIGN = mma.ALIGN
+n_multiple = mma.n_multiple
+LOG2E, LOWEST = mma.LOG2E, mma.LOWEST
+V_SPLITS = mma.V_SPLITS
+SWIZZLE_BYTES = 1024
+
+
+def _xor(a, b):
+    return T.bitwise_xor(a, b)
+
+
+def k_major(r, k, rows: int):
+    """Element offset of (r, k) in a K-major swizzled tile of `rows` rows (k-atoms of 64 elements)."""
+    return (k // 64) * (rows * 64) + (r // 8) * 512 + (r % 8) * 64 + _xor((k // 8) % 8, r % 8) * 8 + k % 8
+
+
+def mn_major(k, n, cols: int):
+    """Element offset of (k, n) in an MN-major swizzled tile of `cols` columns (k-tiles of 64 rows, 64-column
+    groups)."""
+    return (k // 64) * (64 * cols) + (n // 64) * 4096 + (k % 64) // 8 * 512 + (k % 8) * 64 \
+        + _xor((n % 64) // 8, k % 8) * 8 + n % 8
+
+
+def _descriptor(addr, lbo: int = 16):
+    """wgmma matrix descriptor of the shared byte address `addr`: 128-byte swizzle, stride byte offset 1024 B,
+    leading byte offset `lbo` (MN-major: the next 64 columns)."""
+    return (T.Cast("uint64", T.bitwise_and(addr, T.uint32(0x3FFFF)) >> T.uint32(4))
+            | (T.uint64(lbo >> 4) << T.uint64(16)) | (T.uint64(64) << T.uint64(32)) | (T.uint64(1) << T.uint64(62)))
+
+
+def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2, overlap: bool = False,
+                 name: str = "main") -> tvm.tirx.PrimFunc:
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (the mma kernel's signature). Tile: `wg`
+    warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared buffers."""
+    if d not in HEAD_SIZES:
+        raise ValueError(f"head size {d}: the wgmma kernel has {HEAD_SIZES}")
+    if not wg:  # the tile for any N
+        wg, bn, stages = TILES[d][-1][1]
+    if bn % 64 or not 64 <= bn <= 256 or wg not in (1, 2, 3):
+        raise ValueError(f"tile wg={wg} bn={bn}: the wgmma kernel takes 1 to 3 warpgroups, chunks of 64, 128, 192 "
+                         "or 256 columns")
+    dt = variant.dtype
+    ty = "f16" if dt == "float16" else "bf16"
+    trans_b, mask_kind, causal = variant.trans_b, variant.mask, variant.causal
+    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    BM, BN, D, NT = 64 * wg, bn, d, 128 * wg
+    KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
+    s_mma = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ty}.{ty}"
+    o_mma = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ty}.{ty}"
+    # the shared pool (elements): Q's tile, then per stage K, then per stage V (every tile a multiple of 1024 B), and
+    # the slack to start on a 1024-byte boundary
+    Q_OFF, K_OFF = 0, BM * D
+    V_OFF = K_OFF + stages * BN * D
+    POOL = V_OFF + stages * BN * D + SWIZZLE_BYTES // 2
+    B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
+    sq, sk, sv = mma._strides("Q", 2), mma._strides("K", 2), mma._strides("V", 2)
+    k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
+    k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
+    q_copies = (BM * D // 8 + NT - 1) // NT  # 16-byte copies a thread per Q tile (the last one guarded where
+    k_copies = (BN * D // 8 + NT - 1) // NT  # ... per K or V chunk                 they do not divide evenly)
+
+    def whole(copies, chunks):  # whether every thread's last copy is in the tile (no guard)
+        return copies * NT == chunks
+
+    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
+
+    def bits(x):
+        return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
+
+    def pack(lo, hi):  # two probabilities as one 32-bit A-fragment register (lo in the low half)
+        return T.bitwise_or(T.shift_left(bits(hi), T.uint32(16)), bits(lo))
+
+    @T.macro
+    def copy_chunk(chunk, stage, pool, al, Km, V, b0, b1, tid):
+        """K's and V's chunk `chunk` (rows past N read row N - 1) to stage `stage`, 16 bytes a cp.async."""
+        for c in T.unroll(k_copies):
+            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+            if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
+                T.s_tir.cp_async_raw.legacy(
+                    pool.access_ptr("w"), (al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D)) * 2, V.data,
+                    b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+                if trans_b:
+                    T.s_tir.cp_async_raw.legacy(
+                        pool.access_ptr("w"), (al + K_OFF + stage * BN * D + k_major(r, ch * 8, BN)) * 2, Km.data,
+                        b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+        if not trans_b:  # K as [D, N]: rows of BN columns
+            for c in T.unroll(k_copies):
+                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
+                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
+                if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
+                    T.s_tir.cp_async_raw.legacy(
+                        pool.access_ptr("w"), (al + K_OFF + stage * BN * D + mn_major(r, ch * 8, BN)) * 2, Km.data,
+                        b0 * sk[0] + b1 * sk[1] + r * N + T.min(chunk * BN + ch * 8, N - 8), 16, dtype=dt)
+
+    @T.macro
+    def fence_operands(acc, n):  # keep nvcc from moving register accesses across an asynchronous wgmma
+        for i in T.unroll(n):
+            T.cuda.wgmma.noop_barrier(acc[i])
+
+    @T.macro
+    def issue_s(s_acc, addr0, wgi, st):
+        """S = Q K^T for the chunk in stage st: D/16 wgmmas from shared memory, committed as one group."""
+        for i in T.unroll(NTS * 4):
+            s_acc[i] = T.float32(0)
+        fence_operands(s_acc, NTS * 4)
+        T.ptx.wgmma.fence.sync.aligned()
+        for ks in T.unroll(KS):
+            if trans_b:
+                T.ptx[s_mma](
+                    *[s_acc[i] for i in range(NTS * 4)],
+                    _descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32")),
+                    _descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * BN * 64 + (ks % 4) * 16) * 2,
+                                               "uint32")),
+                    True, 1, 1, 0, 0)
+            else:  # K as [D, N]: MN-major, transposed by the descriptor
+                T.ptx[s_mma](
+                    *[s_acc[i] for i in range(NTS * 4)],
+                    _descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32")),
+                    _descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * 64 * BN + (ks % 4) * 1024) * 2,
+                                               "uint32"), lbo=8192),
+                    True, 1, 1, 0, 1)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    @T.macro
+    def issue_o(o_acc, p_frag, addr0, st):
+        """O += P V for the chunk in stage st: BN/16 wgmmas, P's A fragment for k-step kk from registers (S's n8
+        tiles 2 kk and 2 kk + 1), V MN-major; committed as one group."""
+        fence_operands(o_acc, DTS * 4)
+        fence_operands(p_frag, NTS * 2)
+        T.ptx.wgmma.fence.sync.aligned()
+        for kk in T.unroll(BN // 16):
+            T.ptx[o_mma](
+                *[o_acc[i] for i in range(DTS * 4)],
+                p_frag[kk * 4], p_frag[kk * 4 + 1], p_frag[kk * 4 + 2], p_frag[kk * 4 + 3],
+                _descriptor(addr0 + T.cast((V_OFF + st * BN * D + (kk // 4) * 64 * D + (kk % 4) * 1024) * 2, "uint32"),
+                            lbo=8192),
+                True, 1, 1, 1)
+        T.ptx.wgmma.commit_group.sync.aligned()
+
+    @T.prim_func(s_tir=True)
+    def fused_attention_wgmma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
+                              o_h: T.handle, scale: T.float32):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
+        Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=16)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=16)
+        Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=mma._strides("bias", 4), align=2, offset_factor=1)
+        Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=mma._strides("mask", 4), align=1,
+                              offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=16, offset_factor=1)
+        V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
+        if causal:
+            parts.record_v_last(V, V_last)
+        for bz in T.thread_binding(B0, thread="blockIdx.z"):
+            for by in T.thread_binding(B1, thread="blockIdx.y"):
+                for bx in T.thread_binding((M + BM - 1) // BM, thread="blockIdx.x"):
+                    for ty in T.thread_binding(4 * wg, thread="threadIdx.y"):
+                        for tx in T.thread_binding(32, thread="threadIdx.x"):
+                            with T.sblock("attention"):
+                                b0, b1, bt, w, lane = T.axis.remap("SSSSS", [bz, by, bx, ty, tx])
+                                T.reads()
+                                T.writes()
+                                # bytes: the dynamic pool's declaration is the same in every kernel of a translation
+                                # unit (a bundle's fp16 and bf16 kernels), whatever the dtype
+                                pool = T.sblock_alloc_buffer((POOL * 2,), "uint8", scope="shared.dyn")
+                                p_frag = T.sblock_alloc_buffer((NTS * 2,), "uint32", scope="local")
+                                s_acc = T.sblock_alloc_buffer((NTS * 4,), "float32", scope="local")
+                                o_acc = T.sblock_alloc_buffer((DTS * 4,), "float32", scope="local")
+                                m_run = T.sblock_alloc_buffer((2,), "float32", scope="local")
+                                l_run = T.sblock_alloc_buffer((2,), "float32", scope="local")
+                                m_chunk = T.sblock_alloc_buffer((2,), "float32", scope="local")
+                                alpha = T.sblock_alloc_buffer((2,), "float32", scope="local")
+                                v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
+                                tid: T.let[T.int32] = w * 32 + lane
+                                g: T.let[T.int32] = lane // 4
+                                t4: T.let[T.int32] = lane % 4
+                                wgi: T.let[T.int32] = w // 4  # the warpgroup
+                                # the pool's first 1024-byte boundary: element offset and shared address
+                                base: T.let[T.uint32] = T.cuda.cvta_generic_to_shared(pool.access_ptr("rw"))
+                                al: T.let[T.int32] = T.cast(
+                                    (T.uint32(SWIZZLE_BYTES) - base % T.uint32(SWIZZLE_BYTES))
+                                    % T.uint32(SWIZZLE_BYTES), "int32") // 2
+                                addr0: T.let[T.uint32] = base + T.cast(al * 2, "uint32")
+                                m0: T.let[T.int32] = ((M + BM - 1) // BM - 1 - bt if causal else bt) * BM
+                                scale_l2: T.let[T.float32] = scale * T.float32(LOG2E)
+                                n_end: T.let[T.int32] = (T.max(T.min(N, m0 + BM + (N - M)), 0) if causal else N)
+                                n_chunks: T.let[T.int32] = (n_end + BN - 1) // BN
+                                for i in T.unroll(DTS * 4):
+                                    o_acc[i] = T.float32(0)
+                                for i in T.unroll(2):
+                                    m_run[i] = T.float32(LOWEST)
+                                    l_run[i] = T.float32(0)
+                                # the Q tile (rows past M read row M - 1)
+                                for c in T.unroll(q_copies):
+                                    r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+                                    ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+                                    if whole(q_copies, BM * D // 8) or c * NT + tid < BM * D // 8:
+                                      T.s_tir.cp_async_raw.legacy(
+                                          pool.access_ptr("w"), (al + Q_OFF + k_major(r, ch * 8, BM)) * 2, Q.data,
+                                          b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8, 16, dtype=dt)
+                                for st in T.unroll(stages - 1):
+                                    if st < n_chunks:
+                                        copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
+                                    T.ptx.cp.async_.commit_group()
+                                if overlap:
+                                    # S for chunk 0, then each iteration j: S for chunk j + 1 issued, O += P_j V_j
+                                    # issued behind it, chunk j + 1's softmax while that runs on the tensor cores
+                                    T.ptx.cp.async_.wait_group(stages - 2)
+                                    T.ptx.fence.proxy.async_.shared__cta()
+                                    T.tvm_storage_sync("shared")
+                                    if n_chunks > 0:
+                                        issue_s(s_acc, addr0, wgi, 0)
+                                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                                        fence_operands(s_acc, NTS * 4)
+                                        parts.softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2,
+                                                            b0, b1, m0, 0, w, g, t4)
+                                        for i in T.unroll(NTS * 2):
+                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
+                                    # (the last chunk peeled: no branch around a wgmma, which would make ptxas
+                                    # serialize them all)
+                                    for j in T.serial(n_chunks - 1):
+                                        nj: T.let[T.int32] = j + stages - 1
+                                        if nj < n_chunks:
+                                            copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
+                                        T.ptx.cp.async_.commit_group()
+                                        T.ptx.cp.async_.wait_group(stages - 2)  # chunk j + 1's copies landed
+                                        T.ptx.fence.proxy.async_.shared__cta()
+                                        T.tvm_storage_sync("shared")
+                                        issue_s(s_acc, addr0, wgi, (j + 1) % stages)
+                                        issue_o(o_acc, p_frag, addr0, j % stages)
+                                        T.ptx.wgmma.wait_group.sync.aligned(1)  # S done, O in flight
+                                        fence_operands(s_acc, NTS * 4)
+                                        parts.softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
+                                                            scale_l2, b0, b1, m0, (j + 1) * BN, w, g, t4)
+                                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                                        fence_operands(o_acc, DTS * 4)
+                                        parts.rescale_o(o_acc, alpha)
+                                        for i in T.unroll(NTS * 2):
+                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
+                                        T.tvm_storage_sync("shared")
+                                    if n_chunks > 0:
+                                        issue_o(o_acc, p_frag, addr0, (n_chunks - 1) % stages)
+                                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                                        fence_operands(o_acc, DTS * 4)
+                                else:
+                                    for j in T.serial(n_chunks):
+                                        nj: T.let[T.int32] = j + stages - 1
+                                        if nj < n_chunks:
+                                            copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
+                                        T.ptx.cp.async_.commit_group()
+                                        T.ptx.cp.async_.wait_group(stages - 1)
+                                        # the copies wrote through the generic proxy; wgmma reads through the async one
+                                        T.ptx.fence.proxy.async_.shared__cta()
+                                        T.tvm_storage_sync("shared")
+                                        issue_s(s_acc, addr0, wgi, j % stages)
+                                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                                        fence_operands(s_acc, NTS * 4)
+                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
+                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4)
+                                        for i in T.unroll(NTS * 2):
+                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
+                                        issue_o(o_acc, p_frag, addr0, j % stages)
+                                        T.ptx.wgmma.wait_group.sync.aligned(0)
+                                        fence_operands(o_acc, DTS * 4)
+                                        T.tvm_storage_sync("shared")
+                                T.ptx.cp.async_.wait_group(0)
+                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
+
+    return mma.finish(fused_attention_wgmma, variant, name)
