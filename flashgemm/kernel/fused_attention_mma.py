@@ -21,7 +21,8 @@ cp.async):
 Causal tiles skip the chunks past their diagonal, where the unfused graph's 0 * V is still NaN for a NaN or inf in V:
 a first kernel of the same function ("V_last") records, per band of V's rows, 1 + the last row of each column that
 holds one, and a tile makes O's column NaN (rows not fully masked) when that row is past its last chunk. V is read
-once more for it (about 6 % of the causal prefill shape's time: BENCHMARKS.md), instead of once a tile.
+once more for it, in 16-byte copies (19 us of the causal prefill shape's 430-660: BENCHMARKS.md), instead of once a
+tile.
 
 Fragment layouts (mma.m16n8k16, lane = 4 g + t): the accumulator's register r holds row g + 8 (r / 2), column
 2 t + r % 2 of its 16 x 8 tile. Shared rows are padded by 8 elements (16 bytes), so that the 8 rows an ldmatrix
@@ -218,8 +219,7 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                 T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
                                          o_acc[(mi * DTS + dj) * 4 + h * 2 + e] / l_run[mi * 2 + h])), dt)
 
-    return SimpleNamespace(record_v_last=record_v_last, softmax_chunk=softmax_chunk, rescale_o=rescale_o,
-                           online_softmax=online_softmax, store_o=store_o)
+    return SimpleNamespace(record_v_last=record_v_last, online_softmax=online_softmax, store_o=store_o)
 
 
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:

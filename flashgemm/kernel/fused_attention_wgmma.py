@@ -19,7 +19,12 @@ Shared layouts (flashgemm/spaces/cuda_wgmma's): K-major tiles (Q; K as [N, D]) a
 columns contiguous (atoms of 8 k x 64 n). Each tile starts on a 1024-byte boundary of the pool (wgmma applies the
 swizzle to absolute addresses): the pool carries 1 KiB of slack and the kernel aligns its base.
 
-Head sizes WGMMA_HEAD_SIZES (rows of 64 elements: whole swizzle atoms); the others keep the mma kernel.
+Head sizes HEAD_SIZES (rows of 64 elements: whole swizzle atoms); the others keep the mma kernel. Each chunk's
+wgmmas are retired before the softmax reads S and before the next chunk (wait_group 0); the other warpgroups of
+the SM fill the gaps. Issuing the next chunk's S ahead of O += P V so that the softmax runs beside it
+(FlashAttention-3's intra-warpgroup overlap) measured 8-45 % slower with cp.async copies issued by the same warps
+(results/h200/attention-wgmma-2026-12-02, sweep-4): that design wants TMA, a producer warp and register
+reallocation, which this kernel does not have.
 """
 from __future__ import annotations
 
@@ -64,7 +69,7 @@ def _descriptor(addr, lbo: int = 16):
             | (T.uint64(lbo >> 4) << T.uint64(16)) | (T.uint64(64) << T.uint64(32)) | (T.uint64(1) << T.uint64(62)))
 
 
-def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2, overlap: bool = False,
+def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2,
                  name: str = "main") -> tvm.tirx.PrimFunc:
     """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (the mma kernel's signature). Tile: `wg`
     warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared buffers."""
@@ -239,67 +244,26 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     if st < n_chunks:
                                         copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
-                                if overlap:
-                                    # S for chunk 0, then each iteration j: S for chunk j + 1 issued, O += P_j V_j
-                                    # issued behind it, chunk j + 1's softmax while that runs on the tensor cores
-                                    T.ptx.cp.async_.wait_group(stages - 2)
+                                for j in T.serial(n_chunks):
+                                    nj: T.let[T.int32] = j + stages - 1
+                                    if nj < n_chunks:
+                                        copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
+                                    T.ptx.cp.async_.commit_group()
+                                    T.ptx.cp.async_.wait_group(stages - 1)
+                                    # the copies wrote through the generic proxy; wgmma reads through the async one
                                     T.ptx.fence.proxy.async_.shared__cta()
                                     T.tvm_storage_sync("shared")
-                                    if n_chunks > 0:
-                                        issue_s(s_acc, addr0, wgi, 0)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(s_acc, NTS * 4)
-                                        parts.softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2,
-                                                            b0, b1, m0, 0, w, g, t4)
-                                        for i in T.unroll(NTS * 2):
-                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
-                                    # (the last chunk peeled: no branch around a wgmma, which would make ptxas
-                                    # serialize them all)
-                                    for j in T.serial(n_chunks - 1):
-                                        nj: T.let[T.int32] = j + stages - 1
-                                        if nj < n_chunks:
-                                            copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
-                                        T.ptx.cp.async_.commit_group()
-                                        T.ptx.cp.async_.wait_group(stages - 2)  # chunk j + 1's copies landed
-                                        T.ptx.fence.proxy.async_.shared__cta()
-                                        T.tvm_storage_sync("shared")
-                                        issue_s(s_acc, addr0, wgi, (j + 1) % stages)
-                                        issue_o(o_acc, p_frag, addr0, j % stages)
-                                        T.ptx.wgmma.wait_group.sync.aligned(1)  # S done, O in flight
-                                        fence_operands(s_acc, NTS * 4)
-                                        parts.softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                            scale_l2, b0, b1, m0, (j + 1) * BN, w, g, t4)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(o_acc, DTS * 4)
-                                        parts.rescale_o(o_acc, alpha)
-                                        for i in T.unroll(NTS * 2):
-                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
-                                        T.tvm_storage_sync("shared")
-                                    if n_chunks > 0:
-                                        issue_o(o_acc, p_frag, addr0, (n_chunks - 1) % stages)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(o_acc, DTS * 4)
-                                else:
-                                    for j in T.serial(n_chunks):
-                                        nj: T.let[T.int32] = j + stages - 1
-                                        if nj < n_chunks:
-                                            copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
-                                        T.ptx.cp.async_.commit_group()
-                                        T.ptx.cp.async_.wait_group(stages - 1)
-                                        # the copies wrote through the generic proxy; wgmma reads through the async one
-                                        T.ptx.fence.proxy.async_.shared__cta()
-                                        T.tvm_storage_sync("shared")
-                                        issue_s(s_acc, addr0, wgi, j % stages)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(s_acc, NTS * 4)
-                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4)
-                                        for i in T.unroll(NTS * 2):
-                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
-                                        issue_o(o_acc, p_frag, addr0, j % stages)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(o_acc, DTS * 4)
-                                        T.tvm_storage_sync("shared")
+                                    issue_s(s_acc, addr0, wgi, j % stages)
+                                    T.ptx.wgmma.wait_group.sync.aligned(0)
+                                    fence_operands(s_acc, NTS * 4)
+                                    parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
+                                                         scale_l2, b0, b1, m0, j * BN, w, g, t4)
+                                    for i in T.unroll(NTS * 2):
+                                        p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
+                                    issue_o(o_acc, p_frag, addr0, j % stages)
+                                    T.ptx.wgmma.wait_group.sync.aligned(0)
+                                    fence_operands(o_acc, DTS * 4)
+                                    T.tvm_storage_sync("shared")
                                 T.ptx.cp.async_.wait_group(0)
                                 parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
 
