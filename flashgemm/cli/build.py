@@ -80,9 +80,9 @@ def main(argv=None) -> int:
                          "(to check an sm_80 or sm_89 bundle on an sm_90 GPU with flashgemm-check-bundle)")
     ap.add_argument("--attention", action="store_true",
                     help="also FusedAttention's kernels (O = softmax(scale*Q*K + bias + mask) * V, P never stored), "
-                         "for models rewritten with flashgemm-rewrite --attention: on CUDA a tensor-core kernel a "
-                         "head size (32, 64, 80, 96, 128; Q's and V's equal), else the generic kernel (slower than "
-                         "the unfused graph it replaces)")
+                         "for models rewritten with flashgemm-rewrite --attention: on CUDA tensor-core kernels for "
+                         "head sizes 32, 64, 80, 96, 128 (Q's and V's equal; wgmma on sm_90 at 64 and 128), else "
+                         "the generic kernel (slower than the unfused graph it replaces)")
     args = ap.parse_args(argv)
 
     from flashgemm.bundle import kernel_library  # noqa: PLC0415
