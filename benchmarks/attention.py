@@ -12,8 +12,7 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
   ort_unfused                             ORT's MatMul + Mul + Softmax + MatMul
   ort_mha                                 ORT's com.microsoft.MultiHeadAttention (its [B, L, H*D] layout, the
                                           inputs rearranged once before timing; unidirectional for causal)
-TFLOP/s counts 4*B*H*M*N*D (half of it causal). ORT's runs synchronize at their end by default, so their times
-hold ORT's per-run host overhead (~20 us); --ort-async runs them on torch's stream without that synchronization.
+TFLOP/s counts 4*B*H*M*N*D (half of it causal).
 """
 from __future__ import annotations
 
@@ -77,19 +76,6 @@ def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
                              ir_version=IR_VERSION)
 
 
-# ORT's runs: synchronized at the end of each (ORT's default; its own stream), or, --ort-async, on torch's stream
-# without that synchronization, so that host overhead hides behind the queued GPU work as in a model and as torch's
-# launches are timed (set by bench)
-_RUN = {"async": False, "options": None}
-
-
-def _cuda_ep():
-    if not _RUN["async"]:
-        return "CUDAExecutionProvider"
-    import torch  # noqa: PLC0415
-    return ("CUDAExecutionProvider", {"user_compute_stream": str(torch.cuda.current_stream().cuda_stream)})
-
-
 def _ort_mha():
     """ORT's MultiHeadAttention on [B, L, H*D] tensors (Q, K, V rearranged from [B, H, L, D] before timing)."""
     import onnxruntime as ort  # noqa: PLC0415
@@ -110,7 +96,7 @@ def _ort_mha():
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
                                                         helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=IR_VERSION)
-        sess = ort.InferenceSession(model.SerializeToString(), providers=[_cuda_ep()])
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
         packed = {n: x.transpose(1, 2).reshape(b, m, h * d).contiguous() for n, x in (("Q", q), ("K", k), ("V", v))}
         o = torch.empty((b, m, h * d), dtype=q.dtype, device="cuda")
         io = sess.io_binding()
@@ -119,7 +105,7 @@ def _ort_mha():
         io.bind_output("O", "cuda", 0, t, tuple(o.shape), o.data_ptr())
 
         def run():
-            sess.run_with_iobinding(io, _RUN["options"])
+            sess.run_with_iobinding(io)
             return o.view(b, m, h, d).transpose(1, 2)  # (a view: the check compares it in [B, H, L, D])
         run.keep = packed  # the inputs live as long as the binding
         return run
@@ -137,7 +123,7 @@ def _ort(kind: str, bundle):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
         model = _graph(kind, dtype, tuple(q.shape), scale, causal)
         so = session_options(bundle) if bundle else ort.SessionOptions()
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=[_cuda_ep()])
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CUDAExecutionProvider"])
         o = torch.empty_like(q)
         io = sess.io_binding()
         et = elem_type(dtype)
@@ -146,20 +132,15 @@ def _ort(kind: str, bundle):
         io.bind_output("O", "cuda", 0, et, tuple(o.shape), o.data_ptr())
 
         def run():
-            sess.run_with_iobinding(io, _RUN["options"])
+            sess.run_with_iobinding(io)
             return o
         return run
     return prepare
 
 
 def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int, log=print,
-          systems=SYSTEMS, ort_async: bool = False) -> dict:
-    import onnxruntime as ort  # noqa: PLC0415
+          systems=SYSTEMS) -> dict:
     import torch  # noqa: PLC0415
-    _RUN["async"] = ort_async
-    if ort_async:
-        _RUN["options"] = ort.RunOptions()
-        _RUN["options"].add_run_config_entry("disable_synchronize_execution_providers", "1")
     info = gpu_info()
     peak, _ = peak_tflops(info["gpu"])
     makers = {s: _sdpa(s) for s in SYSTEMS if s.startswith("sdpa")}
@@ -205,7 +186,7 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
                 f"{k} {r['median_us']:.1f} us" if "median_us" in r else f"{k} skipped" for k, r in
                 row["systems"].items()))
             torch.cuda.empty_cache()
-    return {"gpu": info, "peak_tflops": peak, "ort_async": ort_async, "rows": rows}
+    return {"gpu": info, "peak_tflops": peak, "rows": rows}
 
 
 def main(argv=None) -> int:
@@ -217,14 +198,10 @@ def main(argv=None) -> int:
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of the systems to run")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--ort-async", action="store_true",
-                    help="run the ORT systems on torch's CUDA stream without ORT's end-of-run synchronization "
-                         "(as a node inside a model runs, and as torch's calls are timed); default: each ORT run "
-                         "synchronized, its host overhead in the time")
     ap.add_argument("--out", default=None, help="write the rows here (JSON)")
     args = ap.parse_args(argv)
     result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,
-                   args.rounds, systems=args.systems.split(","), ort_async=args.ort_async)
+                   args.rounds, systems=args.systems.split(","))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
