@@ -106,8 +106,8 @@ def test_variants(sess_opts, device, v):
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_core_kernel(sess_opts, device, v, d, monkeypatch, capfd):
     """K = D in the tensor-core kernels' head sizes (attention_tensor_core_kernels: wgmma on sm_90 at 64 and 128,
-    mma.sync elsewhere): on CUDA such a kernel serves, else the generic one. Ragged M and N (a partial row tile and column chunk), V shared by the batch, a
-    bias and mask broadcast over heads, a fully masked row; NaN in Q's row 3 of one head and in V's last row's
+    mma.sync elsewhere): on CUDA such a kernel serves, else the generic one. Ragged M and N (a partial row tile and
+    column chunk), V shared by the batch, a bias and mask broadcast over heads, a fully masked row; NaN in Q's row 3 of one head and in V's last row's
     column 1 (reached through 0 * NaN by every row that is not fully masked, the causal ones included)."""
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
     b, h, m, n = 2, 3, 77, 136

@@ -135,14 +135,16 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                             T.s_tir.cp_async_raw.legacy(
                                                 staged.data, (u * VR + cr) * D + cc * 8, V.data,
                                                 c0 * V.strides[0] + c1 * V.strides[1]
-                                                + (band * rows + (i * V_BATCH + u) * VR + cr) * D + cc * 8, 16, dtype=dt)
+                                                + (band * rows + (i * V_BATCH + u) * VR + cr) * D + cc * 8, 16,
+                                                dtype=dt)
                                     T.ptx.cp.async_.commit_group()
                                     T.ptx.cp.async_.wait_group(0)
                                     for u in T.unroll(V_BATCH):
                                         if band * rows + (i * V_BATCH + u) * VR + cr < end:
                                             for e in T.unroll(8):
-                                                last[e] = T.Select(not_finite(staged[(u * VR + cr) * D + cc * 8 + e]),
-                                                                   band * rows + (i * V_BATCH + u) * VR + cr + 1, last[e])
+                                                last[e] = T.Select(
+                                                    not_finite(staged[(u * VR + cr) * D + cc * 8 + e]),
+                                                    band * rows + (i * V_BATCH + u) * VR + cr + 1, last[e])
                                 for e in T.unroll(8):
                                     lasts[cr, cc * 8 + e] = last[e]
                                 T.tvm_storage_sync("shared")
@@ -187,7 +189,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
             for h in T.unroll(2):
                 for dj in T.unroll(DTS):
                     for e in T.unroll(2):
-                        o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = o_acc[(mi * DTS + dj) * 4 + h * 2 + e] * alpha[mi * 2 + h]
+                        o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = (o_acc[(mi * DTS + dj) * 4 + h * 2 + e]
+                                                                  * alpha[mi * 2 + h])
 
     @T.macro
     def online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):

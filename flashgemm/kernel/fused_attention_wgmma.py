@@ -139,6 +139,9 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
         for i in T.unroll(n):
             T.cuda.wgmma.noop_barrier(acc[i])
 
+    def q_descriptor(addr0, wgi, ks):  # Q's rows of warpgroup wgi at k16 step ks (K-major)
+        return _descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32"))
+
     @T.macro
     def issue_s(s_acc, addr0, wgi, st):
         """S = Q K^T for the chunk in stage st: D/16 wgmmas from shared memory, committed as one group."""
@@ -150,14 +153,14 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
             if trans_b:
                 T.ptx[s_mma](
                     *[s_acc[i] for i in range(NTS * 4)],
-                    _descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32")),
+                    q_descriptor(addr0, wgi, ks),
                     _descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * BN * 64 + (ks % 4) * 16) * 2,
                                                "uint32")),
                     True, 1, 1, 0, 0)
             else:  # K as [D, N]: MN-major, transposed by the descriptor
                 T.ptx[s_mma](
                     *[s_acc[i] for i in range(NTS * 4)],
-                    _descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32")),
+                    q_descriptor(addr0, wgi, ks),
                     _descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * 64 * BN + (ks % 4) * 1024) * 2,
                                                "uint32"), lbo=8192),
                     True, 1, 1, 0, 1)
