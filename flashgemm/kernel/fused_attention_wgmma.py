@@ -33,6 +33,7 @@ from tvm.script import tirx as T
 
 from flashgemm.kernel import fused_attention_mma as mma
 from flashgemm.op.variant import Variant
+from flashgemm.tvm_ext.wgmma import smem_descriptor
 
 HEAD_SIZES = (64, 128)
 # the tiles each head size ships with, (max_n, (warpgroups, bn, stages)) with max_n the longest N a tile serves (None:
@@ -51,22 +52,16 @@ def _xor(a, b):
 
 
 def k_major(r, k, rows: int):
-    """Element offset of (r, k) in a K-major swizzled tile of `rows` rows (k-atoms of 64 elements)."""
+    """Element offset of (r, k) in a K-major swizzled tile of `rows` rows (k-atoms of 64 elements): cuda_wgmma.swizzled
+    flattened, with a bitwise XOR (no transform_layout has to bound it here)."""
     return (k // 64) * (rows * 64) + (r // 8) * 512 + (r % 8) * 64 + _xor((k // 8) % 8, r % 8) * 8 + k % 8
 
 
 def mn_major(k, n, cols: int):
     """Element offset of (k, n) in an MN-major swizzled tile of `cols` columns (k-tiles of 64 rows, 64-column
-    groups)."""
+    groups): cuda_wgmma.swizzled_mn flattened."""
     return (k // 64) * (64 * cols) + (n // 64) * 4096 + (k % 64) // 8 * 512 + (k % 8) * 64 \
         + _xor((n % 64) // 8, k % 8) * 8 + n % 8
-
-
-def _descriptor(addr, lbo: int = 16):
-    """wgmma matrix descriptor of the shared byte address `addr`: 128-byte swizzle, stride byte offset 1024 B,
-    leading byte offset `lbo` (MN-major: the next 64 columns)."""
-    return (T.Cast("uint64", T.bitwise_and(addr, T.uint32(0x3FFFF)) >> T.uint32(4))
-            | (T.uint64(lbo >> 4) << T.uint64(16)) | (T.uint64(64) << T.uint64(32)) | (T.uint64(1) << T.uint64(62)))
 
 
 def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2,
@@ -112,27 +107,29 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
         return T.bitwise_or(T.shift_left(bits(hi), T.uint32(16)), bits(lo))
 
     @T.macro
+    def copy16(pool, at, src, src_at):
+        """16 bytes by cp.async from element src_at of src to element `at` of the pool (declared in bytes)."""
+        T.s_tir.cp_async_raw.legacy(pool.access_ptr("w"), at * 2, src.data, src_at, 16, dtype=dt)
+
+    @T.macro
     def copy_chunk(chunk, stage, pool, al, Km, V, b0, b1, tid):
         """K's and V's chunk `chunk` (rows past N read row N - 1) to stage `stage`, 16 bytes a cp.async."""
         for c in T.unroll(k_copies):
             r: T.let[T.int32] = (c * NT + tid) // (D // 8)
             ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
             if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
-                T.s_tir.cp_async_raw.legacy(
-                    pool.access_ptr("w"), (al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D)) * 2, V.data,
-                    b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+                copy16(pool, al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D), V,
+                       b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
                 if trans_b:
-                    T.s_tir.cp_async_raw.legacy(
-                        pool.access_ptr("w"), (al + K_OFF + stage * BN * D + k_major(r, ch * 8, BN)) * 2, Km.data,
-                        b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+                    copy16(pool, al + K_OFF + stage * BN * D + k_major(r, ch * 8, BN), Km,
+                           b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
         if not trans_b:  # K as [D, N]: rows of BN columns
             for c in T.unroll(k_copies):
                 r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
                 ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
                 if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
-                    T.s_tir.cp_async_raw.legacy(
-                        pool.access_ptr("w"), (al + K_OFF + stage * BN * D + mn_major(r, ch * 8, BN)) * 2, Km.data,
-                        b0 * sk[0] + b1 * sk[1] + r * N + T.min(chunk * BN + ch * 8, N - 8), 16, dtype=dt)
+                    copy16(pool, al + K_OFF + stage * BN * D + mn_major(r, ch * 8, BN), Km,
+                           b0 * sk[0] + b1 * sk[1] + r * N + T.min(chunk * BN + ch * 8, N - 8))
 
     @T.macro
     def fence_operands(acc, n):  # keep nvcc from moving register accesses across an asynchronous wgmma
@@ -140,7 +137,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
             T.cuda.wgmma.noop_barrier(acc[i])
 
     def q_descriptor(addr0, wgi, ks):  # Q's rows of warpgroup wgi at k16 step ks (K-major)
-        return _descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32"))
+        return smem_descriptor(addr0 + T.cast((Q_OFF + (ks // 4) * BM * 64 + wgi * 4096 + (ks % 4) * 16) * 2, "uint32"))
 
     @T.macro
     def issue_s(s_acc, addr0, wgi, st):
@@ -154,15 +151,15 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                 T.ptx[s_mma](
                     *[s_acc[i] for i in range(NTS * 4)],
                     q_descriptor(addr0, wgi, ks),
-                    _descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * BN * 64 + (ks % 4) * 16) * 2,
-                                               "uint32")),
+                    smem_descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * BN * 64 + (ks % 4) * 16) * 2,
+                                                   "uint32")),
                     True, 1, 1, 0, 0)
             else:  # K as [D, N]: MN-major, transposed by the descriptor
                 T.ptx[s_mma](
                     *[s_acc[i] for i in range(NTS * 4)],
                     q_descriptor(addr0, wgi, ks),
-                    _descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * 64 * BN + (ks % 4) * 1024) * 2,
-                                               "uint32"), lbo=8192),
+                    smem_descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * 64 * BN + (ks % 4) * 1024) * 2,
+                                                   "uint32"), lbo=8192),
                     True, 1, 1, 0, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
 
@@ -177,8 +174,9 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
             T.ptx[o_mma](
                 *[o_acc[i] for i in range(DTS * 4)],
                 p_frag[kk * 4], p_frag[kk * 4 + 1], p_frag[kk * 4 + 2], p_frag[kk * 4 + 3],
-                _descriptor(addr0 + T.cast((V_OFF + st * BN * D + (kk // 4) * 64 * D + (kk % 4) * 1024) * 2, "uint32"),
-                            lbo=8192),
+                smem_descriptor(
+                    addr0 + T.cast((V_OFF + st * BN * D + (kk // 4) * 64 * D + (kk % 4) * 1024) * 2, "uint32"),
+                    lbo=8192),
                 True, 1, 1, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
 
@@ -240,9 +238,8 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     r: T.let[T.int32] = (c * NT + tid) // (D // 8)
                                     ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
                                     if whole(q_copies, BM * D // 8) or c * NT + tid < BM * D // 8:
-                                      T.s_tir.cp_async_raw.legacy(
-                                          pool.access_ptr("w"), (al + Q_OFF + k_major(r, ch * 8, BM)) * 2, Q.data,
-                                          b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8, 16, dtype=dt)
+                                        copy16(pool, al + Q_OFF + k_major(r, ch * 8, BM), Q,
+                                               b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8)
                                 for st in T.unroll(stages - 1):
                                     if st < n_chunks:
                                         copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)

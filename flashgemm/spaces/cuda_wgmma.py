@@ -53,6 +53,7 @@ from tvm.script import tirx as T
 
 from flashgemm.codegen.cuda_build import register_wgmma_codegen
 from flashgemm.spaces.cuda_space import UnsupportedShapeError
+from flashgemm.tvm_ext.wgmma import smem_descriptor
 
 ARCH = "sm_90a"  # wgmma is arch-specific: PTX for sm_90a only (H100, H200)
 BK = 64
@@ -96,12 +97,8 @@ def swizzled(r, k):
 
 
 def _descriptor(ptr, lbo: int = 16):
-    """wgmma matrix descriptor: start address, 128-byte swizzle (layout type 1), stride byte offset 1024 B (the
-    next 8-row atom of K-major, the next 8 k of MN-major), leading byte offset `lbo` bytes (unused by K-major with
-    this swizzle: 16, i.e. 1)."""
-    addr = T.cuda.cvta_generic_to_shared(ptr)
-    return (T.Cast("uint64", T.bitwise_and(addr, T.uint32(0x3FFFF)) >> T.uint32(4))
-            | (T.uint64(lbo >> 4) << T.uint64(16)) | (T.uint64(64) << T.uint64(32)) | (T.uint64(1) << T.uint64(62)))
+    """wgmma matrix descriptor of the shared pointer `ptr` (flashgemm.tvm_ext.wgmma.smem_descriptor)."""
+    return smem_descriptor(T.cuda.cvta_generic_to_shared(ptr), lbo)
 
 
 def swizzled_mn(k, n):
