@@ -69,9 +69,9 @@ def n_multiple(variant: Variant) -> int:
 
 
 def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> SimpleNamespace:
-    """What the tensor-core kernels (this one and fused_attention_wgmma's) share, for head size D, chunks of BN
-    columns, NT threads and mt 16-row tiles a warp (both keep S and O in mma.sync's m16n8 accumulator layout):
-    logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue."""
+    """What the tensor-core kernels (this one, fused_attention_wgmma's and fused_gemm_softmax_wgmma's) share, for
+    head size D, chunks of BN columns, NT threads and mt 16-row tiles a warp (all keep S and O in mma.sync's m16n8
+    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue."""
     dt, has_bias, mask_kind, causal = variant.dtype, variant.has_bias, variant.mask, variant.causal
     NTS, DTS = BN // 8, D // 8
     VR = V_THREADS // (D // 8)  # the V_last pass: rows of a band read at once
@@ -155,10 +155,9 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                     V_last[band, c0, c1, cr * (D // 8) + cc] = last[0]
 
     @T.macro
-    def softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
-        """The chunk's logits (log2-scaled; masked where a column may be past N or the diagonal, or with a bias or
-        mask), then the online softmax: s_acc becomes P = exp2(logit - m), m_run and l_run (thread-partial) move on,
-        alpha = O's rescale factor."""
+    def logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
+        """The chunk's logits in place (log2-scaled; masked where a column may be past N or the diagonal, or with a
+        bias or mask)."""
         if edge(n0, m0):
             for mi in T.unroll(mt):
                 for i in T.unroll(NTS * 4):
@@ -168,6 +167,12 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
         else:
             for i in T.unroll(mt * NTS * 4):
                 s_acc[i] = s_acc[i] * scale_l2
+
+    @T.macro
+    def softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
+        """The chunk's logits, then the online softmax: s_acc becomes P = exp2(logit - m), m_run and l_run
+        (thread-partial) move on, alpha = O's rescale factor."""
+        logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4)
         for mi in T.unroll(mt):
             for h in T.unroll(2):
                 m_chunk[mi * 2 + h] = T.float32(LOWEST)
@@ -222,7 +227,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                 T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
                                          o_acc[(mi * DTS + dj) * 4 + h * 2 + e] / l_run[mi * 2 + h])), dt)
 
-    return SimpleNamespace(record_v_last=record_v_last, online_softmax=online_softmax, store_o=store_o)
+    return SimpleNamespace(record_v_last=record_v_last, logits=logits, softmax_chunk=softmax_chunk,
+                           online_softmax=online_softmax, store_o=store_o)
 
 
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:

@@ -28,6 +28,8 @@ reallocation, which this kernel does not have.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import tvm
 from tvm.script import tirx as T
 
@@ -64,32 +66,30 @@ def mn_major(k, n, cols: int):
         + _xor((n % 64) // 8, k % 8) * 8 + n % 8
 
 
-def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2,
-                 name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (the mma kernel's signature). Tile: `wg`
-    warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared buffers."""
+def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bool = True,
+             names: tuple = ("Q", "K", "V")) -> SimpleNamespace:
+    """What the Hopper kernels (this one and fused_gemm_softmax_wgmma's) share for head size `d` (the GEMM's K), `wg`
+    warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64) and `stages` shared buffers: the sizes
+    (B0, B1, M, N symbolic), Q's and K's (and, with_v, V's) shapes and strides (named after `names`), the shared
+    pool's layout (elements: Q's tile, then per stage K, then per stage V, every tile a multiple of 1024 B, and the
+    slack to start on a 1024-byte boundary), the 16-byte copies and S = Q K^T's wgmmas."""
     if d not in HEAD_SIZES:
-        raise ValueError(f"head size {d}: the wgmma kernel has {HEAD_SIZES}")
-    if not wg:  # the tile for any N
-        wg, bn, stages = TILES[d][-1][1]
+        raise ValueError(f"head size {d}: the wgmma kernels have {HEAD_SIZES}")
     if bn % 64 or not 64 <= bn <= 256 or wg not in (1, 2, 3):
-        raise ValueError(f"tile wg={wg} bn={bn}: the wgmma kernel takes 1 to 3 warpgroups, chunks of 64, 128, 192 "
+        raise ValueError(f"tile wg={wg} bn={bn}: the wgmma kernels take 1 to 3 warpgroups, chunks of 64, 128, 192 "
                          "or 256 columns")
     dt = variant.dtype
     ty = "f16" if dt == "float16" else "bf16"
-    trans_b, mask_kind, causal = variant.trans_b, variant.mask, variant.causal
-    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    trans_b = variant.trans_b
     BM, BN, D, NT = 64 * wg, bn, d, 128 * wg
-    KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
+    KS, NTS = D // 16, BN // 8  # k-steps of Q K^T, n8 tiles of S
     s_mma = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ty}.{ty}"
-    o_mma = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ty}.{ty}"
-    # the shared pool (elements): Q's tile, then per stage K, then per stage V (every tile a multiple of 1024 B), and
-    # the slack to start on a 1024-byte boundary
     Q_OFF, K_OFF = 0, BM * D
     V_OFF = K_OFF + stages * BN * D
-    POOL = V_OFF + stages * BN * D + SWIZZLE_BYTES // 2
+    POOL = V_OFF + (stages * BN * D if with_v else 0) + SWIZZLE_BYTES // 2
     B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
-    sq, sk, sv = mma._strides("Q", 2), mma._strides("K", 2), mma._strides("V", 2)
+    sq, sk = mma._strides(names[0], 2), mma._strides(names[1], 2)
+    sv = mma._strides(names[2], 2) if with_v else None
     k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
     k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
     q_copies = (BM * D // 8 + NT - 1) // NT  # 16-byte copies a thread per Q tile (the last one guarded where
@@ -98,31 +98,35 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     def whole(copies, chunks):  # whether every thread's last copy is in the tile (no guard)
         return copies * NT == chunks
 
-    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
-
-    def bits(x):
-        return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
-
-    def pack(lo, hi):  # two probabilities as one 32-bit A-fragment register (lo in the low half)
-        return T.bitwise_or(T.shift_left(bits(hi), T.uint32(16)), bits(lo))
-
     @T.macro
     def copy16(pool, at, src, src_at):
         """16 bytes by cp.async from element src_at of src to element `at` of the pool (declared in bytes)."""
         T.s_tir.cp_async_raw.legacy(pool.access_ptr("w"), at * 2, src.data, src_at, 16, dtype=dt)
 
     @T.macro
-    def copy_chunk(chunk, stage, pool, al, Km, V, b0, b1, tid):
-        """K's and V's chunk `chunk` (rows past N read row N - 1) to stage `stage`, 16 bytes a cp.async."""
-        for c in T.unroll(k_copies):
+    def copy_q(pool, al, Q, b0, b1, m0, tid):
+        """Q's tile (rows past M read row M - 1)."""
+        for c in T.unroll(q_copies):
             r: T.let[T.int32] = (c * NT + tid) // (D // 8)
             ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
-            if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
-                copy16(pool, al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D), V,
-                       b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
-                if trans_b:
-                    copy16(pool, al + K_OFF + stage * BN * D + k_major(r, ch * 8, BN), Km,
-                           b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
+            if whole(q_copies, BM * D // 8) or c * NT + tid < BM * D // 8:
+                copy16(pool, al + Q_OFF + k_major(r, ch * 8, BM), Q,
+                       b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8)
+
+    @T.macro
+    def copy_chunk(chunk, stage, pool, al, Km, V, b0, b1, tid):
+        """K's (and V's) chunk `chunk` (rows past N read row N - 1) to stage `stage`, 16 bytes a cp.async."""
+        if with_v or trans_b:
+            for c in T.unroll(k_copies):
+                r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+                ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+                if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
+                    if with_v:
+                        copy16(pool, al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D), V,
+                               b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
+                    if trans_b:
+                        copy16(pool, al + K_OFF + stage * BN * D + k_major(r, ch * 8, BN), Km,
+                               b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
         if not trans_b:  # K as [D, N]: rows of BN columns
             for c in T.unroll(k_copies):
                 r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
@@ -163,6 +167,39 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                     True, 1, 1, 0, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
 
+    return SimpleNamespace(BM=BM, BN=BN, D=D, NT=NT, NTS=NTS, V_OFF=V_OFF, POOL=POOL, B0=B0, B1=B1, M=M, N=N,
+                           sq=sq, sk=sk, sv=sv, k_shape=k_shape, k_strides=k_strides, copy_q=copy_q,
+                           copy_chunk=copy_chunk, fence_operands=fence_operands, issue_s=issue_s)
+
+
+def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2,
+                 name: str = "main") -> tvm.tirx.PrimFunc:
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (the mma kernel's signature). Tile: `wg`
+    warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared buffers."""
+    if d not in HEAD_SIZES:
+        raise ValueError(f"head size {d}: the wgmma kernel has {HEAD_SIZES}")
+    if not wg:  # the tile for any N
+        wg, bn, stages = TILES[d][-1][1]
+    pipe = Pipeline(variant, d, wg, bn, stages)
+    dt = variant.dtype
+    ty = "f16" if dt == "float16" else "bf16"
+    mask_kind, causal = variant.mask, variant.causal
+    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    BM, BN, D, NT, NTS = pipe.BM, pipe.BN, pipe.D, pipe.NT, pipe.NTS
+    DTS = D // 8  # n8 tiles of O
+    o_mma = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ty}.{ty}"
+    V_OFF, POOL = pipe.V_OFF, pipe.POOL
+    B0, B1, M, N = pipe.B0, pipe.B1, pipe.M, pipe.N
+    sq, sv = pipe.sq, pipe.sv
+    copy_chunk, fence_operands, issue_s = pipe.copy_chunk, pipe.fence_operands, pipe.issue_s
+    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
+
+    def bits(x):
+        return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
+
+    def pack(lo, hi):  # two probabilities as one 32-bit A-fragment register (lo in the low half)
+        return T.bitwise_or(T.shift_left(bits(hi), T.uint32(16)), bits(lo))
+
     @T.macro
     def issue_o(o_acc, p_frag, addr0, st):
         """O += P V for the chunk in stage st: BN/16 wgmmas, P's A fragment for k-step kk from registers (S's n8
@@ -185,7 +222,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                               o_h: T.handle, scale: T.float32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
-        Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=16)
+        Km = T.match_buffer(k_h, pipe.k_shape, dt, strides=pipe.k_strides, align=16)
         V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=16)
         Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=mma._strides("bias", 4), align=2, offset_factor=1)
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=mma._strides("mask", 4), align=1,
@@ -233,13 +270,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 for i in T.unroll(2):
                                     m_run[i] = T.float32(LOWEST)
                                     l_run[i] = T.float32(0)
-                                # the Q tile (rows past M read row M - 1)
-                                for c in T.unroll(q_copies):
-                                    r: T.let[T.int32] = (c * NT + tid) // (D // 8)
-                                    ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
-                                    if whole(q_copies, BM * D // 8) or c * NT + tid < BM * D // 8:
-                                        copy16(pool, al + Q_OFF + k_major(r, ch * 8, BM), Q,
-                                               b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8)
+                                pipe.copy_q(pool, al, Q, b0, b1, m0, tid)
                                 for st in T.unroll(stages - 1):
                                     if st < n_chunks:
                                         copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
