@@ -6,7 +6,8 @@
 
 Systems (--systems, default all): ours = what a bundle built with --workload serves (the best record of
 flashgemm/databases/<target>/<workload> when tuned, else the tensor-core space's default schedule, else the generic
-kernel; --also default,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin);
+kernel; sm_90: the tensor-core kernel of K from its min_n on, and where only the generic kernel would serve; --also
+default,tensor_core,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin);
 triton = this project's Triton version of the fused op (benchmarks/triton_fused.py, autotuned); torch eager (matmul +
 softmax) and torch.compile of it; ort_cuda = ONNX Runtime's CUDA EP on the MatMul + Softmax graph with IOBinding;
 ms_default_unfused = Meta-Schedule's default schedules of the unfused op (flashgemm-tune-ms-default). Floors:
@@ -59,7 +60,8 @@ def main(argv=None) -> int:
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated subset of the systems")
     ap.add_argument("--also", default="",
-                    help="comma-separated kernels to measure beside ours: tuned,tuned_any_batch,default,generic")
+                    help="comma-separated kernels to measure beside ours: tuned,tuned_any_batch,default,"
+                         "tensor_core,generic")
     ap.add_argument("--peak-tflops", type=number(positive=True), default=None,
                     help="override the GPU's published tensor-core peak")
     ap.add_argument("--out", default=None, help="JSON path (.md and plots written beside it)")

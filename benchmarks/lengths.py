@@ -5,9 +5,12 @@
 At each length L the attention scores of `--batch` x `--heads` heads, M = N = L, head size `--k` (B transposed,
 scale 1/sqrt(K), no mask: the form ORT's MatMul + Softmax peer also computes), timed as:
   * ours: the kernel the op picks for the call (the dispatch of flashgemm/ort/csrc/bundle.cc, mirrored by
-    `served_by`: exact or any-batch tuned / default kernel, else the smallest any-length bound, else generic);
+    `served_by`: the tensor-core kernel of K from its min_n on, else exact or any-batch tuned / default kernel, else
+    the smallest any-length bound, else the tensor-core kernel, else generic);
   * any-length: the any-length kernel alone, where the bundle has one (the same as ours where no kernel of the
     length's own exists);
+  * tensor-core: the bundle's tensor-core kernel of K alone (sm_90: flashgemm/kernel/fused_gemm_softmax_wgmma.py),
+    where it has one;
   * generic: the bundle's generic kernel (what served these lengths before any-length kernels), up to
     --generic-max-length (its time grows with L^2 x K on CUDA cores: hundreds of ms a call past that);
   * torch eager (matmul, then softmax) and ORT's MatMul + Softmax on the CUDA EP (skipped where onnxruntime has no
@@ -31,7 +34,12 @@ def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256)
     """The manifest function the op serves canonical `sizes` with (bundle.cc Bundle::Find, without the scale and
     fixed-batch twins), or None."""
     b0, b1, m, n, k = sizes
-    mine = [f for f in functions if _key(f) == variant_key and f["align"] <= align]
+    mine = [f for f in functions if _key(f) == variant_key and f["align"] <= align and f.get("op") != "FusedAttention"]
+    tensor_core = next((f for f in mine if f.get("head_size") == k and n % (f.get("n_multiple") or 1) == 0
+                        and max(b0, b1) <= 65535), None)
+    if tensor_core is not None and n >= tensor_core["min_n"]:
+        return tensor_core
+    mine = [f for f in mine if not f.get("head_size")]
     for f in mine:
         if f["schedule"] != "generic" and not f.get("any_length") and not f.get("fixed_batch") and \
                 f.get("scale") is None and (f["sizes"] == [b0, b1, m, n, k] or
@@ -44,7 +52,7 @@ def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256)
         return min(bounded, key=lambda f: (f["sizes"][2] * f["sizes"][3],
                                            -bool(f.get("fixed_batch")) - ((f.get("n_multiple") or 1) > 1),
                                            f["schedule"] != "tuned"))
-    return next((f for f in mine if f["schedule"] == "generic"), None)
+    return tensor_core or next((f for f in mine if f["schedule"] == "generic"), None)
 
 
 def _key(f: dict) -> str:
@@ -84,9 +92,11 @@ def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: i
                            c.sizes)
         generic = served_by([f for f in functions if f["schedule"] == "generic"], key, c.sizes) \
             if L <= generic_max_length else None
+        tensor_core = served_by([f for f in functions if f.get("head_size")], key, c.sizes)
         calls, which = {}, {}
-        for name, f in (("ours", ours), ("any-length", anylen), ("generic", generic)):
-            if f is None or (name != "ours" and f is ours) or (name == "any-length" and not f.get("any_length")):
+        for name, f in (("ours", ours), ("any-length", anylen), ("tensor-core", tensor_core), ("generic", generic)):
+            if f is None or (name != "ours" and f is ours) or (name == "any-length" and not f.get("any_length")) \
+                    or (name == "tensor-core" and not f.get("head_size")):
                 continue
             fn = mod[f["name"]]
             calls[name] = (lambda fn=fn: fn(*args, float(wl.scale)))
@@ -99,7 +109,7 @@ def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: i
         except LookupError as err:
             log(f"  ORT peer skipped: {err}")
         want = ref(feeds["A"], feeds["B"]).double()
-        for name in ("ours", "any-length", "generic"):
+        for name in ("ours", "any-length", "tensor-core", "generic"):
             if name in calls:
                 calls[name]()
                 torch.cuda.synchronize()
@@ -124,6 +134,8 @@ def _time(row: dict, system: str):
         return row["us"][system]
     if system == "any-length" and re.search(r"_len\d+x\d+_k\d+(_b\deq\d+)?(_n\d+)?$", row["served_by"]["ours"]):
         return row["us"]["ours"]
+    if system == "tensor-core" and re.search(r"_wgmma_k\d+$", row["served_by"]["ours"]):
+        return row["us"]["ours"]
     return None
 
 
@@ -134,12 +146,13 @@ def plot(result: dict, path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
     import matplotlib.ticker  # noqa: PLC0415, F401  (matplotlib.ticker below)
     rows = result["rows"]
-    systems = [s for s in ("ours", "any-length", "generic", "torch eager", "ORT MatMul+Softmax")
+    systems = [s for s in ("ours", "any-length", "tensor-core", "generic", "torch eager", "ORT MatMul+Softmax")
                if any(s in r["us"] for r in rows)]
     fig, ax = plt.subplots(figsize=(8, 5))
     for s in systems:
         pts = [(r["length"], _time(r, s)) for r in rows if _time(r, s) is not None]
-        ax.plot(*zip(*pts), marker="o", label=s, **({"linestyle": "--", "markersize": 4} if s == "any-length" else {}))
+        ax.plot(*zip(*pts), marker="o", label=s,
+                **({"linestyle": "--", "markersize": 4} if s in ("any-length", "tensor-core") else {}))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ticks = []  # labelled lengths: none within 8 % of the one before (1024 and 1025 would overlap)

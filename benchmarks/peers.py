@@ -119,12 +119,26 @@ def torch_fn(wl):
     return f
 
 
-KINDS = ("tuned", "tuned_any_batch", "default", "generic")
+KINDS = ("tuned", "tuned_any_batch", "default", "tensor_core", "generic")
 
 
 def _serves(tk, c) -> bool:
     """Whether the bundle serves canonical shape `c` by tk's fixed-batch twin (bundle.cc Find)."""
     return tk.twin is not None and c.sizes[tk.fixed_batch[0]] == tk.fixed_batch[1]
+
+
+def _tensor_core_kernel(wl, target_name):
+    """(IRModule, description, min_n) of the bundle's FusedGemmSoftmax tensor-core kernel that serves the workload
+    (kernel_library.gemm_softmax_tensor_core_kernels; bundle.cc Find's conditions), or None."""
+    import tvm  # noqa: PLC0415
+
+    from flashgemm.bundle.kernel_library import gemm_softmax_tensor_core_kernels  # noqa: PLC0415
+    c = wl.canonical
+    for _, func, fields in gemm_softmax_tensor_core_kernels(target_name, wl.variant):
+        if fields["head_size"] == c.k and c.n % fields["n_multiple"] == 0 and max(c.b0, c.b1) <= 65535:
+            return (tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                    f"tensor-core ({fields['form']}, K={c.k}; served from N >= {fields['min_n']})", fields["min_n"])
+    return None
 
 
 def our_kernel(wl, target_name, db_root, log, kind="best"):
@@ -146,7 +160,10 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     wl_dir = database.workload_dir(db_root or database.default_root(), target_name, wl.dir_name)
     c = wl.canonical
     mod = which = None
-    if kind in ("best", "tuned", "tuned_any_batch") and (wl_dir / database.PROVENANCE).exists():
+    tensor_core = _tensor_core_kernel(wl, target_name)  # bundle.cc Find: first where N >= its min_n, or last
+    if tensor_core is not None and (kind == "tensor_core" or (kind == "best" and c.n >= tensor_core[2])):
+        mod, which = tensor_core[:2]
+    if mod is None and kind in ("best", "tuned", "tuned_any_batch") and (wl_dir / database.PROVENANCE).exists():
         tk = best.load_tuned(wl_dir, target_name)
         # what the bundle serves this call: the fixed-batch twin where the call has its static value (bundle.cc Find)
         twin = _serves(tk, c) and kind != "tuned_any_batch"
@@ -165,6 +182,8 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
             mod = tvm.IRModule({"main": tk.shipped_func(tk.twin if twin else tk.schedule, "main", scale)})
             which = (f"default schedule (untuned{', fixed-batch twin' if twin else ''}"
                      f"{f' specialized on scale {scale:g}' if scale is not None else ''})")
+    if mod is None and kind == "best" and tensor_core is not None:
+        mod, which = tensor_core[:2]
     if mod is None and kind in ("best", "generic"):
         mod, which = generic_schedule(target_name, runtime_func(wl.variant)).mod, "generic (untuned)"
     if mod is None:
@@ -316,8 +335,9 @@ def bench_workload(wl, target_name, db_root, reps, rate, peak, log, also=(), sys
         makers["ms_default_unfused"] = lambda: ms_default_unfused(wl, target_name, ms_db)
     ready = {}  # name -> (call, max abs error), for the rounds
     for name, make in makers.items():
-        if name == "ours_tuned" and row.get("ours_kernel", "").startswith("tuned"):
-            continue  # "ours" is the tuned kernel already
+        if name in ("ours_tuned", "ours_tensor_core") and row.get("ours_kernel", "").startswith(
+                name[len("ours_"):].replace("_", "-")):
+            continue  # "ours" is that kernel already
         try:
             fn = make()(dict(feeds))
             err = float((fn().float() - ref).abs().max())

@@ -147,6 +147,28 @@ def test_lengths_plot_draws_the_any_length_line_where_the_op_served_one(tmp_path
     assert out.stat().st_size > 1000
 
 
+def test_lengths_served_by_mirrors_the_tensor_core_rule():
+    """benchmarks/lengths.served_by (bundle.cc Find's mirror): FusedGemmSoftmax's tensor-core kernel of K serves N
+    from its min_n on, ahead of the shape's own kernel; below, the shape's own and any-length kernels first, then
+    it (never the generic kernel while it serves); another K, or N not a multiple of its n_multiple, never it; a
+    FusedAttention entry never serves FusedGemmSoftmax."""
+    from benchmarks import lengths
+    base = dict(dtype="float16", trans_b=1, bias=0, mask="none", causal=0, align=16, op="FusedGemmSoftmax",
+                any_batch=False, any_length=False, fixed_batch=None, scale=None, n_multiple=1)
+    tc = dict(base, name="tc", schedule="default", sizes=None, head_size=64, min_n=1024, n_multiple=2)
+    own = dict(base, name="own", schedule="tuned", sizes=[1, 16, 1500, 1500, 64])
+    anylen = dict(base, name="anylen", schedule="default", sizes=[1, 1, 512, 512, 64], any_batch=True,
+                  any_length=True)
+    generic = dict(base, name="generic", schedule="generic", sizes=None, align=2)
+    attention = dict(generic, name="fa", op="FusedAttention")
+    fns = [attention, generic, anylen, own, tc]
+    key = lengths._key(base)
+    assert [lengths.served_by(fns, key, s)["name"] for s in (
+        (1, 16, 1500, 1500, 64), (1, 16, 300, 300, 64), (1, 16, 600, 600, 64), (1, 16, 1500, 1501, 64),
+        (1, 16, 600, 600, 128))] == ["tc", "anylen", "tc", "generic", "generic"]
+    assert lengths.served_by([attention], key, (1, 1, 8, 8, 8)) is None
+
+
 def test_readme_figure_draws_the_committed_run(tmp_path):
     """benchmarks/readme_figure.py reads the committed W1-W3 run the README's figure comes from and draws it."""
     from benchmarks import readme_figure  # noqa: PLC0415

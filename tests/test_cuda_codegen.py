@@ -126,8 +126,9 @@ WORKER = textwrap.dedent(r'''
                                    "canonical": list(wl.canonical.sizes)})
         except Exception as err:  # noqa: BLE001
             res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
-    from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma
-    for form, kernel in (("mma", fused_attention_mma), ("wgmma", fused_attention_wgmma)):
+    from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma, fused_gemm_softmax_wgmma
+    for form, kernel in (("mma", fused_attention_mma), ("wgmma", fused_attention_wgmma),
+                         ("gemm_softmax_wgmma", fused_gemm_softmax_wgmma)):
         res["attention_" + form] = []
         for arch, variant, d in req.get("attention_" + form, []):
             v = Variant(**variant)
@@ -176,7 +177,8 @@ def results(build_env):
                        for a in ARCHES]
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
            "default": [[a, s] for a, s in DEFAULT_CASES],
-           "attention_mma": ATTENTION_MMA_CASES, "attention_wgmma": ATTENTION_WGMMA_CASES}
+           "attention_mma": ATTENTION_MMA_CASES, "attention_wgmma": ATTENTION_WGMMA_CASES,
+           "attention_gemm_softmax_wgmma": GEMM_SOFTMAX_WGMMA_CASES}
     return _run_worker(build_env, req)
 
 
@@ -297,6 +299,27 @@ def test_attention_wgmma_builds(results, case):
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{d}k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, \{{", src)
     assert "fence.proxy.async.shared::cta" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
+    assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
+
+
+# FusedGemmSoftmax's Hopper kernel (flashgemm/kernel/fused_gemm_softmax_wgmma.py): B in both layouts, both K
+GEMM_SOFTMAX_WGMMA_CASES = [
+    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "bool"}, 64),
+    ("sm_90", {"dtype": "bfloat16", "mask": "add", "causal": True}, 128),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GEMM_SOFTMAX_WGMMA_CASES)))
+def test_gemm_softmax_wgmma_builds(results, case):
+    """wgmma of the variant's dtype from shared memory for A B (m64n{chunk}), cp.async copies fenced for the async
+    proxy, P staged in shared memory and stored in 16-byte vectors (rows of N % 8 == 0), built for sm_90a."""
+    arch, variant, k = GEMM_SOFTMAX_WGMMA_CASES[case]
+    (r,) = [x for x in results["attention_gemm_softmax_wgmma"] if x["arch"] == arch and x["d"] == k]
+    assert r["ok"], r.get("error")
+    src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, %\d+, %\d+,", src)
+    assert "fence.proxy.async.shared::cta" in src and "cp.async.cg.shared.global" in src
+    assert re.search(r"\*\(uint4\*\)\(P32_ptr \+ [^;]*\) = \*\(uint4\*\)\(Ps32", src), "P's 16-byte stores"
     assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 

@@ -2,9 +2,10 @@
 reference and ORT's own ops.
 
 Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 48
-generic kernels, ~20 s; CUDA: the local GPU's arch with the committed databases' kernels, ~1 min, or a prebuilt
-one from $FLASHGEMM_TEST_CUDA_BUNDLE: flashgemm-build --target <arch> --out DIR)
-into a temp dir and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
+generic kernels, ~20 s; CUDA: the local GPU's arch with the committed databases' kernels and, on sm_90, the
+tensor-core kernels of test_cuda_tensor_core_kernel's variants, a few minutes, or a prebuilt one from
+$FLASHGEMM_TEST_CUDA_BUNDLE, made as the fixture makes it: python -m tests.test_ort_op DIR [TARGET]) into a temp dir
+and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
 onnxruntime-gpu; with plain onnxruntime on a GPU machine it fails (it is not skipped).
 
 Tolerances (max abs error of P, whose entries lie in [0, 1]):
@@ -85,7 +86,8 @@ def bundle(tmp_path_factory, device):
         else:  # as flashgemm-build makes it: the committed databases' kernels for this arch + the generic ones
             from flashgemm.bundle import best  # noqa: PLC0415
             target = _local_cuda_target()
-            export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None)
+            export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None,
+                          tensor_core=_tensor_core_pairs())
     return d
 
 
@@ -530,6 +532,56 @@ def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
                 f"sizes=[{','.join(str(x) for x in sizes)}]")
         err = capfd.readouterr().err
         assert line in err, (a_shape, b_shape, tag, err)
+
+
+def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
+    """A FusedGemmSoftmax entry with a head_size (the tensor-core kernels' manifest form: schedule default, min_n)
+    serves the calls of its K whose N its n_multiple divides: ahead of every other kernel where N >= min_n, and below
+    that where only the generic kernel would serve the call; a malformed one fails the bundle with the field named.
+    Stand-ins: the generic functions (they serve any shape)."""
+    if device != "cpu":
+        pytest.skip("the manifest's dispatch rules, not the device, are under test")
+    d = tmp_path / "tensor-core"
+    d.mkdir()
+    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    plain = {f["name"]: f for f in manifest["functions"]}["fgs_f16_tb0_bias0_masknone_causal0_generic"]
+    k = 8
+    tensor_core = dict(plain, schedule="default", form="wgmma", head_size=k, min_n=300, n_multiple=2)
+    functions = manifest["functions"] + [
+        tensor_core,
+        dict(plain, schedule="default", sizes=[1, 1, 128, 128, k], any_batch=True, any_length=True, workload="w"),
+        # the shape's own kernel
+        dict(plain, schedule="default", sizes=list(canonicalize((2, 40, k), (k, 400)).sizes), workload="w")]
+    (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=functions)))
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so2 = opts(d, device)
+    rng = np.random.default_rng(13)
+    for m, n, kk, tag in ((40, 400, k, "default, N%2=0, K=8"),  # N >= min_n: before the shape's own kernel
+                          (40, 100, k, "default, any length <= 128x128"),  # below min_n: the any-length kernel
+                          (40, 200, k, "default, N%2=0, K=8"),  # past the any-length bound: not the generic kernel
+                          (40, 201, k, "generic"),  # N not a multiple of n_multiple
+                          (40, 400, k + 1, "generic")):  # another K
+        a, b = rand(rng, [2, m, kk], "float16"), rand(rng, [kk, n], "float16")
+        (p,) = run(session(so2, make_model("float16", a.shape, b.shape, scale=0.3)), {"A": a, "B": b})
+        np.testing.assert_allclose(p.astype(np.float64), fused_gemm_softmax_ref(a, b, scale=0.3), rtol=0,
+                                   atol=ATOL["float16"])
+        sizes = ",".join(str(x) for x in canonicalize(a.shape, b.shape).sizes)
+        err = capfd.readouterr().err
+        assert f"fgs_f16_tb0_bias0_masknone_causal0_generic ({tag}) sizes=[{sizes}]" in err, (m, n, kk, err)
+    for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
+                        (dict(min_n=0), '"min_n" is not a positive integer'),
+                        (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
+                        (dict(schedule="tuned", tuned=True), '"schedule" of a kernel with a head_size is not default')):
+        bad_dir = tmp_path / f"bad-{'-'.join(bad)}"
+        bad_dir.mkdir()
+        shutil.copy(bundle / "flashgemm_kernels.so", bad_dir)
+        (bad_dir / "manifest.json").write_text(json.dumps(dict(manifest, functions=manifest["functions"] + [
+            dict(tensor_core, **bad)])))
+        opts_ = ort.SessionOptions()
+        opts_.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(bad_dir))
+        with pytest.raises(Exception, match="functions\\[\\d+\\]." + needle.replace('"', '.')):
+            session_options(so=opts_)
 
 
 def test_generic_kernel_warning(so, device, capfd):
@@ -1118,6 +1170,58 @@ def _cuda_value(x: np.ndarray, device_id: int = 0) -> ort.OrtValue:
     return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), "cuda", device_id)
 
 
+# test_cuda_tensor_core_kernel's calls: (dtype, transB, K, batch, M, N, extras); the CUDA test bundle holds their
+# variants' tensor-core kernels (TENSOR_CORE_PAIRS)
+TENSOR_CORE_CASES = [
+    ("float16", 1, 64, 2, 70, 1024, {}), ("float16", 1, 64, 1, 130, 1500, {}), ("float16", 1, 128, 2, 40, 1030, {}),
+    ("float16", 1, 64, 2, 50, 197, {}), ("bfloat16", 0, 128, 2, 129, 1032, {"causal": 1}),
+    ("float16", 1, 64, 1, 1100, 1030, {"causal": 1}), ("float16", 1, 64, 2, 33, 1500, {"bias_shape": [1500]}),
+    ("bfloat16", 1, 128, 2, 65, 1090, {"mask": "bool"}), ("float16", 0, 64, 2, 64, 1024, {"mask": "add", "causal": 1})]
+
+
+def _tensor_core_pairs():
+    from flashgemm.op.variant import Variant  # noqa: PLC0415
+    return [(Variant(d, bool(tb), "bias_shape" in x, x.get("mask", "none"), bool(x.get("causal"))), k)
+            for d, tb, k, _, _, _, x in TENSOR_CORE_CASES]
+
+
+def _nan_row_and_column(trans_b):
+    """poke: NaN in a row of A (that row of P is NaN) and +inf in one column of B's last batch (every row of it that
+    sees the column is NaN)."""
+    def poke(feeds):
+        feeds["A"][(0,) * (feeds["A"].ndim - 2) + (3, 1)] = np.nan
+        b = feeds["B"]
+        b[(-1,) * (b.ndim - 2) + ((5, 2) if trans_b else (2, 5))] = np.inf
+    return poke
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", ["cuda"], indirect=True)
+def test_cuda_tensor_core_kernel(so, monkeypatch, capfd):
+    """sm_90: FusedGemmSoftmax's Hopper kernel (fused_gemm_softmax_wgmma) serves K = 64 and 128 at every length of P's
+    store widths (N % 8, % 4, % 2, odd; past its min_n, and below it where the test bundle has no kernel of the
+    shape's own), with bias, masks (a fully masked row), causal with M < N and M > N (zero columns past every tile's
+    diagonal), B as [K, N], bf16, and NaN / +inf in A and B, all matching FP64."""
+    from flashgemm.kernel import fused_gemm_softmax_wgmma  # noqa: PLC0415
+    if _local_cuda_target() != "sm_90":
+        pytest.skip("the Hopper kernel ships in sm_90 bundles")
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    rng = np.random.default_rng(21)
+    assert fused_gemm_softmax_wgmma.MIN_N <= 1024  # the cases' N: past it, and below it
+    for dtype, trans_b, k, batch, m, n, extra in TENSOR_CORE_CASES:
+        mask = None
+        if extra.get("mask") == "bool":
+            mask = rng.random((batch, 1, m, n)) > 0.3
+            mask[0, 0, 2] = False  # a fully masked row: zeros
+        elif extra.get("mask") == "add":
+            mask = np.where(rng.random((batch, 1, 1, n)) < 0.3, -np.inf, 0.5)
+        check(so, dtype, [batch, 2, m, k], [batch, 2, n, k] if trans_b else [batch, 2, k, n],
+              extra.get("bias_shape"), mask, trans_b=trans_b, causal=extra.get("causal", 0), seed=m + n,
+              poke=_nan_row_and_column(trans_b))
+        err = capfd.readouterr().err
+        assert f"_wgmma_k{k} (" in err, (dtype, trans_b, k, m, n, extra, err)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cuda"], indirect=True)
 def test_cuda_device_memory_zero_copy(so, monkeypatch, capfd):
@@ -1337,3 +1441,10 @@ def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, cap
                                   (2, 6, 99, "generic")):
         check(so, "float16", [batch, heads, m, 72], [batch, heads, 300, 72], [batch, 1, m, 300], trans_b=1, seed=batch)
         assert f"({kind}) sizes=[{batch},{heads},{m},300,72]" in capfd.readouterr().err, (batch, heads, m)
+
+
+if __name__ == "__main__":  # the CUDA test bundle, prebuilt (FLASHGEMM_TEST_CUDA_BUNDLE): python -m tests.test_ort_op DIR
+    from flashgemm.bundle import best
+    export_bundle(sys.argv[1], _local_cuda_target() if len(sys.argv) < 3 else sys.argv[2],
+                  best.load_all(sys.argv[2] if len(sys.argv) > 2 else _local_cuda_target()),
+                  tensor_core=_tensor_core_pairs())

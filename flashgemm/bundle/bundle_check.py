@@ -76,9 +76,13 @@ def _any_length_sizes(fn: dict) -> list:
 
 def sizes_of(fn: dict) -> list:
     """The sizes (b0, b1, M, N, K) a manifest function is checked at."""
-    if fn.get("head_size"):  # FusedAttention's tensor-core kernels: a partial tile and chunk; causal tiles that skip
-        hs = fn["head_size"]
+    if fn.get("head_size") and fn.get("op") == "FusedAttention":  # the tensor-core kernels: a partial tile and
+        hs = fn["head_size"]                                          # chunk; causal tiles that skip columns
         return [(2, 3, 77, 136, hs), (1, 2, 200, 200, hs)]
+    if fn.get("head_size"):  # FusedGemmSoftmax's: the same, and each width of P's stores (N % 8, 4, 2, odd)
+        hs, q = fn["head_size"], fn.get("n_multiple") or 1
+        return [s for s in ((2, 3, 77, 136, hs), (1, 2, 200, 200, hs), (1, 2, 130, 1500, hs), (1, 2, 70, 1030, hs),
+                            (1, 2, 90, 197, hs)) if s[3] % q == 0]
     return _any_length_sizes(fn) if fn.get("any_length") else [_sizes(fn)]
 
 

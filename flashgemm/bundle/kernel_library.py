@@ -31,7 +31,7 @@ import tvm
 
 from flashgemm import targets
 from flashgemm.op.variant import CanonicalShape, Variant
-from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_wgmma
+from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_wgmma, fused_gemm_softmax_wgmma
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
 
@@ -89,6 +89,26 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant) -> list:
     return out
 
 
+def gemm_softmax_wgmma_name(variant: Variant, k: int) -> str:
+    return f"fgs_{variant.key}_wgmma_k{k}"
+
+
+def gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, ks=fused_gemm_softmax_wgmma.HEAD_SIZES) -> list:
+    """FusedGemmSoftmax's Hopper kernels (sm_90 only; flashgemm/kernel/fused_gemm_softmax_wgmma.py) of `variant` for
+    the K of `ks` it takes: (name, PrimFunc, manifest fields). The op serves one to the calls of its K with N >= min_n
+    ahead of tuned and any-length kernels, and to calls of any N that only the generic kernel would serve otherwise."""
+    if targets.resolve(target_name) != "sm_90":
+        return []
+    out = []
+    for k in sorted(set(ks) & set(fused_gemm_softmax_wgmma.HEAD_SIZES)):
+        name = gemm_softmax_wgmma_name(variant, k)
+        out.append((name, fused_gemm_softmax_wgmma.runtime_func(variant, k, name=name),
+                    dict(form="wgmma", align=fused_gemm_softmax_wgmma.ALIGN,
+                         n_multiple=fused_gemm_softmax_wgmma.n_multiple(variant), head_size=k,
+                         min_n=fused_gemm_softmax_wgmma.MIN_N)))
+    return out
+
+
 def tuned_name(variant: Variant, shape: CanonicalShape, any_batch: bool, kind: str = "tuned",
                fixed_batch: Optional[tuple] = None, scale: Optional[float] = None) -> str:
     """A kernel for any batch (runtime_func(any_batch=True)) is named by variant and M, N, K only, its fixed-batch
@@ -110,16 +130,19 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
-           op="FusedGemmSoftmax", head_size=None, max_n=None):
+           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None):
     return {
         "name": name,
         # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels, and on
         # CUDA its tensor-core kernels: schedule "default", form "mma" or "wgmma", one or two a head size)
         "op": op,
-        # head_size: a FusedAttention tensor-core kernel's K = D (attention_tensor_core_kernels), which serves every
-        # B0, B1, M and N (up to max_n where that is set) with Q's and V's head size both this; null for the others
+        # head_size: a tensor-core kernel's K, which serves every B0, B1, M and N of it: FusedAttention's
+        # (attention_tensor_core_kernels; Q's and V's head size both this, N up to max_n where that is set) and
+        # FusedGemmSoftmax's (gemm_softmax_tensor_core_kernels; ahead of the tuned and any-length kernels where
+        # N >= min_n); null for the others
         "head_size": head_size,
         "max_n": max_n,
+        "min_n": min_n,
         "dtype": variant.dtype,
         "trans_b": int(variant.trans_b),
         "bias": int(variant.has_bias),
@@ -377,8 +400,12 @@ def _log_compiling(funcs: dict, entries: list, target_name: str, log) -> None:
 def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedKernel] = (),
                   variants: Optional[Iterable[Variant]] = None, log=print,
                   compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
-                  scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False) -> Path:
+                  scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False,
+                  tensor_core: Iterable[tuple] = ()) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
+    On sm_90 also FusedGemmSoftmax's tensor-core kernel (gemm_softmax_tensor_core_kernels) of every (variant, K) the
+    bundle serves with a kernel of `tuned` (tuned, default-schedule or any-length) and of the (variant, K) pairs of
+    `tensor_core`, where it takes that K: each serves every length of its K, past what the shape kernels cover.
     attention: also FusedAttention's kernels of `variants`: the generic ones (flashgemm/kernel/fused_attention.py)
     and, on CUDA, its tensor-core kernels (attention_tensor_core_kernels).
     compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
@@ -413,6 +440,12 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                 for name, func, fields in attention_tensor_core_kernels(target_name, v):
                     funcs[name] = func
                     entries.append(_entry(name, v, op="FusedAttention", schedule="default", **fields))
+    tuned = list(tuned)
+    pairs = {(v.key, k): (v, k) for v, k in [(tk.variant, tk.shape.sizes[4]) for tk in tuned] + list(tensor_core)}
+    for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1])):
+        for name, func, fields in gemm_softmax_tensor_core_kernels(target_name, v, (k,)):
+            funcs[name] = func
+            entries.append(_entry(name, v, schedule="default", **fields))
     for tk in tuned:
         if tk.bound is not None:
             if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes

@@ -217,6 +217,20 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         k.max_n = *q->as<int64_t>();
       }
       b->attention_head_size_[v.Key()].push_back(std::move(k));
+    } else if (std::optional<tvm::ffi::Any> hs = entry_obj->Get(tvm::ffi::String("head_size"));
+               hs.has_value() && !(*hs == nullptr)) {
+      // FusedGemmSoftmax's tensor-core kernels: one a K, any batch and length
+      if (k.schedule != "default") e.Fail("schedule", "of a kernel with a head_size is not default");
+      k.head_size = e.Int("head_size");
+      if (k.head_size < 1) e.Fail("head_size", "is not a positive integer");
+      k.min_n = e.Int("min_n");
+      if (k.min_n < 1) e.Fail("min_n", "is not a positive integer");
+      if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("n_multiple"));
+          q.has_value() && !(*q == nullptr)) {
+        if (!q->as<int64_t>() || *q->as<int64_t>() < 1) e.Fail("n_multiple", "is not a positive integer");
+        k.n_multiple = *q->as<int64_t>();
+      }
+      b->tensor_core_[v.Key()].push_back(std::move(k));
     } else if (k.schedule != "generic") {
       auto sizes = e.Get("sizes").as<json::Array>();
       if (!sizes || sizes->size() != 5) e.Fail("sizes", "is not a list of 5 integers");
@@ -328,6 +342,18 @@ const Kernel* Bundle::FindAttention(const std::string& variant_key, int64_t k, i
 }
 
 const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const {
+  const Kernel* tensor_core = nullptr;
+  if (auto c = tensor_core_.find(variant_key); c != tensor_core_.end()) {
+    for (const Kernel& k : c->second) {
+      // its grid's y and z are B1 and B0 (CUDA's limit on those: 65535)
+      if (k.head_size == sizes[4] && k.align <= ptr_align && sizes[3] % k.n_multiple == 0 && sizes[0] <= 65535 &&
+          sizes[1] <= 65535) {
+        tensor_core = &k;
+        break;
+      }
+    }
+  }
+  if (tensor_core && sizes[3] >= tensor_core->min_n) return tensor_core;
   auto t = tuned_.find({variant_key, sizes});
   if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
   for (int64_t dim : {0, 1}) {
@@ -348,6 +374,7 @@ const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, i
         return &k;
     }
   }
+  if (tensor_core) return tensor_core;
   auto g = generic_.find(variant_key);
   return g == generic_.end() ? nullptr : &g->second;
 }

@@ -44,7 +44,9 @@ struct Kernel {
   bool any_length = false;
   int64_t max_m = 0, max_n = 0, k = 0;
   int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides
-  int64_t head_size = 0;  // manifest "head_size" (FusedAttention's tensor-core kernels): serves K == D == head_size
+  // manifest "head_size" (the tensor-core kernels): serves K == head_size (FusedAttention's: K == D == head_size)
+  int64_t head_size = 0;
+  int64_t min_n = 0;  // manifest "min_n" (FusedGemmSoftmax's tensor-core kernels): preferred from this N on
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -59,11 +61,12 @@ class Bundle {
   // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
-  // The shape's own kernel, tuned or default-schedule (exact sizes; else an any-batch twin whose static batch dim
-  // matches, the one specialized on `scale` (bit for bit) first; else one for any batch with these M, N, K), else
-  // an any-length kernel whose bound holds M and N and whose K is the call's (the smallest bound; at equal bounds a
-  // matching fixed-batch twin before a plain one, tuned before default), else the generic one of the variant, else
-  // nullptr.
+  // The tensor-core kernel of the call's K where N >= its min_n; else the shape's own kernel, tuned or
+  // default-schedule (exact sizes; else an any-batch twin whose static batch dim matches, the one specialized on
+  // `scale` (bit for bit) first; else one for any batch with these M, N, K), else an any-length kernel whose bound
+  // holds M and N and whose K is the call's (the smallest bound; at equal bounds a matching fixed-batch twin before a
+  // plain one, tuned before default), else the tensor-core kernel of the call's K (any N), else the generic one of
+  // the variant, else nullptr.
   // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
@@ -81,6 +84,7 @@ class Bundle {
   std::string dir_, device_, target_;
   std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
   std::unordered_map<std::string, Kernel> generic_;
+  std::unordered_map<std::string, std::vector<Kernel>> tensor_core_;  // FusedGemmSoftmax's, with a "head_size"
   std::unordered_map<std::string, Kernel> attention_generic_;  // manifest "op": "FusedAttention"
   std::unordered_map<std::string, std::vector<Kernel>> attention_head_size_;  // ... with a "head_size"
   std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]

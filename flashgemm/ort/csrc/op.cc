@@ -257,7 +257,8 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                    (kernel->any_length ? ", any length <= " + std::to_string(kernel->max_m) + "x" +
                                              std::to_string(kernel->max_n)
                     : kernel->head_size > 0 && kernel->max_n > 0 ? ", N<=" + std::to_string(kernel->max_n)
-                                                                 : std::string()))
+                    : kernel->min_n > 0                           ? ", K=" + std::to_string(kernel->head_size)
+                                                                  : std::string()))
                       .c_str(),
                   static_cast<long long>(sizes[0]),
                   static_cast<long long>(sizes[1]), static_cast<long long>(sizes[2]),
