@@ -37,7 +37,7 @@ def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256)
     mine = [f for f in functions if _key(f) == variant_key and f["align"] <= align and f.get("op") != "FusedAttention"]
     tensor_core = next((f for f in mine if f.get("head_size") == k and n % (f.get("n_multiple") or 1) == 0
                         and max(b0, b1) <= 65535), None)
-    if tensor_core is not None and n >= tensor_core["min_n"]:
+    if tensor_core is not None and n >= tensor_core["min_n"] and m >= tensor_core["min_m"]:
         return tensor_core
     mine = [f for f in mine if not f.get("head_size")]
     for f in mine:
