@@ -128,7 +128,8 @@ def _serves(tk, c) -> bool:
 
 
 def _tensor_core_kernel(wl, target_name):
-    """(IRModule, description, (min_n, min_m)) of the bundle's FusedGemmSoftmax tensor-core kernel that serves the workload
+    """(IRModule, description, (min_n, min_m, first_max_n)) of the bundle's FusedGemmSoftmax tensor-core kernel that
+    serves the workload
     (kernel_library.gemm_softmax_tensor_core_kernels; bundle.cc Find's conditions), or None."""
     import tvm  # noqa: PLC0415
 
@@ -137,8 +138,9 @@ def _tensor_core_kernel(wl, target_name):
     for _, func, fields in gemm_softmax_tensor_core_kernels(target_name, wl.variant):
         if fields["head_size"] == c.k and c.n % fields["n_multiple"] == 0 and max(c.b0, c.b1) <= 65535:
             return (tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                    f"tensor-core ({fields['form']}, K={c.k}; served first from N >= {fields['min_n']}, "
-                    f"M >= {fields['min_m']})", (fields["min_n"], fields["min_m"]))
+                    f"tensor-core ({fields['form']}, K={c.k}; served first where {fields['min_n']} <= N <= "
+                    f"{fields['first_max_n']}, M >= {fields['min_m']})",
+                    (fields["min_n"], fields["min_m"], fields["first_max_n"]))
     return None
 
 
@@ -162,7 +164,7 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     c = wl.canonical
     mod = which = None
     tensor_core = _tensor_core_kernel(wl, target_name)  # bundle.cc Find: first where N >= its min_n, or last
-    if tensor_core is not None and (kind == "tensor_core" or (kind == "best" and c.n >= tensor_core[2][0]
+    if tensor_core is not None and (kind == "tensor_core" or (kind == "best" and tensor_core[2][0] <= c.n <= tensor_core[2][2]
                                                                and c.m >= tensor_core[2][1])):
         mod, which = tensor_core[:2]
     if mod is None and kind in ("best", "tuned", "tuned_any_batch") and (wl_dir / database.PROVENANCE).exists():

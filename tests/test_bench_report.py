@@ -155,18 +155,21 @@ def test_lengths_served_by_mirrors_the_tensor_core_rule():
     from benchmarks import lengths
     base = dict(dtype="float16", trans_b=1, bias=0, mask="none", causal=0, align=16, op="FusedGemmSoftmax",
                 any_batch=False, any_length=False, fixed_batch=None, scale=None, n_multiple=1)
-    tc = dict(base, name="tc", schedule="default", sizes=None, head_size=64, min_n=1024, min_m=64, n_multiple=2)
+    tc = dict(base, name="tc", schedule="default", sizes=None, head_size=64, min_n=1024, min_m=64, first_max_n=2048,
+              n_multiple=2)
     own = dict(base, name="own", schedule="tuned", sizes=[1, 16, 1500, 1500, 64])
     decode = dict(base, name="decode", schedule="tuned", sizes=[1, 16, 1, 1500, 64])
+    long_row = dict(base, name="long", schedule="tuned", sizes=[1, 8, 64, 65536, 64])
     anylen = dict(base, name="anylen", schedule="default", sizes=[1, 1, 512, 512, 64], any_batch=True,
                   any_length=True)
     generic = dict(base, name="generic", schedule="generic", sizes=None, align=2)
     attention = dict(generic, name="fa", op="FusedAttention")
-    fns = [attention, generic, anylen, own, decode, tc]
+    fns = [attention, generic, anylen, own, decode, long_row, tc]
     key = lengths._key(base)
     assert [lengths.served_by(fns, key, s)["name"] for s in (
         (1, 16, 1500, 1500, 64), (1, 16, 300, 300, 64), (1, 16, 600, 600, 64), (1, 16, 1500, 1501, 64),
-        (1, 16, 600, 600, 128), (1, 16, 1, 1500, 64))] == ["tc", "anylen", "tc", "generic", "generic", "decode"]
+        (1, 16, 600, 600, 128), (1, 16, 1, 1500, 64), (1, 8, 64, 65536, 64), (1, 8, 64, 4096, 64))] == [
+        "tc", "anylen", "tc", "generic", "generic", "decode", "long", "tc"]
     assert lengths.served_by([attention], key, (1, 1, 8, 8, 8)) is None
 
 

@@ -547,13 +547,15 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
     manifest = json.loads((bundle / "manifest.json").read_text())
     plain = {f["name"]: f for f in manifest["functions"]}["fgs_f16_tb0_bias0_masknone_causal0_generic"]
     k = 8
-    tensor_core = dict(plain, schedule="default", form="wgmma", head_size=k, min_n=300, min_m=32, n_multiple=2)
+    tensor_core = dict(plain, schedule="default", form="wgmma", head_size=k, min_n=300, min_m=32, first_max_n=500,
+                       n_multiple=2)
     functions = manifest["functions"] + [
         tensor_core,
         dict(plain, schedule="default", sizes=[1, 1, 128, 128, k], any_batch=True, any_length=True, workload="w"),
         # the shape's own kernel
         dict(plain, schedule="default", sizes=list(canonicalize((2, 40, k), (k, 400)).sizes), workload="w"),
-        dict(plain, schedule="default", sizes=list(canonicalize((2, 20, k), (k, 400)).sizes), workload="w")]
+        dict(plain, schedule="default", sizes=list(canonicalize((2, 20, k), (k, 400)).sizes), workload="w"),
+        dict(plain, schedule="default", sizes=list(canonicalize((2, 40, k), (k, 600)).sizes), workload="w")]
     (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=functions)))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     so2 = opts(d, device)
@@ -563,6 +565,8 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
                           (40, 200, k, "default, N%2=0, K=8"),  # past the any-length bound: not the generic kernel
                           (40, 201, k, "generic"),  # N not a multiple of n_multiple
                           (20, 400, k, "default"),  # fewer rows than min_m: the shape's own kernel first
+                          (40, 600, k, "default"),  # past first_max_n: the shape's own kernel first
+                          (40, 602, k, "default, N%2=0, K=8"),  # ... and the tensor-core kernel where there is none
                           (40, 400, k + 1, "generic")):  # another K
         a, b = rand(rng, [2, m, kk], "float16"), rand(rng, [kk, n], "float16")
         (p,) = run(session(so2, make_model("float16", a.shape, b.shape, scale=0.3)), {"A": a, "B": b})
@@ -574,6 +578,7 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
     for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
                         (dict(min_n=0), '"min_n" is not a positive integer'),
                         (dict(min_m=0), '"min_m" is not a positive integer'),
+                        (dict(first_max_n=299), '"first_max_n" is less than min_n'),
                         (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
                         (dict(schedule="tuned", tuned=True), '"schedule" of a kernel with a head_size is not default')):
         bad_dir = tmp_path / f"bad-{'-'.join(bad)}"

@@ -95,9 +95,9 @@ def gemm_softmax_wgmma_name(variant: Variant, k: int) -> str:
 
 def gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, ks=fused_gemm_softmax_wgmma.HEAD_SIZES) -> list:
     """FusedGemmSoftmax's Hopper kernels (sm_90 only; flashgemm/kernel/fused_gemm_softmax_wgmma.py) of `variant` for
-    the K of `ks` it takes: (name, PrimFunc, manifest fields). The op serves one to the calls of its K with N >= min_n
-    and M >= min_m ahead of tuned and any-length kernels, and to the others that only the generic kernel would serve
-    otherwise."""
+    the K of `ks` it takes: (name, PrimFunc, manifest fields). The op serves one to the calls of its K with
+    min_n <= N <= first_max_n and M >= min_m ahead of tuned and any-length kernels, and to the others that only the
+    generic kernel would serve otherwise."""
     if targets.resolve(target_name) != "sm_90":
         return []
     out = []
@@ -106,7 +106,8 @@ def gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, ks=fuse
         out.append((name, fused_gemm_softmax_wgmma.runtime_func(variant, k, name=name),
                     dict(form="wgmma", align=fused_gemm_softmax_wgmma.ALIGN,
                          n_multiple=fused_gemm_softmax_wgmma.n_multiple(variant), head_size=k,
-                         min_n=fused_gemm_softmax_wgmma.MIN_N, min_m=fused_gemm_softmax_wgmma.MIN_M)))
+                         min_n=fused_gemm_softmax_wgmma.MIN_N, min_m=fused_gemm_softmax_wgmma.MIN_M,
+                         first_max_n=fused_gemm_softmax_wgmma.FIRST_MAX_N)))
     return out
 
 
@@ -131,7 +132,7 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
-           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None):
+           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None, first_max_n=None):
     return {
         "name": name,
         # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels, and on
@@ -140,11 +141,12 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # head_size: a tensor-core kernel's K, which serves every B0, B1, M and N of it: FusedAttention's
         # (attention_tensor_core_kernels; Q's and V's head size both this, N up to max_n where that is set) and
         # FusedGemmSoftmax's (gemm_softmax_tensor_core_kernels; ahead of the tuned and any-length kernels where
-        # N >= min_n and M >= min_m); null for the others
+        # min_n <= N <= first_max_n and M >= min_m, else before the generic kernel); null for the others
         "head_size": head_size,
         "max_n": max_n,
         "min_n": min_n,
         "min_m": min_m,
+        "first_max_n": first_max_n,
         "dtype": variant.dtype,
         "trans_b": int(variant.trans_b),
         "bias": int(variant.has_bias),

@@ -227,6 +227,8 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       if (k.min_n < 1) e.Fail("min_n", "is not a positive integer");
       k.min_m = e.Int("min_m");
       if (k.min_m < 1) e.Fail("min_m", "is not a positive integer");
+      k.first_max_n = e.Int("first_max_n");
+      if (k.first_max_n < k.min_n) e.Fail("first_max_n", "is less than min_n");
       if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("n_multiple"));
           q.has_value() && !(*q == nullptr)) {
         if (!q->as<int64_t>() || *q->as<int64_t>() < 1) e.Fail("n_multiple", "is not a positive integer");
@@ -355,7 +357,9 @@ const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, i
       }
     }
   }
-  if (tensor_core && sizes[3] >= tensor_core->min_n && sizes[2] >= tensor_core->min_m) return tensor_core;
+  if (tensor_core && sizes[3] >= tensor_core->min_n && sizes[3] <= tensor_core->first_max_n &&
+      sizes[2] >= tensor_core->min_m)
+    return tensor_core;
   auto t = tuned_.find({variant_key, sizes});
   if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
   for (int64_t dim : {0, 1}) {

@@ -46,8 +46,9 @@ struct Kernel {
   int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides
   // manifest "head_size" (the tensor-core kernels): serves K == head_size (FusedAttention's: K == D == head_size)
   int64_t head_size = 0;
-  // manifest "min_n", "min_m" (FusedGemmSoftmax's tensor-core kernels): preferred from this N and this M on
-  int64_t min_n = 0, min_m = 0;
+  // manifest "min_n", "first_max_n", "min_m" (FusedGemmSoftmax's tensor-core kernels): preferred to every other
+  // kernel where min_n <= N <= first_max_n and M >= min_m
+  int64_t min_n = 0, first_max_n = 0, min_m = 0;
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -62,7 +63,8 @@ class Bundle {
   // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
-  // The tensor-core kernel of the call's K where N >= its min_n and M >= its min_m; else the shape's own kernel, tuned or
+  // The tensor-core kernel of the call's K where min_n <= N <= first_max_n and M >= min_m; else the shape's own kernel,
+  // tuned or
   // default-schedule (exact sizes; else an any-batch twin whose static batch dim matches, the one specialized on
   // `scale` (bit for bit) first; else one for any batch with these M, N, K), else an any-length kernel whose bound
   // holds M and N and whose K is the call's (the smallest bound; at equal bounds a matching fixed-batch twin before a
