@@ -5,7 +5,8 @@
 At each length L the attention scores of `--batch` x `--heads` heads, M = N = L, head size `--k` (B transposed,
 scale 1/sqrt(K), no mask: the form ORT's MatMul + Softmax peer also computes), timed as:
   * ours: the kernel the op picks for the call (the dispatch of flashgemm/ort/csrc/bundle.cc, mirrored by
-    `served_by`: the tensor-core kernel of K in its first range, else exact or any-batch tuned / default kernel, else
+    `served_by`: the tensor-core kernel of K in its first range (past it, before all but tuned kernels), else exact or
+    any-batch tuned / default kernel, else
     the smallest any-length bound, else the tensor-core kernel, else generic);
   * any-length: the any-length kernel alone, where the bundle has one (the same as ours where no kernel of the
     length's own exists);
@@ -37,9 +38,10 @@ def served_by(functions: list, variant_key: str, sizes: tuple, align: int = 256)
     mine = [f for f in functions if _key(f) == variant_key and f["align"] <= align and f.get("op") != "FusedAttention"]
     tensor_core = next((f for f in mine if f.get("head_size") == k and n % (f.get("n_multiple") or 1) == 0
                         and max(b0, b1) <= 65535), None)
-    if tensor_core is not None and tensor_core["min_n"] <= n <= tensor_core["first_max_n"] and m >= tensor_core["min_m"]:
+    ahead = tensor_core is not None and n >= tensor_core["min_n"] and m >= tensor_core["min_m"]
+    if ahead and n <= tensor_core["first_max_n"]:
         return tensor_core
-    mine = [f for f in mine if not f.get("head_size")]
+    mine = [f for f in mine if not f.get("head_size") and (not ahead or f["schedule"] in ("tuned", "generic"))]
     for f in mine:
         if f["schedule"] != "generic" and not f.get("any_length") and not f.get("fixed_batch") and \
                 f.get("scale") is None and (f["sizes"] == [b0, b1, m, n, k] or

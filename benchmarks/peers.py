@@ -138,8 +138,8 @@ def _tensor_core_kernel(wl, target_name):
     for _, func, fields in gemm_softmax_tensor_core_kernels(target_name, wl.variant):
         if fields["head_size"] == c.k and c.n % fields["n_multiple"] == 0 and max(c.b0, c.b1) <= 65535:
             return (tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                    f"tensor-core ({fields['form']}, K={c.k}; served first where {fields['min_n']} <= N <= "
-                    f"{fields['first_max_n']}, M >= {fields['min_m']})",
+                    f"tensor-core ({fields['form']}, K={c.k}; ahead of every kernel where {fields['min_n']} <= N <= "
+                    f"{fields['first_max_n']} and M >= {fields['min_m']}, of all but tuned ones past that N)",
                     (fields["min_n"], fields["min_m"], fields["first_max_n"]))
     return None
 
@@ -163,9 +163,10 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
     wl_dir = database.workload_dir(db_root or database.default_root(), target_name, wl.dir_name)
     c = wl.canonical
     mod = which = None
-    tensor_core = _tensor_core_kernel(wl, target_name)  # bundle.cc Find: first where N >= its min_n, or last
-    if tensor_core is not None and (kind == "tensor_core" or (kind == "best" and tensor_core[2][0] <= c.n <= tensor_core[2][2]
-                                                               and c.m >= tensor_core[2][1])):
+    # bundle.cc Find: the tensor-core kernel first in its range; past it, after tuned kernels only; else last
+    tensor_core = _tensor_core_kernel(wl, target_name)
+    ahead = tensor_core is not None and c.n >= tensor_core[2][0] and c.m >= tensor_core[2][1]
+    if tensor_core is not None and (kind == "tensor_core" or (kind == "best" and ahead and c.n <= tensor_core[2][2])):
         mod, which = tensor_core[:2]
     if mod is None and kind in ("best", "tuned", "tuned_any_batch") and (wl_dir / database.PROVENANCE).exists():
         tk = best.load_tuned(wl_dir, target_name)
@@ -178,7 +179,7 @@ def our_kernel(wl, target_name, db_root, log, kind="best"):
                                                          else "")
         which = (f"tuned ({wl_dir.name}{form}, {tk.run_secs * 1e6:.1f} us when tuned"
                  f"{f', at most {tk.max_registers} registers a thread' if tk.max_registers else ''})")
-    if mod is None and kind in ("best", "default"):
+    if mod is None and kind in ("best", "default") and not (kind == "best" and ahead):
         tk = best.default_kernel(wl, target_name, log=lambda msg: log("  " + msg))
         if tk is not None:
             twin = _serves(tk, c)

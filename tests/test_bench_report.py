@@ -160,11 +160,12 @@ def test_lengths_served_by_mirrors_the_tensor_core_rule():
     own = dict(base, name="own", schedule="tuned", sizes=[1, 16, 1500, 1500, 64])
     decode = dict(base, name="decode", schedule="tuned", sizes=[1, 16, 1, 1500, 64])
     long_row = dict(base, name="long", schedule="tuned", sizes=[1, 8, 64, 65536, 64])
+    default_4096 = dict(base, name="default4096", schedule="default", sizes=[1, 8, 64, 4096, 64])
     anylen = dict(base, name="anylen", schedule="default", sizes=[1, 1, 512, 512, 64], any_batch=True,
                   any_length=True)
     generic = dict(base, name="generic", schedule="generic", sizes=None, align=2)
     attention = dict(generic, name="fa", op="FusedAttention")
-    fns = [attention, generic, anylen, own, decode, long_row, tc]
+    fns = [attention, generic, anylen, own, decode, long_row, default_4096, tc]
     key = lengths._key(base)
     assert [lengths.served_by(fns, key, s)["name"] for s in (
         (1, 16, 1500, 1500, 64), (1, 16, 300, 300, 64), (1, 16, 600, 600, 64), (1, 16, 1500, 1501, 64),

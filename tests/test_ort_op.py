@@ -555,7 +555,8 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
         # the shape's own kernel
         dict(plain, schedule="default", sizes=list(canonicalize((2, 40, k), (k, 400)).sizes), workload="w"),
         dict(plain, schedule="default", sizes=list(canonicalize((2, 20, k), (k, 400)).sizes), workload="w"),
-        dict(plain, schedule="default", sizes=list(canonicalize((2, 40, k), (k, 600)).sizes), workload="w")]
+        dict(plain, schedule="tuned", tuned=True, sizes=list(canonicalize((2, 40, k), (k, 600)).sizes), workload="w"),
+        dict(plain, schedule="default", sizes=list(canonicalize((2, 40, k), (k, 700)).sizes), workload="w")]
     (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=functions)))
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     so2 = opts(d, device)
@@ -565,8 +566,8 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
                           (40, 200, k, "default, N%2=0, K=8"),  # past the any-length bound: not the generic kernel
                           (40, 201, k, "generic"),  # N not a multiple of n_multiple
                           (20, 400, k, "default"),  # fewer rows than min_m: the shape's own kernel first
-                          (40, 600, k, "default"),  # past first_max_n: the shape's own kernel first
-                          (40, 602, k, "default, N%2=0, K=8"),  # ... and the tensor-core kernel where there is none
+                          (40, 600, k, "tuned"),  # past first_max_n: a tuned kernel of the shape's own first
+                          (40, 700, k, "default, N%2=0, K=8"),  # ... but not a default-schedule one
                           (40, 400, k + 1, "generic")):  # another K
         a, b = rand(rng, [2, m, kk], "float16"), rand(rng, [kk, n], "float16")
         (p,) = run(session(so2, make_model("float16", a.shape, b.shape, scale=0.3)), {"A": a, "B": b})

@@ -34,11 +34,11 @@ from flashgemm.op.variant import Variant
 HEAD_SIZES = faw.HEAD_SIZES  # the K this kernel takes
 # (warpgroups, bn, stages): the fastest of the measured tiles at W1-W3 and N = 1024 (K = 64) and at 2048 (K = 128)
 TILE = {64: (1, 128, 3), 128: (1, 64, 2)}
-# the op serves this kernel to calls with MIN_N <= N <= FIRST_MAX_N and M >= MIN_M ahead of the shape's tuned and
-# any-length kernels (W3 and N = 1024, 2048 in results/h200/gemm-softmax-wgmma-2026-12-02; shorter rows: those are as
-# fast or faster, W1 and W2 there; fewer rows than a row tile: the row-vector kernels of M = 1 and the any-length ones
-# waste no GEMM rows; longer rows: the split-N kernels tuned for them were not measured against it), and to every
-# other call of its K where the generic kernel would serve it
+# the op serves this kernel to calls with N >= MIN_N and M >= MIN_M ahead of the default-schedule and any-length
+# kernels, and up to FIRST_MAX_N ahead of the tuned ones too (results/h200/gemm-softmax-wgmma-2026-12-02: W3, N = 1024,
+# 2048 and 4096; shorter rows: the tuned kernels are faster, W1 and W2 there; fewer rows than a row tile: the row-vector
+# kernels of M = 1 and the any-length ones waste no GEMM rows; longer rows: the split-N kernels tuned for them were not
+# measured against it), and to every other call of its K where the generic kernel would serve it
 MIN_N, MIN_M, FIRST_MAX_N = 1024, 64, 2048
 ALIGN = faw.ALIGN
 

@@ -357,25 +357,26 @@ const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, i
       }
     }
   }
-  if (tensor_core && sizes[3] >= tensor_core->min_n && sizes[3] <= tensor_core->first_max_n &&
-      sizes[2] >= tensor_core->min_m)
-    return tensor_core;
+  // ahead of the default-schedule and any-length kernels from min_n and min_m on; of the tuned ones too up to first_max_n
+  const bool ahead = tensor_core && sizes[3] >= tensor_core->min_n && sizes[2] >= tensor_core->min_m;
+  if (ahead && sizes[3] <= tensor_core->first_max_n) return tensor_core;
+  auto serves = [&](const Kernel& k) { return k.align <= ptr_align && (!ahead || k.tuned); };
   auto t = tuned_.find({variant_key, sizes});
-  if (t != tuned_.end() && t->second.align <= ptr_align) return &t->second;
+  if (t != tuned_.end() && serves(t->second)) return &t->second;
   for (int64_t dim : {0, 1}) {
     auto f = tuned_fixed_batch_scale_.find(
         {variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4], ScaleBits(scale)}});
-    if (f != tuned_fixed_batch_scale_.end() && f->second.align <= ptr_align) return &f->second;
+    if (f != tuned_fixed_batch_scale_.end() && serves(f->second)) return &f->second;
   }
   for (int64_t dim : {0, 1}) {
     auto f = tuned_fixed_batch_.find({variant_key, {dim, sizes[dim], sizes[2], sizes[3], sizes[4]}});
-    if (f != tuned_fixed_batch_.end() && f->second.align <= ptr_align) return &f->second;
+    if (f != tuned_fixed_batch_.end() && serves(f->second)) return &f->second;
   }
   auto a = tuned_any_batch_.find({variant_key, {sizes[2], sizes[3], sizes[4]}});
-  if (a != tuned_any_batch_.end() && a->second.align <= ptr_align) return &a->second;
+  if (a != tuned_any_batch_.end() && serves(a->second)) return &a->second;
   if (auto l = any_length_.find(variant_key); l != any_length_.end()) {
     for (const Kernel& k : l->second) {
-      if (k.k == sizes[4] && k.max_m >= sizes[2] && k.max_n >= sizes[3] && k.align <= ptr_align &&
+      if (k.k == sizes[4] && k.max_m >= sizes[2] && k.max_n >= sizes[3] && serves(k) &&
           (k.fixed_dim < 0 || sizes[k.fixed_dim] == k.fixed_value) && sizes[3] % k.n_multiple == 0)
         return &k;
     }

@@ -47,7 +47,7 @@ struct Kernel {
   // manifest "head_size" (the tensor-core kernels): serves K == head_size (FusedAttention's: K == D == head_size)
   int64_t head_size = 0;
   // manifest "min_n", "first_max_n", "min_m" (FusedGemmSoftmax's tensor-core kernels): preferred to every other
-  // kernel where min_n <= N <= first_max_n and M >= min_m
+  // kernel where min_n <= N <= first_max_n and M >= min_m, to all but the tuned ones where N > first_max_n
   int64_t min_n = 0, first_max_n = 0, min_m = 0;
 };
 
@@ -64,7 +64,7 @@ class Bundle {
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
   // The tensor-core kernel of the call's K where min_n <= N <= first_max_n and M >= min_m; else the shape's own kernel,
-  // tuned or
+  // tuned or (not where N >= min_n and M >= min_m, past first_max_n: there only a tuned kernel comes before it)
   // default-schedule (exact sizes; else an any-batch twin whose static batch dim matches, the one specialized on
   // `scale` (bit for bit) first; else one for any batch with these M, N, K), else an any-length kernel whose bound
   // holds M and N and whose K is the call's (the smallest bound; at equal bounds a matching fixed-batch twin before a
