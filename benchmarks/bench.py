@@ -6,8 +6,8 @@
 
 Systems (--systems, default all): ours = what a bundle built with --workload serves (the best record of
 flashgemm/databases/<target>/<workload> when tuned, else the tensor-core space's default schedule, else the generic
-kernel; sm_90: the tensor-core kernel of K first in its range of N, and where only the generic kernel would serve; --also
-default,tensor_core,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin);
+kernel; sm_90: the tensor-core kernel of K first in its range of N, and where only the generic kernel would serve;
+--also default,tensor_core,generic measures those too, tuned_any_batch the tuned kernel without its fixed-batch twin);
 triton = this project's Triton version of the fused op (benchmarks/triton_fused.py, autotuned); torch eager (matmul +
 softmax) and torch.compile of it; ort_cuda = ONNX Runtime's CUDA EP on the MatMul + Softmax graph with IOBinding;
 ms_default_unfused = Meta-Schedule's default schedules of the unfused op (flashgemm-tune-ms-default). Floors:

@@ -1452,7 +1452,7 @@ def test_cuda_default_schedule_kernel(bundle, device, tmp_path, monkeypatch, cap
         assert f"({kind}) sizes=[{batch},{heads},{m},300,72]" in capfd.readouterr().err, (batch, heads, m)
 
 
-if __name__ == "__main__":  # the CUDA test bundle, prebuilt (FLASHGEMM_TEST_CUDA_BUNDLE): python -m tests.test_ort_op DIR
+if __name__ == "__main__":  # the CUDA test bundle, prebuilt (FLASHGEMM_TEST_CUDA_BUNDLE)
     from flashgemm.bundle import best
     export_bundle(sys.argv[1], _local_cuda_target() if len(sys.argv) < 3 else sys.argv[2],
                   best.load_all(sys.argv[2] if len(sys.argv) > 2 else _local_cuda_target()),

@@ -93,7 +93,8 @@ def gemm_softmax_wgmma_name(variant: Variant, k: int) -> str:
     return f"fgs_{variant.key}_wgmma_k{k}"
 
 
-def gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, ks=fused_gemm_softmax_wgmma.HEAD_SIZES) -> list:
+def gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant,
+                                     ks=fused_gemm_softmax_wgmma.HEAD_SIZES) -> list:
     """FusedGemmSoftmax's Hopper kernels (sm_90 only; flashgemm/kernel/fused_gemm_softmax_wgmma.py) of `variant` for
     the K of `ks` it takes: (name, PrimFunc, manifest fields). The op serves one to the calls of its K with
     min_n <= N <= first_max_n and M >= min_m ahead of tuned and any-length kernels, and to the others that only the

@@ -357,7 +357,7 @@ const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, i
       }
     }
   }
-  // ahead of the default-schedule and any-length kernels from min_n and min_m on; of the tuned ones too up to first_max_n
+  // ahead of the default-schedule and any-length kernels from min_n and min_m on, of the tuned ones up to first_max_n
   const bool ahead = tensor_core && sizes[3] >= tensor_core->min_n && sizes[2] >= tensor_core->min_m;
   if (ahead && sizes[3] <= tensor_core->first_max_n) return tensor_core;
   auto serves = [&](const Kernel& k) { return k.align <= ptr_align && (!ahead || k.tuned); };
