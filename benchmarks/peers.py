@@ -129,8 +129,7 @@ def _serves(tk, c) -> bool:
 
 def _tensor_core_kernel(wl, target_name):
     """(IRModule, description, (min_n, min_m, first_max_n)) of the bundle's FusedGemmSoftmax tensor-core kernel that
-    serves the workload
-    (kernel_library.gemm_softmax_tensor_core_kernels; bundle.cc Find's conditions), or None."""
+    serves the workload (kernel_library.gemm_softmax_tensor_core_kernels; bundle.cc Find's conditions), or None."""
     import tvm  # noqa: PLC0415
 
     from flashgemm.bundle.kernel_library import gemm_softmax_tensor_core_kernels  # noqa: PLC0415

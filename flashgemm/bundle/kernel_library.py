@@ -96,9 +96,9 @@ def gemm_softmax_wgmma_name(variant: Variant, k: int) -> str:
 def gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant,
                                      ks=fused_gemm_softmax_wgmma.HEAD_SIZES) -> list:
     """FusedGemmSoftmax's Hopper kernels (sm_90 only; flashgemm/kernel/fused_gemm_softmax_wgmma.py) of `variant` for
-    the K of `ks` it takes: (name, PrimFunc, manifest fields). The op serves one to the calls of its K with
-    min_n <= N <= first_max_n and M >= min_m ahead of tuned and any-length kernels, and to the others that only the
-    generic kernel would serve otherwise."""
+    the K of `ks` it takes: (name, PrimFunc, manifest fields). The op serves one to the calls of its K with N >= min_n
+    and M >= min_m ahead of the default-schedule and any-length kernels (up to N = first_max_n ahead of the tuned ones
+    too), and to the others that only the generic kernel would serve otherwise."""
     if targets.resolve(target_name) != "sm_90":
         return []
     out = []
@@ -141,8 +141,9 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "op": op,
         # head_size: a tensor-core kernel's K, which serves every B0, B1, M and N of it: FusedAttention's
         # (attention_tensor_core_kernels; Q's and V's head size both this, N up to max_n where that is set) and
-        # FusedGemmSoftmax's (gemm_softmax_tensor_core_kernels; ahead of the tuned and any-length kernels where
-        # min_n <= N <= first_max_n and M >= min_m, else before the generic kernel); null for the others
+        # FusedGemmSoftmax's (gemm_softmax_tensor_core_kernels; where N >= min_n and M >= min_m ahead of the
+        # default-schedule and any-length kernels, up to first_max_n of the tuned ones too; else before the generic
+        # kernel); null for the others
         "head_size": head_size,
         "max_n": max_n,
         "min_n": min_n,

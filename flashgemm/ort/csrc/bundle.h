@@ -63,13 +63,12 @@ class Bundle {
   // cuda_build: whether this library was built with FLASHGEMM_WITH_CUDA (a "cuda" bundle needs it).
   static std::unique_ptr<Bundle> Load(const std::string& dir, bool cuda_build);
 
-  // The tensor-core kernel of the call's K where min_n <= N <= first_max_n and M >= min_m; else the shape's own kernel,
-  // tuned or (not where N >= min_n and M >= min_m, past first_max_n: there only a tuned kernel comes before it)
-  // default-schedule (exact sizes; else an any-batch twin whose static batch dim matches, the one specialized on
-  // `scale` (bit for bit) first; else one for any batch with these M, N, K), else an any-length kernel whose bound
-  // holds M and N and whose K is the call's (the smallest bound; at equal bounds a matching fixed-batch twin before a
-  // plain one, tuned before default), else the tensor-core kernel of the call's K (any N), else the generic one of
-  // the variant, else nullptr.
+  // The tensor-core kernel of the call's K where min_n <= N <= first_max_n and M >= min_m (past first_max_n only a
+  // tuned kernel of the shape comes before it); else the shape's own kernel, tuned or default-schedule (exact sizes;
+  // else an any-batch twin whose static batch dim matches, the one specialized on `scale` (bit for bit) first; else
+  // one for any batch with these M, N, K), else an any-length kernel whose bound holds M and N and whose K is the
+  // call's (the smallest bound; at equal bounds a matching fixed-batch twin before a plain one, tuned before
+  // default), else the tensor-core kernel of the call's K (any N), else the generic one of the variant, else nullptr.
   // ptr_align: the largest power of two dividing every pointer argument; a kernel compiled to assume more (tuned
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
