@@ -5,8 +5,8 @@ PY     := $(VENV)/bin/python
 EXTRA  ?= cpu
 TARGET ?= auto
 TRIALS ?= 8
-# pytest-xdist, one worker a core (PYTEST_ARGS= runs the tests in one process)
-PYTEST_ARGS ?= -n auto
+# pytest-xdist, one worker a core, tests of one xdist_group on one worker (PYTEST_ARGS= runs them in one process)
+PYTEST_ARGS ?= -n auto --dist loadgroup
 # EXTRA=gpu: onnxruntime-gpu, and the op library built to serve CUDA bundles too
 CMAKE_CUDA := $(if $(filter gpu,$(EXTRA)),--config-settings=cmake.define.FLASHGEMM_WITH_CUDA=ON,)
 

@@ -14,6 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_BERT = REPO / "tests" / "data" / "bert-large-tiny.f16.onnx"
+pytestmark = pytest.mark.xdist_group("wheel")  # one worker builds the wheel once for the module (make test: loadgroup)
 RUNTIME = ("onnxruntime", "xgboost-cpu")  # what the test extra of a CPU machine adds (pyproject.toml: cpu)
 
 # In the fresh environment: the rewritten model against the original, both on the CPU EP, the op from the wheel.
@@ -47,7 +48,10 @@ def installed(tmp_path_factory):
     """(bin directory of a fresh venv with the wheel installed, the wheel)."""
     root = tmp_path_factory.mktemp("wheel")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", root / "dist", REPO], root, env)
+    # Its own CMake tree: pyproject's build-dir is shared by the checkout, and xdist workers that each run this module's
+    # tests would otherwise configure the same tree at once (CMake then fails to generate its try_compile projects).
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", root / "dist", f"-Cbuild-dir={root / 'build'}",
+          REPO], root, env)
     (wheel,) = (root / "dist").glob("flashgemm-*.whl")
     venv.create(root / "venv", with_pip=True)
     bin_dir = root / "venv" / "bin"
