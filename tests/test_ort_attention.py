@@ -314,7 +314,8 @@ def test_generic_kernel_warns_once_per_shape(sess_opts, device, capfd):
 # ------------------------------------------------------------------------------------ the rewrite (--attention)
 
 DATA = Path(__file__).resolve().parent / "data"
-TINY = ["bert-large-tiny.f16", "vit-b16-tiny.f16", "whisper-enc-tiny.f16", "bert-large-tiny-dyn.f16"]
+TINY = ["bert-large-tiny.f16", "vit-b16-tiny.f16", "whisper-enc-tiny.f16", "bert-large-tiny-dyn.f16",
+        "whisper-enc-tiny-dynb-dynamo-sdpa.f16"]
 MODEL_ATOL = 1e-2  # as tests/test_rewrite.py: the fused op rounds once where the original rounds S, c*S, c*S+M
 
 
@@ -350,35 +351,51 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
         np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
-def _attention_graph(v_shape, p_output=False, k=32):
-    """Q [2, 3, 5, k], K [2, 3, 7, k] -> Softmax(MatMul(Q, K^T) * 0.25) -> MatMul(P, V) -> O (P also an output)."""
+def test_rewrite_attention_keeps_p_of_sdpa_exports_with_a_mask(tmp_path):
+    """The dynamo exporter's SDPA with a mask zeroes P's NaN rows before P.V (Where(IsNaN(P), 0, P)), which
+    FusedAttention would leave NaN: the scores fuse, P is kept, and the report says why and what to export instead."""
+    report = rewrite_file(DATA / "bert-large-tiny-dyn-dynamo-sdpa.f16.onnx", tmp_path / "m.onnx", attention=True)
+    assert len(report.fused) == 2 and report.attention == 0 and len(report.attention_left) == 2, report.text()
+    assert all("NaN rows are zeroed" in why and 'attn_implementation="eager"' in why
+               for _, why in report.attention_left), report.text()
+
+
+def _attention_graph(v_shape, p_output=False, k=32, nan_rows_zeroed=False):
+    """Q [2, 3, 5, k], K [2, 3, 7, k] -> Softmax(MatMul(Q, K^T) * 0.25) -> MatMul(P, V) -> O (P also an output;
+    nan_rows_zeroed: P's NaN rows zeroed before the MatMul, as PyTorch's SDPA exports do)."""
     t = TensorProto.FLOAT16
+    zeroed = [helper.make_node("IsNaN", ["P"], ["Pnan"]),
+              helper.make_node("Where", ["Pnan", "zero", "P"], ["Pz"])] if nan_rows_zeroed else []
     nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
              helper.make_node("Mul", ["S", "c"], ["Ss"]),
              helper.make_node("Softmax", ["Ss"], ["P"], axis=-1),
-             helper.make_node("MatMul", ["P", "V"], ["O"])]
+             *zeroed,
+             helper.make_node("MatMul", ["Pz" if nan_rows_zeroed else "P", "V"], ["O"])]
     inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Q", [2, 3, 5, k]), ("K", [2, 3, 7, k]),
                                                                   ("V", list(v_shape)))]
     outputs = [helper.make_tensor_value_info("O", t, None)] + ([helper.make_tensor_value_info("P", t, None)]
                                                                if p_output else [])
-    init = helper.make_tensor("c", t, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)
-    graph = helper.make_graph(nodes, "attn", inputs, outputs, initializer=[init])
+    init = [helper.make_tensor(name, t, [], np.array([x], np.float16).view(np.uint16).tobytes(), raw=True)
+            for name, x in (("c", 0.25), ("zero", 0.0))]
+    graph = helper.make_graph(nodes, "attn", inputs, outputs, initializer=init)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-@pytest.mark.parametrize("v_shape, p_output, k, needle", [
-    ((2, 3, 7, 32), True, 32, "P is a graph output"),
-    ((4, 2, 3, 7, 32), False, 32, "do not provably broadcast"),
-    ((2, 3, "n", 32), False, 32, "not provably P's columns"),
-    ((2, 3, 7, 16), False, 32, "head sizes K = 32, D = 16: FusedAttention's tensor-core kernels need both one of"),
-    ((2, 3, 7, 48), False, 48, "head sizes K = 48, D = 48"),
+@pytest.mark.parametrize("v_shape, p_output, k, zeroed, needle", [
+    ((2, 3, 7, 32), True, 32, False, "P is a graph output"),
+    ((4, 2, 3, 7, 32), False, 32, False, "do not provably broadcast"),
+    ((2, 3, "n", 32), False, 32, False, "not provably P's columns"),
+    ((2, 3, 7, 16), False, 32, False,
+     "head sizes K = 32, D = 16: FusedAttention's tensor-core kernels need both one of"),
+    ((2, 3, 7, 48), False, 48, False, "head sizes K = 48, D = 48"),
+    ((2, 3, 7, 32), False, 32, True, "P's NaN rows are zeroed before MatMul(P, V)"),
 ])
-def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, k, needle):
+def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, k, zeroed, needle):
     """P kept (FusedGemmSoftmax, then MatMul) where fusing the MatMul would not be provably the same function, or
     where no tensor-core kernel would serve it (the generic FusedAttention kernel is slower than the two ops)."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_attention_graph(v_shape, p_output, k), str(src))
+    onnx.save(_attention_graph(v_shape, p_output, k, zeroed), str(src))
     report = rewrite_file(src, dst, attention=True)
     assert len(report.fused) == 1 and report.attention == 0, report.text()
     assert needle in report.attention_left[0][1], report.text()

@@ -8,6 +8,8 @@ metadata) by
     flashgemm-getmodel --model all --tiny --dtype float16 --batch 2 --dynamic-batch --out tests/data       (-dynb)
     flashgemm-getmodel --model bert-large --tiny --dtype float16 --batch 2 --dynamic-batch --dynamic-seq \
         --out tests/data                                                                                   (-dyn)
+and PyTorch's default export today (torch 2.13.0+cpu, transformers 5.24.0) by the same two with
+--exporter dynamo --attention sdpa, for bert-large (-dyn-dynamo-sdpa) and whisper-enc (-dynb-dynamo-sdpa).
 
 Numerics: the tiny float16 originals run on ORT's CPU EP, so the rewritten model is compared with the original
 float16 model itself (not an fp32 run). Tolerance on the models' outputs (last_hidden_state, |values| <= ~4): max abs
@@ -40,6 +42,10 @@ MODELS = ["bert-large", "vit-b16", "whisper-enc"]
 TINY = {m: DATA / f"{m}-tiny.f16.onnx" for m in MODELS}
 DYN = {f"{m}-dynb": DATA / f"{m}-tiny-dynb.f16.onnx" for m in MODELS}  # symbolic batch
 DYN["bert-large-dyn"] = DATA / "bert-large-tiny-dyn.f16.onnx"  # symbolic batch and sequence
+# PyTorch's default export today: the dynamo exporter and transformers' SDPA attention (symbolic batch and sequence;
+# Whisper: batch)
+DYNAMO = {"bert-large-dyn": DATA / "bert-large-tiny-dyn-dynamo-sdpa.f16.onnx",
+          "whisper-enc-dynb": DATA / "whisper-enc-tiny-dynb-dynamo-sdpa.f16.onnx"}
 LAYERS = 2  # attention layers of every tiny model
 CPU = ["CPUExecutionProvider"]
 MODEL_ATOL = 1e-2
@@ -162,6 +168,64 @@ def test_tiny_dynamic_sites_fused(key, tmp_path):
     assert len(_ops(m, "FusedGemmSoftmax", "flashgemm")) == LAYERS and not _ops(m, "Softmax")
     # symbolic lengths are said out loud: what serves them on the GPU (any-length kernels up to 2048) and past that
     assert ("note    2 fused site(s) have symbolic lengths" in report.text()) == (key == "bert-large-dyn"), report.text()
+
+
+@pytest.mark.parametrize("key", DYNAMO)
+def test_dynamo_sdpa_sites_fused(key, tmp_path):
+    """The dynamo exporter's SDPA: Q and K^T each scaled by sqrt(scale) (BERT; Whisper scales Q itself and passes
+    scale 1), K^T written through a 3-D view (Reshape, Transpose [0, 2, 1], Reshape). Both scales fold into the op's,
+    and the 3-D transpose into transB=1 on K as [batch, heads, n, d]."""
+    report, out = _fused(DYNAMO[key], tmp_path)
+    assert len(report.fused) == LAYERS and not report.left_alone and not report.other_softmax, report.text()
+    assert report.transb_folded == LAYERS and report.qscale_folded == LAYERS, report.text()
+    assert report.kscale_folded == (LAYERS if key.startswith("bert") else 0), report.text()
+    m = onnx.load(str(out))
+    nodes = _ops(m, "FusedGemmSoftmax", "flashgemm")
+    assert len(nodes) == LAYERS and not _ops(m, "Softmax")
+    producers = {o: p for p in m.graph.node for o in p.output}
+    for n in nodes:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs["transB"] == 1 and abs(attrs["scale"] - 32 ** -0.5) < 1e-3, attrs
+        k = producers[n.input[1]]  # K itself (head-major), no Mul, Reshape or 3-D Transpose left on its way
+        assert k.op_type == "Transpose" and list(k.attribute[0].ints) == [0, 2, 1, 3], k
+
+
+def test_key_view_not_provably_a_transpose_is_left(tmp_path):
+    """Reshape(Transpose(Reshape(K, [-1, n, d]), [0, 2, 1]), s2) folds only where s2 gives back K's leading dims: a
+    second Reshape to [h, b, d, n] (heads and batch swapped) is not K^T, and transB stays 0."""
+    t = TensorProto.FLOAT16
+    shapes = {"s1": [-1, 7, 32], "s2": [3, 2, 32, 7]}
+    nodes = [helper.make_node("Reshape", ["K", "s1"], ["K3"]),
+             helper.make_node("Transpose", ["K3"], ["Kt3"], perm=[0, 2, 1]),
+             helper.make_node("Reshape", ["Kt3", "s2"], ["Kt"]),
+             helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+             helper.make_node("Softmax", ["S"], ["P"], axis=-1)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("Q", t, [3, 2, 5, 32]),
+                     helper.make_tensor_value_info("K", t, [2, 3, 7, 32])],
+        [helper.make_tensor_value_info("P", t, None)],
+        initializer=[helper.make_tensor(k, TensorProto.INT64, [len(v)], v) for k, v in shapes.items()])
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(src))
+    report, _ = _fused(src, tmp_path)
+    assert len(report.fused) == 1 and report.fused[0].details["transB"] == 0 and report.transb_folded == 0, \
+        report.text()
+
+
+@pytest.mark.parametrize("key", DYNAMO)
+def test_dynamo_sdpa_rewritten_matches_original(so, key, tmp_path):
+    """The folded scales and K^T compute what the export does, at batches (and lengths) other than the traced ones."""
+    _, out = _fused(DYNAMO[key], tmp_path)
+    s0 = ort.InferenceSession(str(DYNAMO[key]), providers=CPU)
+    s1 = ort.InferenceSession(str(out), so, providers=CPU)
+    for batch in (1, 3):
+        for seq in ((5, 16, 23) if key.startswith("bert") else (None,)):
+            feeds = _dyn_feeds(DYNAMO[key], batch, seq, seed=batch * 100 + (seq or 0))
+            (o0,) = s0.run(None, feeds)
+            (o1,) = s1.run(None, feeds)
+            assert o1.shape == o0.shape and o0.shape[0] == batch, (batch, seq)
+            np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL,
+                                       err_msg=f"batch {batch} seq {seq}")
 
 
 def _dyn_feeds(model_path, batch, seq, seed=0):

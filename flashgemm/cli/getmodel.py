@@ -2,7 +2,8 @@
 """Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
 
     flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|all [--tiny] [--dtype float32|float16]
-                        [--batch N] [--dynamic-batch] [--dynamic-seq] [--seed S] [--out DIR]
+                        [--batch N] [--dynamic-batch] [--dynamic-seq] [--exporter torchscript|dynamo]
+                        [--attention eager|sdpa] [--seed S] [--out DIR]
 
     bert-large   BERT-Large (google-bert/bert-large-uncased config), seq 512, inputs input_ids + attention_mask
     bert-small   a small BERT (sentence-transformers/all-MiniLM-L6-v2 config: 6 layers, 12 heads of 32), seq 128
@@ -12,9 +13,12 @@
 No model hub is used: the weights are random (torch.manual_seed(S), default 0), so outputs are meaningless but the
 graphs are the real ones. --tiny: 2 layers, hidden 64, 2 heads, short sequences (CI; tests/data/ holds these, made
 with `--model all --tiny --dtype float16 --batch 2 --out tests/data`, the -dynb ones adding --dynamic-batch, and
-bert-large-tiny-dyn with `--model bert-large --tiny --batch 2 --dynamic-batch --dynamic-seq --out tests/data`).
-Output: DIR/<model>[-tiny][-dynb|-dyns|-dyn].<f32|f16>.onnx (symbolic batch | sequence | both),
-opset 17, IR <= 9; the config, seed and exporter are in the model's metadata_props. Details: flashgemm/ort/models.py.
+bert-large-tiny-dyn with `--model bert-large --tiny --batch 2 --dynamic-batch --dynamic-seq --out tests/data`; the
+-dynamo-sdpa ones as those with `--exporter dynamo --attention sdpa`).
+--exporter dynamo --attention sdpa: what torch.onnx.export and transformers write by default today (the default here,
+torchscript and eager, is what the benchmarks use).
+Output: DIR/<model>[-tiny][-dynb|-dyns|-dyn][-dynamo][-sdpa].<f32|f16>.onnx (symbolic batch | sequence | both),
+IR <= 9; the config, seed, exporter and opset are in the model's metadata_props. Details: flashgemm/ort/models.py.
 """
 from __future__ import annotations
 
@@ -37,6 +41,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dynamic-seq", action="store_true",
                     help="symbolic sequence dim 'sequence' of BERT's input_ids/attention_mask (traced with the tiny 16 "
                          "or full 512); ViT's and Whisper's lengths are fixed by their input size")
+    ap.add_argument("--exporter", default="torchscript", choices=models.EXPORTERS,
+                    help="torch.onnx.export(dynamo=False) (opset 17; default) or dynamo=True (its default opset)")
+    ap.add_argument("--attention", default="eager", choices=models.ATTENTIONS,
+                    help="transformers' attn_implementation (default eager: explicit ops)")
     ap.add_argument("--seed", type=int, default=models.DEFAULT_SEED)
     ap.add_argument("--out", default=str(Path("build") / "models"))
     args = ap.parse_args(argv)
@@ -54,7 +62,8 @@ def main(argv=None) -> int:
         ap.error(f"needs torch and transformers: {e}", fix="pip install -e '.[models]'")
     for name in names:
         models.export(name, args.out, tiny=args.tiny, dtype=args.dtype, batch=args.batch,
-                      dynamic_batch=args.dynamic_batch, dynamic_seq=args.dynamic_seq, seed=args.seed)
+                      dynamic_batch=args.dynamic_batch, dynamic_seq=args.dynamic_seq, seed=args.seed,
+                      exporter=args.exporter, attention=args.attention)
     return 0
 
 

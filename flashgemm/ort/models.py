@@ -19,6 +19,15 @@ opset 17), which writes attention as explicit ops. What the exports look like (t
     Whisper  Q = Mul(q_proj(x), c) -> Reshape -> Transpose([0,2,1,3]);  MatMul(Q, Transpose(K,[0,2,3,1])) -> Mul(1.0)
              -> Softmax(-1)   (Whisper scales q before the product; the encoder has no mask)
 
+exporter="dynamo", attention="sdpa" gives what torch.onnx.export's default (dynamo=True) writes for transformers'
+default attention (torch 2.13, transformers 5.24, opset 20):
+
+    BERT     MatMul(Mul(Transpose(Reshape(Q)), c^0.5), Mul(Reshape(Transpose(Reshape(K, [-1, n, d]), [0,2,1]),
+             [b, h, d, n]), c^0.5)) -> Add(Where(mask, 0, -65504)) -> Softmax(-1) -> Where(IsNaN(P), 0, P)
+             -> MatMul(., V)
+    (the rewrite folds both scales and the 3-D transpose of K; the NaN rows' zeroing keeps P: FusedAttention would
+    leave them NaN. With attention="eager" the dynamo export's attention is the TorchScript one's and fuses whole.)
+
 BERT's mask is transformers' 4-D additive mask [B, 1, S, S] (0 or dtype-min: -65504 in float16, -3.4e38 in float32)
 built from the 2-D `attention_mask` input; the example input used for tracing has padding, so the mask is kept.
 
@@ -45,9 +54,11 @@ from typing import Callable, Optional
 
 import onnx
 
-OPSET = 17
+OPSET = 17  # the TorchScript exporter's; the dynamo exporter writes its own default (recorded in metadata_props)
 MAX_IR_VERSION = 9
 DTYPES = ("float32", "float16")
+EXPORTERS = ("torchscript", "dynamo")  # torch.onnx.export(dynamo=False | True)
+ATTENTIONS = ("eager", "sdpa")  # transformers' attn_implementation
 DEFAULT_SEED = 0
 
 
@@ -102,7 +113,7 @@ class ModelSpec:
     checkpoint: str  # whose published config the full-size model uses
     config: Callable[[], dict]
     tiny_config: Callable[[], dict]
-    build: Callable  # (config dict, tiny) -> torch module taking the example inputs
+    build: Callable  # (config dict, attention implementation) -> torch module taking the example inputs
     inputs: Callable  # (config dict, batch, seed) -> {name: tensor}
     output: str
     layers_key: str  # config key: number of self-attention layers (= attention sites)
@@ -113,14 +124,14 @@ class ModelSpec:
         return (self.tiny_config if tiny else self.config)()[self.layers_key]
 
 
-def _bert(cfg: dict):
+def _bert(cfg: dict, attention: str = "eager"):
     import torch  # noqa: PLC0415
     from transformers import BertConfig, BertModel  # noqa: PLC0415
 
     class Bert(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.model = BertModel(BertConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+            self.model = BertModel(BertConfig(**cfg, attn_implementation=attention), add_pooling_layer=False)
 
         def forward(self, input_ids, attention_mask):
             return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -136,14 +147,14 @@ def _bert_inputs(cfg: dict, batch: int, seq: int, gen):
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def _vit(cfg: dict):
+def _vit(cfg: dict, attention: str = "eager"):
     import torch  # noqa: PLC0415
     from transformers import ViTConfig, ViTModel  # noqa: PLC0415
 
     class ViT(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.model = ViTModel(ViTConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+            self.model = ViTModel(ViTConfig(**cfg, attn_implementation=attention), add_pooling_layer=False)
 
         def forward(self, pixel_values):
             return self.model(pixel_values=pixel_values).last_hidden_state
@@ -151,7 +162,7 @@ def _vit(cfg: dict):
     return ViT()
 
 
-def _whisper(cfg: dict):
+def _whisper(cfg: dict, attention: str = "eager"):
     import torch  # noqa: PLC0415
     from transformers import WhisperConfig  # noqa: PLC0415
     from transformers.models.whisper.modeling_whisper import WhisperEncoder  # noqa: PLC0415
@@ -159,7 +170,7 @@ def _whisper(cfg: dict):
     class Encoder(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.model = WhisperEncoder(WhisperConfig(**cfg, attn_implementation="eager"))
+            self.model = WhisperEncoder(WhisperConfig(**cfg, attn_implementation=attention))
 
         def forward(self, input_features):
             return self.model(input_features=input_features).last_hidden_state
@@ -196,10 +207,13 @@ def _randn(shape, gen):
     return torch.randn(*shape, generator=gen)
 
 
-def file_name(name: str, tiny: bool, dtype: str, dynamic_batch: bool = False, dynamic_seq: bool = False) -> str:
-    """<name>[-tiny][-dynb | -dyns | -dyn].<f32|f16>.onnx: -dynb symbolic batch, -dyns symbolic sequence, -dyn both."""
+def file_name(name: str, tiny: bool, dtype: str, dynamic_batch: bool = False, dynamic_seq: bool = False,
+              exporter: str = "torchscript", attention: str = "eager") -> str:
+    """<name>[-tiny][-dynb | -dyns | -dyn][-dynamo][-sdpa].<f32|f16>.onnx: -dynb symbolic batch, -dyns symbolic
+    sequence, -dyn both; -dynamo and -sdpa where the exporter and the attention are not the defaults."""
     dyn = {(True, False): "-dynb", (False, True): "-dyns", (True, True): "-dyn"}.get((dynamic_batch, dynamic_seq), "")
-    return f"{name}{'-tiny' if tiny else ''}{dyn}.{ {'float32': 'f32', 'float16': 'f16'}[dtype] }.onnx"
+    how = ("-dynamo" if exporter == "dynamo" else "") + ("-sdpa" if attention == "sdpa" else "")
+    return f"{name}{'-tiny' if tiny else ''}{dyn}{how}.{ {'float32': 'f32', 'float16': 'f16'}[dtype] }.onnx"
 
 
 def example_inputs(name: str, tiny: bool = False, dtype: str = "float32", batch: int = 1, seed: int = DEFAULT_SEED
@@ -217,8 +231,12 @@ def example_inputs(name: str, tiny: bool = False, dtype: str = "float32", batch:
 
 def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False, dtype: str = "float32",
            batch: int = 1, dynamic_batch: bool = False, seed: int = DEFAULT_SEED, log=print,
-           device: str = "cpu", dynamic_seq: bool = False) -> Path:
-    """Build the model (seeded random init), export it to ONNX opset 17 and return the file's path.
+           device: str = "cpu", dynamic_seq: bool = False, exporter: str = "torchscript",
+           attention: str = "eager") -> Path:
+    """Build the model (seeded random init), export it to ONNX and return the file's path.
+    exporter: "torchscript" (opset 17) or "dynamo" (torch.onnx.export(dynamo=True), its default opset); attention:
+    transformers' attn_implementation, "eager" (explicit ops) or "sdpa" (scaled_dot_product_attention, which the
+    dynamo exporter writes with Q and K^T each scaled by sqrt(scale) and P's NaN rows zeroed).
     device: where the exporter's trace runs the model ("cuda" is much faster for float16 at real sizes);
     the weights and the graph are the same either way. dynamic_batch / dynamic_seq: symbolic axis 0 'batch' of every
     input and the output / symbolic axis 1 'sequence' of the token inputs and the output (BERT only: ViT's and
@@ -232,18 +250,21 @@ def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False,
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    if exporter not in EXPORTERS or attention not in ATTENTIONS:
+        raise ValueError(f"exporter must be one of {EXPORTERS} and attention one of {ATTENTIONS}, got {exporter!r} "
+                         f"and {attention!r}")
     spec = SPECS[name]
     if dynamic_seq and not spec.seq_inputs:
         raise ValueError(f"{name} has no dynamic sequence axis: its length is fixed by its input size "
                          f"(drop --dynamic-seq; --dynamic-batch works)")
     cfg = (spec.tiny_config if tiny else spec.config)()
     torch.manual_seed(seed)
-    model = spec.build(cfg).eval().to(getattr(torch, dtype)).to(device)
+    model = spec.build(cfg, attention).eval().to(getattr(torch, dtype)).to(device)
     feeds = example_inputs(name, tiny, dtype, batch, seed)
     args = tuple(torch.from_numpy(v).to(device) for v in feeds.values())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / file_name(name, tiny, dtype, dynamic_batch, dynamic_seq)
+    path = out_dir / file_name(name, tiny, dtype, dynamic_batch, dynamic_seq, exporter, attention)
     log(f"exporting {name}{' (tiny)' if tiny else ''} {dtype} batch {batch}: config of {spec.checkpoint}"
         f"{' shrunk' if tiny else ''}, random init seed {seed} ...")
     dynamic_axes = {}
@@ -255,9 +276,18 @@ def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False,
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice and trace warnings (shape checks)
         raw = Path(tmp) / "model.onnx"
-        torch.onnx.export(model, args, str(raw), input_names=list(feeds), output_names=[spec.output],
-                          opset_version=OPSET, dynamo=False, do_constant_folding=True, dynamic_axes=dynamic_axes or None)
+        if exporter == "dynamo":
+            dims = {}  # the same axis names as dynamic_axes, as torch.export dims
+            shapes = {k: {a: dims.setdefault(n, torch.export.Dim(n)) for a, n in axes.items()}
+                      for k, axes in dynamic_axes.items() if k in feeds}
+            torch.onnx.export(model, args, str(raw), input_names=list(feeds), output_names=[spec.output],
+                              dynamo=True, dynamic_shapes=shapes or None)
+        else:
+            torch.onnx.export(model, args, str(raw), input_names=list(feeds), output_names=[spec.output],
+                              opset_version=OPSET, dynamo=False, do_constant_folding=True,
+                              dynamic_axes=dynamic_axes or None)
         proto = onnx.load(str(raw))  # loads any external data the exporter wrote (> 2 GB) into memory
+    opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     if proto.ir_version > MAX_IR_VERSION:
         proto.ir_version = MAX_IR_VERSION
     meta = {
@@ -268,8 +298,9 @@ def export(name: str, out_dir: os.PathLike = "build/models", tiny: bool = False,
         "flashgemm.config": json.dumps(cfg, sort_keys=True),
         "flashgemm.weights": f"random init, torch.manual_seed({seed}); not the checkpoint's weights",
         "flashgemm.attention_layers": str(cfg[spec.layers_key]),
-        "flashgemm.exporter": f"torch {torch.__version__} TorchScript exporter (dynamo=False), opset {OPSET}; "
-                              f"transformers {transformers.__version__}, attn_implementation=eager",
+        "flashgemm.exporter": f"torch {torch.__version__} "
+                              f"{'dynamo exporter (dynamo=True)' if exporter == 'dynamo' else 'TorchScript exporter (dynamo=False)'}"
+                              f", opset {opset}; transformers {transformers.__version__}, attn_implementation={attention}",
     }
     del proto.metadata_props[:]
     for k, v in meta.items():

@@ -4,15 +4,20 @@
     report = rewrite_file("bert.onnx", "bert.fused.onnx")
     print(report.text())
 
-Three rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; the first with `commute=True`, so
-Add(mask, s) and Mul(c, s) match as well as Add(s, mask) and Mul(s, c)):
+Five rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; those that match Add or Mul with
+`commute=True`, so Add(mask, s) and Mul(c, s) match as well as Add(s, mask) and Mul(s, c)):
 
 1. FuseScoresSoftmax   Softmax( [Add( [Mul(S, c) | Div(S, c) | S] , M )] ),  S = MatMul(A, B)
                          -> FusedGemmSoftmax(A, B, [bias=M]; scale = c | 1/c | 1, transB=0, causal=0)
-2. FoldTransposeB      FusedGemmSoftmax(A, Transpose(K, perm); transB=0)
+2. FoldKeyScale        FusedGemmSoftmax(A, Mul(X, c) | Div(X, c); scale s) -> FusedGemmSoftmax(A, X; scale s*c | s/c)
+                         (PyTorch's SDPA export scales Q and K^T each by sqrt(scale))
+3. FoldBatchedTransposeB  FusedGemmSoftmax(A, Reshape(Transpose(Reshape(K, [-1, n, d]), [0,2,1]), [..., d, n]);
+                         transB=0) -> FusedGemmSoftmax(A, K; transB=1)   (the same export's K^T through a 3-D view;
+                         proven from the shapes)
+4. FoldTransposeB      FusedGemmSoftmax(A, Transpose(K, perm); transB=0)
                          -> FusedGemmSoftmax(A, K'; transB=1),  K' = Transpose(K, perm with its last two entries
                             swapped), or K itself when that is the identity (BERT/ViT/Whisper: [0,2,3,1] -> [0,2,1,3])
-3. FoldQueryScale      FusedGemmSoftmax([Transpose]([Reshape](Mul(X, c) | Div(X, c))), B; scale s)
+5. FoldQueryScale      FusedGemmSoftmax([Transpose]([Reshape](Mul(X, c) | Div(X, c))), B; scale s)
                          -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; scale s*c | s/c)   (Whisper scales q)
 
 Rule 1 fuses only what is provably the same function (everything it declines is reported with the reason):
@@ -41,9 +46,10 @@ The matched intermediate values (S, the scaled and the masked scores) must have 
 refuses otherwise, and the report says so.
 
 Numerics: the fused op accumulates in fp32 and applies the scale in fp32, so its result differs from the fp16 graph's
-(which rounds S, c*S and c*S+M to fp16) by rounding only. Rule 3 relies on Reshape and Transpose only moving
+(which rounds S, c*S and c*S+M to fp16) by rounding only. Rules 2 and 5 rely on Reshape and Transpose only moving
 elements, so c*(X) reshaped/transposed times K is c times the product, exactly in real arithmetic; for a power-of-two
-c (Whisper: 64^-0.5 = 0.125) the fp16 product X*c is itself exact.
+c (Whisper: 64^-0.5 = 0.125) the fp16 product X*c is itself exact, for SDPA's sqrt(scale) on both sides it is not
+(the folded op then rounds less than the export).
 """
 from __future__ import annotations
 
@@ -87,6 +93,7 @@ class Report:
     other_softmax: list = dataclasses.field(default_factory=list)  # Softmax nodes no pattern matched
     transb_folded: int = 0
     qscale_folded: int = 0
+    kscale_folded: int = 0
     attention: Optional[int] = None  # sites turned into FusedAttention (None: not asked for, rewrite_model(attention=))
     attention_left: list = dataclasses.field(default_factory=list)  # (site, why P was kept)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
@@ -105,12 +112,14 @@ class Report:
     def text(self) -> str:
         lines = [f"{self.model}: {len(self.fused)} site(s) fused, {len(self.left_alone)} candidate site(s) left "
                  f"alone (scores dtype {self.dtype}); transB folded at {self.transb_folded}, "
-                 f"query-side scale folded at {self.qscale_folded}"]
+                 f"query-side scale folded at {self.qscale_folded}"
+                 f"{f', key-side at {self.kscale_folded}' if self.kscale_folded else ''}"]
         for s in self.fused:
             d = s.details
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
                          f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
-                         f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}")
+                         f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
+                         f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -135,7 +144,7 @@ class Report:
     def to_json(self) -> dict:
         return {"model": self.model, "dtype": self.dtype, "fused": len(self.fused),
                 "left_alone": len(self.left_alone), "transb_folded": self.transb_folded,
-                "qscale_folded": self.qscale_folded, "attention": self.attention,
+                "qscale_folded": self.qscale_folded, "kscale_folded": self.kscale_folded, "attention": self.attention,
                 "attention_left": [list(x) for x in self.attention_left], "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
@@ -330,7 +339,7 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             site.details["transB"] = 0
             site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
             site.details["k"] = attrs["k"] if isinstance(attrs["k"], int) else str(attrs["k"])
-            out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2 and 3 can find the site
+            out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2-5 can find the site
         return out
 
 
@@ -354,6 +363,19 @@ def _emit(op, fgs: ir.Node, a, b, *, scale: float, trans_b: int):
     out.type, out.shape = old.type, old.shape
     out.producer().name = fgs.name
     return out
+
+
+def _scale_factor(c: ir.Value, kind: str, what: str, max_rank: int, scale: float) -> float:
+    """The factor X * c (kind "Mul") or X / c ("Div") puts on the scores, folded into the op's `scale`: c a constant
+    scalar (SiteRejected otherwise), non-zero for Div, the product finite in float32."""
+    value = _constant_scalar(c, what, max_rank)
+    if kind == "Div":
+        if value == 0.0:
+            raise SiteRejected("division by zero")
+        value = 1.0 / value
+    if not math.isfinite(float(np.float32(value * scale))):
+        raise SiteRejected("scale overflows float32")
+    return value
 
 
 def _attr(node: ir.Node, name: str, default):
@@ -395,6 +417,82 @@ class FoldTransposeB(pattern.RewriteRuleClassBase):
         return _emit(op, node, a, b, scale=_attr(node, "scale", 1.0), trans_b=1)
 
 
+class FoldKeyScale(pattern.RewriteRuleClassBase):
+    """FusedGemmSoftmax(A, B * c | B / c; s) -> FusedGemmSoftmax(A, B; s*c | s/c). PyTorch's exports of
+    scaled_dot_product_attention scale both Q and K^T by sqrt(scale) (FoldQueryScale takes Q's)."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FoldKeyScale")
+        self.report = report
+        self._c = None
+
+    def pattern(self, op, a, x, c):
+        k = pattern.OrValue([op.Mul(x, c), op.Div(x, c)], tag_var="kop", tag_values=["Mul", "Div"])
+        return _fgs(op, a, k)
+
+    def check(self, context, a, x, c, kop, fgs, **_):
+        x_shape = _shape(x)
+        if x_shape is None:
+            return pattern.MatchResult().fail("rank of the scaled key unknown")
+        try:
+            self._c = _scale_factor(c, kop, "key scale", len(x_shape), _attr(fgs.producer(), "scale", 1.0))
+        except SiteRejected as e:
+            return pattern.MatchResult().fail(e.reason)
+        return pattern.MatchResult()
+
+    def rewrite(self, op, a, x, fgs, **_):
+        node = fgs.producer()
+        scale = _attr(node, "scale", 1.0) * self._c
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details["kscale"] = self._c
+            site.details["scale"] = float(np.float32(scale))
+            self.report.kscale_folded += 1
+        return _emit(op, node, a, x, scale=scale, trans_b=_attr(node, "transB", 0))
+
+
+class FoldBatchedTransposeB(pattern.RewriteRuleClassBase):
+    """FusedGemmSoftmax(A, Reshape(Transpose(Reshape(K, [-1, n, d]), [0, 2, 1]), [..., d, n]); transB=0)
+    -> FusedGemmSoftmax(A, K; transB=1): K^T written through a 3-D view (PyTorch's exports of
+    scaled_dot_product_attention). Proven from the shapes: the first Reshape keeps K's last two dims (n, d), so each
+    [n, d] matrix stays whole and in order, and the second gives back K's leading dims with (d, n)."""
+
+    def __init__(self, report: Optional[Report] = None):
+        super().__init__("FoldBatchedTransposeB")
+        self.report = report
+
+    def pattern(self, op, a, k, s1, s2):
+        k3 = op.Reshape(k, s1, _allow_other_attributes=True, _outputs=["k3"])
+        kt3 = op.Transpose(k3, _allow_other_attributes=True, _outputs=["kt3"])
+        return _fgs(op, a, op.Reshape(kt3, s2, _allow_other_attributes=True, _outputs=["kt"]))
+
+    def check(self, context, a, k, k3, kt3, kt, fgs, **_):
+        if _attr(fgs.producer(), "transB", 0) != 0:
+            return pattern.MatchResult().fail("already transB=1")
+        perm = kt3.producer().attributes.get("perm")
+        if perm is None or list(perm.as_ints()) != [0, 2, 1]:
+            return pattern.MatchResult().fail("not a transpose of a 3-D view's last two dims")
+        k_shape, k3_shape, kt_shape = _shape(k), _shape(k3), _shape(kt)
+        if k_shape is None or k3_shape is None or kt_shape is None or len(k_shape) < 3 or len(k3_shape) != 3 or \
+                len(kt_shape) != len(k_shape):
+            return pattern.MatchResult().fail(f"the 3-D view's shapes {_fmt(k_shape)} -> {_fmt(k3_shape)} -> "
+                                              f"{_fmt(kt_shape)} are not known")
+        n, d = k_shape[-2:]
+        same = [_same_dim(x, y) for x, y in zip([*k3_shape[1:], *kt_shape], [n, d, *k_shape[:-2], d, n])]
+        if not all(same):
+            return pattern.MatchResult().fail(f"the 3-D view {_fmt(k_shape)} -> {_fmt(k3_shape)} -> {_fmt(kt_shape)} "
+                                              f"is not provably K's last two dims swapped")
+        return pattern.MatchResult()
+
+    def rewrite(self, op, a, k, fgs, **_):
+        node = fgs.producer()
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details["transB"] = 1
+            self.report.transb_folded += 1
+        return _emit(op, node, a, k, scale=_attr(node, "scale", 1.0), trans_b=1)
+
+
 class FoldQueryScale(pattern.RewriteRuleClassBase):
     """FusedGemmSoftmax([Transpose]([Reshape](X * c)), B; s) -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; s*c)."""
 
@@ -417,17 +515,9 @@ class FoldQueryScale(pattern.RewriteRuleClassBase):
         if x_shape is None:
             return pattern.MatchResult().fail("rank of the scaled query unknown")
         try:
-            value = _constant_scalar(c, "query scale", len(x_shape))
+            self._c = _scale_factor(c, qop, "query scale", len(x_shape), _attr(fgs.producer(), "scale", 1.0))
         except SiteRejected as e:
             return pattern.MatchResult().fail(e.reason)
-        if qop == "Div":
-            if value == 0.0:
-                return pattern.MatchResult().fail("division by zero")
-            value = 1.0 / value
-        total = value * _attr(fgs.producer(), "scale", 1.0)
-        if not math.isfinite(float(np.float32(total))):
-            return pattern.MatchResult().fail("scale overflows float32")
-        self._c = value
         return pattern.MatchResult()
 
     def rewrite(self, op, x, shp, b, fgs, reshaped, transposed, qr=None, qt=None, **_):
@@ -736,6 +826,8 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     used_constants = [n for n in model.graph if n.op_type == "Constant" and n.domain == "" and n.outputs[0].uses()]
     used_inits = [v for v in model.graph.initializers.values() if v.uses()]
     pattern.RewriteRuleSet([FuseScoresSoftmax.rule(report)], commute=True).apply_to_model(model)
+    pattern.RewriteRuleSet([FoldKeyScale.rule(report)], commute=True).apply_to_model(model)
+    pattern.RewriteRuleSet([FoldBatchedTransposeB.rule(report)]).apply_to_model(model)
     pattern.RewriteRuleSet([FoldTransposeB.rule(report)]).apply_to_model(model)
     pattern.RewriteRuleSet([FoldQueryScale.rule(report)], commute=True).apply_to_model(model)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
@@ -782,6 +874,10 @@ def _attention_chain(fgs: ir.Node, graph: ir.Graph):
         if value in outputs:
             return None, "P is a graph output"
         if len(uses) != 1:
+            if _zeroes_nan_rows(value, uses):
+                return None, ("P's NaN rows are zeroed before MatMul(P, V) (Where(IsNaN(P), 0, P), as exports of "
+                              "PyTorch's scaled_dot_product_attention write it) and FusedAttention keeps them NaN; "
+                              "exported with attn_implementation=\"eager\" the attention fuses")
             return None, f"P has {len(uses)} consumers"
         user, index = uses[0]
         if user.op_type == "Cast" and user.domain == "" and len(chain) < 2 and \
@@ -794,6 +890,17 @@ def _attention_chain(fgs: ir.Node, graph: ir.Graph):
         if value.dtype != fgs.outputs[0].dtype:
             return None, f"MatMul reads P as {value.dtype}, not {fgs.outputs[0].dtype}"
         return chain, user
+
+
+def _zeroes_nan_rows(p: ir.Value, uses) -> bool:
+    """Whether P's consumers are IsNaN(P) and Where(IsNaN(P), 0, P): a softmax row is NaN as a whole (a NaN or +inf
+    logit, or every logit -inf), and the graph makes those rows 0 (then O = 0 V) where FusedAttention's are NaN."""
+    kinds = sorted((u.op_type, i) for u, i in uses)
+    if kinds != [("IsNaN", 0), ("Where", 2)]:
+        return False
+    isnan = next(u for u, _ in uses if u.op_type == "IsNaN")
+    where = next(u for u, _ in uses if u.op_type == "Where")
+    return where.inputs[0] is isnan.outputs[0]
 
 
 def _attention_obstacle(fgs: ir.Node, matmul: ir.Node, k=None) -> Optional[str]:
