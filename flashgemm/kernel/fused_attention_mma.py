@@ -68,11 +68,10 @@ def n_multiple(variant: Variant) -> int:
     return 1 if variant.trans_b else ATTENTION_N_MULTIPLE_KN
 
 
-def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, warps: int = 0) -> SimpleNamespace:
+def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> SimpleNamespace:
     """What the tensor-core kernels (this one, fused_attention_wgmma's and fused_gemm_softmax_wgmma's) share, for
     head size D, chunks of BN columns, NT threads and mt 16-row tiles a warp (all keep S and O in mma.sync's m16n8
-    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue.
-    `warps`: the warps that hold O (the others of the block, a producer, store nothing); 0: all."""
+    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue."""
     dt, has_bias, mask_kind, causal = variant.dtype, variant.has_bias, variant.mask, variant.causal
     NTS, DTS = BN // 8, D // 8
     VR = V_THREADS // (D // 8)  # the V_last pass: rows of a band read at once
@@ -105,9 +104,6 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, war
             return True
         past = n0 + BN > N
         return tvm.tirx.Or(past, n0 + BN - 1 > m0 + (N - M)) if causal else past
-
-    def stores(row, w):  # whether the thread stores O's row
-        return tvm.tirx.all(row < M, w < warps) if warps else row < M
 
     def v_bad_at(v_bad, c):
         return v_bad[c] != 0 if causal else False
@@ -223,7 +219,7 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, war
             for h in T.unroll(2):
                 l_run[mi * 2 + h] = T.cuda.warp_sum(l_run[mi * 2 + h], 4)
                 row: T.let[T.int32] = m0 + (w * mt + mi) * 16 + h * 8 + g
-                if stores(row, w):
+                if row < M:
                     for dj in T.unroll(DTS):
                         for e in T.unroll(2):
                             O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(

@@ -67,7 +67,7 @@ def mn_major(k, n, cols: int):
 
 
 def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bool = True,
-             names: tuple = ("Q", "K", "V"), copiers: int = 0) -> SimpleNamespace:
+             names: tuple = ("Q", "K", "V")) -> SimpleNamespace:
     """What the Hopper kernels (this one and fused_gemm_softmax_wgmma's) share for head size `d` (the GEMM's K), `wg`
     warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64) and `stages` shared buffers: the sizes
     (B0, B1, M, N symbolic), Q's and K's (and, with_v, V's) shapes and strides (named after `names`), the shared
@@ -92,12 +92,11 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
     sv = mma._strides(names[2], 2) if with_v else None
     k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
     k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
-    CT = copiers or NT  # the threads that copy (tid < CT)
-    q_copies = (BM * D // 8 + CT - 1) // CT  # 16-byte copies a thread per Q tile (the last one guarded where
-    k_copies = (BN * D // 8 + CT - 1) // CT  # ... per K or V chunk                 they do not divide evenly)
+    q_copies = (BM * D // 8 + NT - 1) // NT  # 16-byte copies a thread per Q tile (the last one guarded where
+    k_copies = (BN * D // 8 + NT - 1) // NT  # ... per K or V chunk                 they do not divide evenly)
 
     def whole(copies, chunks):  # whether every thread's last copy is in the tile (no guard)
-        return copies * CT == chunks
+        return copies * NT == chunks
 
     @T.macro
     def copy16(pool, at, src, src_at):
@@ -108,9 +107,9 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
     def copy_q(pool, al, Q, b0, b1, m0, tid):
         """Q's tile (rows past M read row M - 1)."""
         for c in T.unroll(q_copies):
-            r: T.let[T.int32] = (c * CT + tid) // (D // 8)
-            ch: T.let[T.int32] = (c * CT + tid) % (D // 8)
-            if whole(q_copies, BM * D // 8) or c * CT + tid < BM * D // 8:
+            r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+            ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+            if whole(q_copies, BM * D // 8) or c * NT + tid < BM * D // 8:
                 copy16(pool, al + Q_OFF + k_major(r, ch * 8, BM), Q,
                        b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8)
 
@@ -119,9 +118,9 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
         """K's (and V's) chunk `chunk` (rows past N read row N - 1) to stage `stage`, 16 bytes a cp.async."""
         if with_v or trans_b:
             for c in T.unroll(k_copies):
-                r: T.let[T.int32] = (c * CT + tid) // (D // 8)
-                ch: T.let[T.int32] = (c * CT + tid) % (D // 8)
-                if whole(k_copies, BN * D // 8) or c * CT + tid < BN * D // 8:
+                r: T.let[T.int32] = (c * NT + tid) // (D // 8)
+                ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
+                if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
                     if with_v:
                         copy16(pool, al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D), V,
                                b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
@@ -130,9 +129,9 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
                                b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
         if not trans_b:  # K as [D, N]: rows of BN columns
             for c in T.unroll(k_copies):
-                r: T.let[T.int32] = (c * CT + tid) // (BN // 8)
-                ch: T.let[T.int32] = (c * CT + tid) % (BN // 8)
-                if whole(k_copies, BN * D // 8) or c * CT + tid < BN * D // 8:
+                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
+                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
+                if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
                     copy16(pool, al + K_OFF + stage * BN * D + mn_major(r, ch * 8, BN), Km,
                            b0 * sk[0] + b1 * sk[1] + r * N + T.min(chunk * BN + ch * 8, N - 8))
 
@@ -174,14 +173,14 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
 
 
 def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2,
-                 name: str = "main", pingpong: bool = False, producer: bool = False) -> tvm.tirx.PrimFunc:
+                 name: str = "main") -> tvm.tirx.PrimFunc:
     """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (the mma kernel's signature). Tile: `wg`
     warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared buffers."""
     if d not in HEAD_SIZES:
         raise ValueError(f"head size {d}: the wgmma kernel has {HEAD_SIZES}")
     if not wg:  # the tile for any N
         wg, bn, stages = TILES[d][-1][1]
-    pipe = Pipeline(variant, d, wg, bn, stages, copiers=32 if producer else 0)
+    pipe = Pipeline(variant, d, wg, bn, stages)
     dt = variant.dtype
     ty = "f16" if dt == "float16" else "bf16"
     mask_kind, causal = variant.mask, variant.causal
@@ -193,7 +192,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     B0, B1, M, N = pipe.B0, pipe.B1, pipe.M, pipe.N
     sq, sv = pipe.sq, pipe.sv
     copy_chunk, fence_operands, issue_s = pipe.copy_chunk, pipe.fence_operands, pipe.issue_s
-    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, warps=4 * wg if producer else 0)
+    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
 
     def bits(x):
         return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
@@ -217,26 +216,6 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                     lbo=8192),
                 True, 1, 1, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
-
-    @T.macro
-    def first_turn(wgi):
-        """Ping-pong: the warpgroups issue their S wgmmas in turn (warpgroup k waits on named barrier k + 1, then
-        lets k + 1 go), so that one's softmax runs beside the next one's GEMMs; warpgroup 0 goes first."""
-        if wgi == wg - 1:
-            T.ptx.bar.arrive(T.uint32(1), T.uint32(256))
-
-    @T.macro
-    def turn_s(wgi, s_acc, addr0, st):
-        for k in T.unroll(wg):
-            if wgi == k:
-                T.ptx.bar.sync(T.uint32(k + 1), T.uint32(256))
-        issue_s(s_acc, addr0, wgi, st)
-        for k in T.unroll(wg):
-            if wgi == (k + wg - 1) % wg:
-                T.ptx.bar.arrive(T.uint32(k + 1), T.uint32(256))
-
-    if producer:
-        return mma.finish(_warp_specialized(locals()), variant, name)
 
     @T.prim_func(s_tir=True)
     def fused_attention_wgmma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -296,8 +275,6 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     if st < n_chunks:
                                         copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
-                                if pingpong:
-                                    first_turn(wgi)
                                 for j in T.serial(n_chunks):
                                     nj: T.let[T.int32] = j + stages - 1
                                     if nj < n_chunks:
@@ -307,10 +284,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     # the copies wrote through the generic proxy; wgmma reads through the async one
                                     T.ptx.fence.proxy.async_.shared__cta()
                                     T.tvm_storage_sync("shared")
-                                    if pingpong:
-                                        turn_s(wgi, s_acc, addr0, j % stages)
-                                    else:
-                                        issue_s(s_acc, addr0, wgi, j % stages)
+                                    issue_s(s_acc, addr0, wgi, j % stages)
                                     T.ptx.wgmma.wait_group.sync.aligned(0)
                                     fence_operands(s_acc, NTS * 4)
                                     parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
@@ -325,114 +299,3 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
 
     return mma.finish(fused_attention_wgmma, variant, name)
-
-
-def _warp_specialized(env: dict) -> tvm.tirx.PrimFunc:
-    """The kernel with a producer warp (the block's last): it copies Q and each chunk's K and V by cp.async into
-    `stages` buffers, each handed over by an mbarrier (full: the copies landed; empty: every consumer thread's O
-    wgmma of that buffer retired), so that the warpgroups run apart from the copies and from each other."""
-    e = SimpleNamespace(**env)
-    pipe, parts, variant = e.pipe, e.parts, e.variant
-    dt, causal, wg, stages, pingpong = e.dt, e.causal, e.wg, e.stages, e.pingpong
-    mask_dtype = e.mask_dtype
-    BM, BN, D, NT, NTS, DTS = pipe.BM, pipe.BN, pipe.D, pipe.NT, pipe.NTS, e.DTS
-    POOL, B0, B1, M, N = pipe.POOL, pipe.B0, pipe.B1, pipe.M, pipe.N
-    sq, sv = pipe.sq, pipe.sv
-    copy_chunk, fence_operands, issue_s, issue_o, pack = pipe.copy_chunk, pipe.fence_operands, pipe.issue_s, \
-        e.issue_o, e.pack
-    FULL, EMPTY, Q_FULL = 0, stages, 2 * stages  # the mbarriers
-
-    @T.prim_func(s_tir=True)
-    def fused_attention_wgmma_ws(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                                 o_h: T.handle, scale: T.float32):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
-        Km = T.match_buffer(k_h, pipe.k_shape, dt, strides=pipe.k_strides, align=16)
-        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=16)
-        Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=mma._strides("bias", 4), align=2, offset_factor=1)
-        Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=mma._strides("mask", 4), align=1,
-                              offset_factor=1)
-        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=16, offset_factor=1)
-        V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
-        if causal:
-            parts.record_v_last(V, V_last)
-        for bz in T.thread_binding(B0, thread="blockIdx.z"):
-            for by in T.thread_binding(B1, thread="blockIdx.y"):
-                for bx in T.thread_binding((M + BM - 1) // BM, thread="blockIdx.x"):
-                    for ty in T.thread_binding(4 * wg + 1, thread="threadIdx.y"):
-                        for tx in T.thread_binding(32, thread="threadIdx.x"):
-                            with T.sblock("attention"):
-                                b0, b1, bt, w, lane = T.axis.remap("SSSSS", [bz, by, bx, ty, tx])
-                                T.reads()
-                                T.writes()
-                                pool = T.sblock_alloc_buffer((POOL * 2,), "uint8", scope="shared.dyn")
-                                bars = T.sblock_alloc_buffer((2 * stages + 1,), "uint64", scope="shared")
-                                p_frag = T.sblock_alloc_buffer((NTS * 2,), "uint32", scope="local")
-                                s_acc = T.sblock_alloc_buffer((NTS * 4,), "float32", scope="local")
-                                o_acc = T.sblock_alloc_buffer((DTS * 4,), "float32", scope="local")
-                                m_run = T.sblock_alloc_buffer((2,), "float32", scope="local")
-                                l_run = T.sblock_alloc_buffer((2,), "float32", scope="local")
-                                m_chunk = T.sblock_alloc_buffer((2,), "float32", scope="local")
-                                alpha = T.sblock_alloc_buffer((2,), "float32", scope="local")
-                                v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
-                                tid: T.let[T.int32] = w * 32 + lane
-                                g: T.let[T.int32] = lane // 4
-                                t4: T.let[T.int32] = lane % 4
-                                wgi: T.let[T.int32] = w // 4
-                                base: T.let[T.uint32] = T.cuda.cvta_generic_to_shared(pool.access_ptr("rw"))
-                                al: T.let[T.int32] = T.cast(
-                                    (T.uint32(SWIZZLE_BYTES) - base % T.uint32(SWIZZLE_BYTES))
-                                    % T.uint32(SWIZZLE_BYTES), "int32") // 2
-                                addr0: T.let[T.uint32] = base + T.cast(al * 2, "uint32")
-                                m0: T.let[T.int32] = ((M + BM - 1) // BM - 1 - bt if causal else bt) * BM
-                                scale_l2: T.let[T.float32] = scale * T.float32(LOG2E)
-                                n_end: T.let[T.int32] = (T.max(T.min(N, m0 + BM + (N - M)), 0) if causal else N)
-                                n_chunks: T.let[T.int32] = (n_end + BN - 1) // BN
-                                if tid == 0:
-                                    for i in T.unroll(stages):
-                                        T.ptx.mbarrier.init.shared.b64(bars.ptr_to([FULL + i]), T.uint32(32))
-                                        T.ptx.mbarrier.init.shared.b64(bars.ptr_to([EMPTY + i]), T.uint32(NT))
-                                    T.ptx.mbarrier.init.shared.b64(bars.ptr_to([Q_FULL]), T.uint32(32))
-                                T.tvm_storage_sync("shared")
-                                if w == 4 * wg:  # the producer
-                                    pipe.copy_q(pool, al, Q, b0, b1, m0, lane)
-                                    T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(bars.ptr_to([Q_FULL]))
-                                    for j in T.serial(n_chunks):
-                                        if j >= stages:
-                                            T.cuda.mbarrier_wait(bars.ptr_to([EMPTY + j % stages]),
-                                                                 (j // stages + 1) % 2)
-                                        copy_chunk(j, j % stages, pool, al, Km, V, b0, b1, lane)
-                                        T.ptx.cp.async_.mbarrier.arrive.noinc.shared.b64(
-                                            bars.ptr_to([FULL + j % stages]))
-                                    T.ptx.cp.async_.wait_all()
-                                else:
-                                    for i in T.unroll(DTS * 4):
-                                        o_acc[i] = T.float32(0)
-                                    for i in T.unroll(2):
-                                        m_run[i] = T.float32(LOWEST)
-                                        l_run[i] = T.float32(0)
-                                    T.cuda.mbarrier_wait(bars.ptr_to([Q_FULL]), 0)
-                                    if pingpong:
-                                        e.first_turn(wgi)
-                                    for j in T.serial(n_chunks):
-                                        T.cuda.mbarrier_wait(bars.ptr_to([FULL + j % stages]), (j // stages) % 2)
-                                        # the copies wrote through the generic proxy; wgmma reads through the async one
-                                        T.ptx.fence.proxy.async_.shared__cta()
-                                        if pingpong:
-                                            e.turn_s(wgi, s_acc, addr0, j % stages)
-                                        else:
-                                            issue_s(s_acc, addr0, wgi, j % stages)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(s_acc, NTS * 4)
-                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4)
-                                        for i in T.unroll(NTS * 2):
-                                            p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
-                                        issue_o(o_acc, p_frag, addr0, j % stages)
-                                        T.ptx.wgmma.wait_group.sync.aligned(0)
-                                        fence_operands(o_acc, DTS * 4)
-                                        T.ptx.mbarrier.arrive.shared.b64(bars.ptr_to([EMPTY + j % stages]),
-                                                                         T.uint32(1))
-                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
-
-    return fused_attention_wgmma_ws
