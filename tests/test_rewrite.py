@@ -46,6 +46,7 @@ DYN["bert-large-dyn"] = DATA / "bert-large-tiny-dyn.f16.onnx"  # symbolic batch 
 # Whisper: batch)
 DYNAMO = {"bert-large-dyn": DATA / "bert-large-tiny-dyn-dynamo-sdpa.f16.onnx",
           "whisper-enc-dynb": DATA / "whisper-enc-tiny-dynb-dynamo-sdpa.f16.onnx"}
+DYNAMO_SDPA = {"exporter": "dynamo", "attention": "sdpa"}
 LAYERS = 2  # attention layers of every tiny model
 CPU = ["CPUExecutionProvider"]
 MODEL_ATOL = 1e-2
@@ -294,7 +295,9 @@ def test_regenerate_tiny_models_match(tmp_path):
     from flashgemm.ort import models  # noqa: PLC0415
     cases = [(name, TINY[name], {}) for name in MODELS] + \
             [(name, DYN[f"{name}-dynb"], {"dynamic_batch": True}) for name in MODELS] + \
-            [("bert-large", DYN["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True})]
+            [("bert-large", DYN["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True})] + \
+            [("bert-large", DYNAMO["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA}),
+             ("whisper-enc", DYNAMO["whisper-enc-dynb"], {"dynamic_batch": True, **DYNAMO_SDPA})]
     for name, path, dyn in cases:
         new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None,
                                           **dyn)))
