@@ -6,8 +6,8 @@ against a float32 golden run (accuracy, ViT-B/16 top-1 agreement, latency, share
   python -m benchmarks.bench_models --bundle build/sm_90 --out results/h100/models.json [--model bert-large ...]
 
 Needs a GPU, onnxruntime-gpu, torch and transformers (exports the models from their published configs with seeded
-random weights, into --work). Method details: benchmarks/model_bench.py. A run for one model merges into
---out, so the models can be run one per command.
+random weights, into --work). Method details: benchmarks/model_bench.py. A run for one model (and way of exporting it)
+merges into --out, so the models can be run one per command.
 """
 import argparse
 import json
@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     ap.add_argument("--vit-inputs", type=count(1), default=2048, help="images for ViT-B/16's top-1 agreement")
     ap.add_argument("--attention", action="store_true",
                     help="rewrite with --attention (FusedAttention; the bundle needs flashgemm-build --attention)")
+    ap.add_argument("--exporter", default="torchscript", choices=models.EXPORTERS,
+                    help="how the models are exported (flashgemm-getmodel --exporter; default torchscript)")
+    ap.add_argument("--attn-implementation", default="eager", choices=models.ATTENTIONS,
+                    help="transformers' attention in the export (flashgemm-getmodel --attention; default eager)")
     args = ap.parse_args(argv)
     from flashgemm.ort.native import LIBRARY  # noqa: PLC0415
     if not (Path(args.bundle) / LIBRARY).is_file():
@@ -44,11 +48,13 @@ def main(argv=None) -> int:
     with ap.errors(ValueError, KeyError, TypeError, OSError, what=f"--out {out} holds no results to merge into",
                    fix="give a JSON this script wrote, or a new path"):
         old = json.loads(out.read_text())["results"] if out.exists() else []
-        results = {r["model"]: r for r in old}
+        results = {model_bench.label(r): r for r in old}
     for name in args.model or models.SEED_MODELS:
-        results[name] = model_bench.bench_model(name, args.bundle, args.work, batch=args.batch, reps=args.reps,
-                                                vit_inputs=args.vit_inputs, attention=args.attention)
-        model_bench.save([results[m] for m in models.NAMES if m in results], out)
+        r = model_bench.bench_model(name, args.bundle, args.work, batch=args.batch, reps=args.reps,
+                                    vit_inputs=args.vit_inputs, attention=args.attention, exporter=args.exporter,
+                                    attn_implementation=args.attn_implementation)
+        results[model_bench.label(r)] = r
+        model_bench.save(list(results.values()), out)
     print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0
 

@@ -83,9 +83,11 @@ def _vit_head(hidden: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch: Optional[int] = None,
                 accuracy_inputs: int = 4, vit_inputs: int = 2048, warmup: int = 5, reps: int = 30,
-                log: Callable = print, device: str = "cuda", tiny: bool = False, attention: bool = False) -> dict:
+                log: Callable = print, device: str = "cuda", tiny: bool = False, attention: bool = False,
+                exporter: str = "torchscript", attn_implementation: str = "eager") -> dict:
     """attention: rewrite with flashgemm-rewrite --attention (the sites become FusedAttention; no score-site
-    breakdown then)."""
+    breakdown then). exporter, attn_implementation: how the model is exported (models.export's exporter and
+    attention; the golden float32 run is exported the same way)."""
     batch = batch or BATCH[name]
     work = Path(work_dir)
     dev = device
@@ -93,11 +95,12 @@ def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch
     paths = {}
     out_dir = work / f"b{batch}"  # static-batch exports: one directory per batch (external data keeps its name)
     for dtype in ("float32", "float16"):
-        p = out_dir / models.file_name(name, tiny, dtype)
+        p = out_dir / models.file_name(name, tiny, dtype, exporter=exporter, attention=attn_implementation)
         if not p.exists():
-            models.export(name, out_dir, tiny=tiny, dtype=dtype, batch=batch, log=log, device=dev)
+            models.export(name, out_dir, tiny=tiny, dtype=dtype, batch=batch, log=log, device=dev, exporter=exporter,
+                          attention=attn_implementation)
         paths[dtype] = p
-    fused_path = out_dir / f"{name}.fused{'-attention' if attention else ''}.f16.onnx"
+    fused_path = out_dir / f"{p.name.split('.')[0]}.fused{'-attention' if attention else ''}.f16.onnx"
     report = rewrite.rewrite_file(paths["float16"], fused_path, log=log, attention=attention)
     log(f"[{name}] export + rewrite: {time.time() - t0:.0f} s")
 
@@ -131,7 +134,7 @@ def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch
             top1["rewritten"] += int((top[2] == top[0]).sum())
             top1["images"] += len(top[0])
     result = {"model": name, "batch": batch, "rewrite": report.to_json(), "fused_sites": len(report.fused),
-              "attention": attention,
+              "attention": attention, "exporter": exporter, "attn_implementation": attn_implementation,
               "max_abs_error": err, "accuracy_inputs": accuracy_inputs,
               "output_max_abs_golden": float(np.abs(g64).max())}
     if top1["images"]:
@@ -204,6 +207,12 @@ def environment() -> dict:
     return env
 
 
+def label(result: dict) -> str:
+    """The model's name, with its export where that is not the TorchScript exporter's eager attention."""
+    how = (result.get("exporter", "torchscript"), result.get("attn_implementation", "eager"))
+    return result["model"] + ("" if how == ("torchscript", "eager") else f" ({how[0]}, {how[1]})")
+
+
 def markdown(results: list, env: dict) -> str:
     lines = ["# Seed models on ONNX Runtime CUDA EP: original vs rewritten (float16)", "",
              f"{env.get('gpu')}, driver {env.get('driver')}, onnxruntime {env.get('onnxruntime')}, "
@@ -214,7 +223,7 @@ def markdown(results: list, env: dict) -> str:
     for r in results:
         t = r.get("top1_agreement")
         lines.append(
-            f"| {r['model']} | {r['batch']} | {r['fused_sites']} | {r['latency']['original']['median_ms']:.2f} | "
+            f"| {label(r)} | {r['batch']} | {r['fused_sites']} | {r['latency']['original']['median_ms']:.2f} | "
             f"{r['latency']['rewritten']['median_ms']:.2f} | {r['speedup']:.3f}× | "
             + (f"{r['score_share']['original']:.1%} → {r['score_share']['rewritten']:.1%} | " if "score_share" in r
                else "– (FusedAttention) | ")
