@@ -417,37 +417,52 @@ class FoldTransposeB(pattern.RewriteRuleClassBase):
         return _emit(op, node, a, b, scale=_attr(node, "scale", 1.0), trans_b=1)
 
 
-class FoldKeyScale(pattern.RewriteRuleClassBase):
+class _FoldScale(pattern.RewriteRuleClassBase):
+    """What FoldKeyScale and FoldQueryScale share: the factor's check and its record on the site."""
+
+    def __init__(self, name: str, report: Optional[Report] = None):
+        super().__init__(name)
+        self.report = report
+        self._c = None
+
+    def _check_scale(self, x, c, kind: str, side: str, fgs):
+        x_shape = _shape(x)
+        if x_shape is None:
+            return pattern.MatchResult().fail(f"rank of the scaled {side} unknown")
+        try:
+            self._c = _scale_factor(c, kind, f"{side} scale", len(x_shape), _attr(fgs.producer(), "scale", 1.0))
+        except SiteRejected as e:
+            return pattern.MatchResult().fail(e.reason)
+        return pattern.MatchResult()
+
+    def _record_scale(self, node: ir.Node, side: str) -> float:
+        """The op's new scale; the site records the factor (details "qscale" / "kscale") and the report counts it."""
+        scale = _attr(node, "scale", 1.0) * self._c
+        site = _site_of(self.report, node)
+        if site is not None:
+            site.details[f"{side}scale"] = self._c
+            site.details["scale"] = float(np.float32(scale))
+            setattr(self.report, f"{side}scale_folded", getattr(self.report, f"{side}scale_folded") + 1)
+        return scale
+
+
+class FoldKeyScale(_FoldScale):
     """FusedGemmSoftmax(A, B * c | B / c; s) -> FusedGemmSoftmax(A, B; s*c | s/c). PyTorch's exports of
     scaled_dot_product_attention scale both Q and K^T by sqrt(scale) (FoldQueryScale takes Q's)."""
 
     def __init__(self, report: Optional[Report] = None):
-        super().__init__("FoldKeyScale")
-        self.report = report
-        self._c = None
+        super().__init__("FoldKeyScale", report)
 
     def pattern(self, op, a, x, c):
         k = pattern.OrValue([op.Mul(x, c), op.Div(x, c)], tag_var="kop", tag_values=["Mul", "Div"])
         return _fgs(op, a, k)
 
     def check(self, context, a, x, c, kop, fgs, **_):
-        x_shape = _shape(x)
-        if x_shape is None:
-            return pattern.MatchResult().fail("rank of the scaled key unknown")
-        try:
-            self._c = _scale_factor(c, kop, "key scale", len(x_shape), _attr(fgs.producer(), "scale", 1.0))
-        except SiteRejected as e:
-            return pattern.MatchResult().fail(e.reason)
-        return pattern.MatchResult()
+        return self._check_scale(x, c, kop, "key", fgs)
 
     def rewrite(self, op, a, x, fgs, **_):
         node = fgs.producer()
-        scale = _attr(node, "scale", 1.0) * self._c
-        site = _site_of(self.report, node)
-        if site is not None:
-            site.details["kscale"] = self._c
-            site.details["scale"] = float(np.float32(scale))
-            self.report.kscale_folded += 1
+        scale = self._record_scale(node, "k")
         return _emit(op, node, a, x, scale=scale, trans_b=_attr(node, "transB", 0))
 
 
@@ -493,13 +508,11 @@ class FoldBatchedTransposeB(pattern.RewriteRuleClassBase):
         return _emit(op, node, a, k, scale=_attr(node, "scale", 1.0), trans_b=1)
 
 
-class FoldQueryScale(pattern.RewriteRuleClassBase):
+class FoldQueryScale(_FoldScale):
     """FusedGemmSoftmax([Transpose]([Reshape](X * c)), B; s) -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; s*c)."""
 
     def __init__(self, report: Optional[Report] = None):
-        super().__init__("FoldQueryScale")
-        self.report = report
-        self._c = None
+        super().__init__("FoldQueryScale", report)
 
     def pattern(self, op, x, c, shp, b):
         q = pattern.OrValue([op.Mul(x, c, _outputs=["qs"]), op.Div(x, c, _outputs=["qd"])], tag_var="qop",
@@ -511,14 +524,7 @@ class FoldQueryScale(pattern.RewriteRuleClassBase):
         return _fgs(op, q, b)
 
     def check(self, context, x, c, qop, fgs, **_):
-        x_shape = _shape(x)
-        if x_shape is None:
-            return pattern.MatchResult().fail("rank of the scaled query unknown")
-        try:
-            self._c = _scale_factor(c, qop, "query scale", len(x_shape), _attr(fgs.producer(), "scale", 1.0))
-        except SiteRejected as e:
-            return pattern.MatchResult().fail(e.reason)
-        return pattern.MatchResult()
+        return self._check_scale(x, c, qop, "query", fgs)
 
     def rewrite(self, op, x, shp, b, fgs, reshaped, transposed, qr=None, qt=None, **_):
         node = fgs.producer()
@@ -529,12 +535,7 @@ class FoldQueryScale(pattern.RewriteRuleClassBase):
         if transposed:
             perm = qt.producer().attributes.get("perm")
             q = op.Transpose(q, perm=list(perm.as_ints())) if perm is not None else op.Transpose(q)
-        scale = _attr(node, "scale", 1.0) * self._c
-        site = _site_of(self.report, node)
-        if site is not None:
-            site.details["qscale"] = self._c
-            site.details["scale"] = float(np.float32(scale))
-            self.report.qscale_folded += 1
+        scale = self._record_scale(node, "q")
         return _emit(op, node, q, b, scale=scale, trans_b=_attr(node, "transB", 0))
 
 
