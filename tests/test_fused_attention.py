@@ -1,6 +1,6 @@
 """FusedAttention's definition (flashgemm/kernel/fused_attention.py) compiled as the generic llvm kernel
 (flashgemm/spaces/llvm.attention_generic_schedule) against the FP64 reference (fused_attention_ref): every variant,
-odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows). (The
+odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows; NaN rows zeroed with zero_nan_rows). (The
 tensor-core kernel runs only on a GPU: tests/test_ort_attention.py; tests/test_cuda_codegen.py builds it.)"""
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ def kernels():
     return tvm.compile(tvm.IRModule(funcs), target=target)
 
 
-def run(kernels, v: Variant, q, k, vv, bias=None, mask=None, scale=1.0):
+def run(kernels, v: Variant, q, k, vv, bias=None, mask=None, scale=1.0, zero_nan_rows=0):
     dev = tvm.cpu()
     o = np.zeros(q.shape[:-1] + (vv.shape[-1],), NP[v.dtype])
     args = [q, k, vv] + ([bias] if v.has_bias else []) + ([mask.astype(np.uint8) if v.mask == "bool" else mask]
                                                           if v.mask != "none" else []) + [o]
     tensors = [tvm.runtime.tensor(x, dev) for x in args]
-    kernels[f"attn_{v.key}"](*tensors, float(scale))
+    kernels[f"attn_{v.key}"](*tensors, float(scale), int(zero_nan_rows))
     return tensors[-1].numpy()
 
 
@@ -59,9 +59,10 @@ def inputs(v: Variant, sizes, seed=0):
     return q, kt, vv, bias, mask
 
 
-def check(kernels, v, q, kt, vv, bias, mask, scale):
-    out = run(kernels, v, q, kt, vv, bias, mask, scale)
-    ref = fused_attention_ref(q, kt, vv, bias, mask, scale=scale, trans_b=v.trans_b, causal=v.causal)
+def check(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows=0):
+    out = run(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows)
+    ref = fused_attention_ref(q, kt, vv, bias, mask, scale=scale, trans_b=v.trans_b, causal=v.causal,
+                              zero_nan_rows=zero_nan_rows)
     assert out.dtype == NP[v.dtype] and out.shape == ref.shape
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return out, ref
@@ -107,3 +108,23 @@ def test_nan_and_inf(kernels):
     vv[0, 0, 4, 1] = np.nan  # V's NaN: column 1 of every row that is not fully masked
     out, ref = check(kernels, v, q, kt, vv, None, mask, 0.25)
     assert np.isnan(out[0, 0, :5, 1]).all() and not np.isnan(out[0, 0, 5]).any()
+
+
+@pytest.mark.parametrize("v", [Variant("float16", True, False, "bool", False), Variant("bfloat16", False, True, "add", True)],
+                         ids=lambda v: v.key)
+def test_zero_nan_rows(kernels, v):
+    """zero_nan_rows: a NaN row (a NaN in Q, an unmasked +inf logit) is all zeros, as the SDPA export's
+    Where(IsNaN(P), 0, P) makes it; every other row is as without it (V's NaN included)."""
+    q, kt, vv, bias, mask = inputs(v, (1, 2, 9, 12, 16, 8), seed=4)
+    q[0, 1, 6, 3] = np.nan  # row 6 of head 1 (causal, M - N = -3: it sees every column)
+    if v.trans_b:
+        kt[0, 0, 2, :] = np.inf  # column 2 of head 0: +-inf logits
+        mask[0, 0, :, 2] = True
+    vv[0, 1, 11, 5] = np.nan  # V's NaN: column 5 of head 1's rows that are neither fully masked nor zeroed
+    out, ref = check(kernels, v, q, kt, vv, bias, mask, 0.25, zero_nan_rows=1)
+    assert not np.isnan(out[0, 1, 6]).any() and not np.any(out[0, 1, 6].astype(np.float32))
+    plain = run(kernels, v, q, kt, vv, bias, mask, 0.25)
+    assert np.isnan(plain[0, 1, 6]).all()
+    nan_rows = np.isnan(plain).all(axis=-1)
+    np.testing.assert_array_equal(out[~nan_rows], plain[~nan_rows])
+    assert np.isnan(out[0, 1, :, 5]).sum() == np.isnan(plain[0, 1, :, 5]).sum() - 1

@@ -15,10 +15,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from flashgemm.bundle.kernel_library import export_bundle
+from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle
 from flashgemm.op.reference import fused_attention_ref
 from flashgemm.op.variant import Variant
-from flashgemm.ort.model import make_attention_model
+from flashgemm.ort.model import make_attention_model, make_model
 from flashgemm.ort.rewrite import count_ops, rewrite_file
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, providers, run, session_options
 
@@ -60,7 +60,7 @@ def session(sess_opts, device, model):
 
 
 def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=None, mask=None, scale=0.25,
-          seed=0, poke=None):
+          seed=0, poke=None, zero_nan_rows=0):
     rng = np.random.default_rng(seed)
     dt = NP[v.dtype]
     feeds = {"Q": rng.standard_normal(q_shape).astype(dt), "K": rng.standard_normal(k_shape).astype(dt),
@@ -75,10 +75,11 @@ def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=N
     model = make_attention_model(v.dtype, q_shape, k_shape, v_shape, bias_shape,
                                  None if mask is None else mask.shape,
                                  None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
-                                 scale=scale, trans_b=int(v.trans_b), causal=int(v.causal))
+                                 scale=scale, trans_b=int(v.trans_b), causal=int(v.causal),
+                                 zero_nan_rows=zero_nan_rows)
     (o,) = run(session(sess_opts, device, model), feeds)
     ref = fused_attention_ref(feeds["Q"], feeds["K"], feeds["V"], feeds.get("bias"), feeds.get("mask"), scale=scale,
-                              trans_b=v.trans_b, causal=v.causal)
+                              trans_b=v.trans_b, causal=v.causal, zero_nan_rows=zero_nan_rows)
     assert o.dtype == dt and o.shape == ref.shape, (o.shape, ref.shape)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return o, ref
@@ -104,11 +105,13 @@ def test_variants(sess_opts, device, v):
 
 @pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.key)
 @pytest.mark.parametrize("d", [64, 128])
-def test_tensor_core_kernel(sess_opts, device, v, d, monkeypatch, capfd):
+@pytest.mark.parametrize("zero_nan_rows", [0, 1], ids=["nan-rows", "zero-nan-rows"])
+def test_tensor_core_kernel(sess_opts, device, v, d, zero_nan_rows, monkeypatch, capfd):
     """K = D in the tensor-core kernels' head sizes (attention_tensor_core_kernels: wgmma on sm_90 at 64 and 128,
     mma.sync elsewhere): on CUDA such a kernel serves, else the generic one. Ragged M and N (a partial row tile and
-    column chunk), V shared by the batch, a bias and mask broadcast over heads, a fully masked row; NaN in Q's row 3 of one head and in V's last row's
-    column 1 (reached through 0 * NaN by every row that is not fully masked, the causal ones included)."""
+    column chunk), V shared by the batch, a bias and mask broadcast over heads, a fully masked row; NaN in Q's row 3
+    of one head (a NaN row, or zeros with zero_nan_rows) and in V's last row's column 1 (reached through 0 * NaN by
+    every row that is neither fully masked nor zeroed, the causal ones included)."""
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
     b, h, m, n = 2, 3, 77, 136
     rng = np.random.default_rng(4)
@@ -121,8 +124,9 @@ def test_tensor_core_kernel(sess_opts, device, v, d, monkeypatch, capfd):
         feeds["V"][1, n - 1, 1] = np.nan
     k_shape = (b, h, n, d) if v.trans_b else (b, h, d, n)
     o, ref = check(sess_opts, device, v, (b, h, m, d), k_shape, (h, n, d), (b, 1, 1, n) if v.has_bias else None,
-                   mask, scale=d ** -0.5, poke=poke)
-    assert np.isnan(o[0, 1, 3].astype(np.float32)).all() and np.isnan(ref[:, 1, :, 1]).sum() > m
+                   mask, scale=d ** -0.5, poke=poke, zero_nan_rows=zero_nan_rows)
+    row = o[0, 1, 3].astype(np.float32)
+    assert (not np.any(row) if zero_nan_rows else np.isnan(row).all()) and np.isnan(ref[:, 1, :, 1]).sum() > m
     served = f"_{tensor_core_form(d)}_d" if device == "cuda" else "_generic"
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
 
@@ -288,12 +292,31 @@ def test_bundle_without_attention_kernels(device, tmp_path):
     if device != "cpu":
         pytest.skip("the bundle's contents, not the device, are under test")
     export_bundle(tmp_path, "llvm", variants=VARIANTS[:1], log=lambda *a: None)
-    assert json.loads((tmp_path / "manifest.json").read_text())["format"] == 2
+    assert json.loads((tmp_path / "manifest.json").read_text())["format"] == MANIFEST_FORMAT
     sess = session(session_options(tmp_path), device, make_attention_model("float16", (1, 2, 8), (1, 3, 8),
                                                                          (1, 3, 4), trans_b=1))
     with pytest.raises(Exception, match="no FusedAttention kernel for variant f16_tb1_bias0_masknone_causal0.*"
                                         "flashgemm-build --target llvm --attention"):
         run(sess, {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 2, 8)), ("K", (1, 3, 8)), ("V", (1, 3, 4)))})
+
+
+def test_format_2_bundle_attention_kernels_left_out(bundle, device, tmp_path):
+    """A format-2 bundle's FusedAttention kernels predate the zero_nan_rows argument: they are left out (a
+    FusedAttention node asks for a rebuild) while its FusedGemmSoftmax kernels still serve."""
+    if device != "cpu":
+        pytest.skip("the bundle's contents, not the device, are under test")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["format"] = 2
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / manifest["kernels"]).symlink_to(bundle / manifest["kernels"])
+    opts = session_options(tmp_path)
+    feeds = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 2, 8)), ("K", (1, 3, 8)), ("V", (1, 3, 4)))}
+    sess = session(opts, device, make_attention_model("float16", (1, 2, 8), (1, 3, 8), (1, 3, 4), trans_b=1))
+    with pytest.raises(Exception, match="no FusedAttention kernel for variant f16_tb1_bias0_masknone_causal0"):
+        run(sess, feeds)
+    (p,) = run(session(opts, device, make_model("float16", (1, 2, 8), (1, 3, 8), trans_b=1)),
+               {"A": feeds["Q"], "B": feeds["K"]})
+    np.testing.assert_allclose(p.astype(np.float64), np.full((1, 2, 3), 1 / 3), atol=1e-3)
 
 
 def test_generic_kernel_warns_once_per_shape(sess_opts, device, capfd):
@@ -315,11 +338,13 @@ def test_generic_kernel_warns_once_per_shape(sess_opts, device, capfd):
 
 DATA = Path(__file__).resolve().parent / "data"
 TINY = ["bert-large-tiny.f16", "vit-b16-tiny.f16", "whisper-enc-tiny.f16", "bert-large-tiny-dyn.f16",
-        "whisper-enc-tiny-dynb-dynamo-sdpa.f16"]
+        "whisper-enc-tiny-dynb-dynamo-sdpa.f16", "bert-large-tiny-dyn-dynamo-sdpa.f16"]
 MODEL_ATOL = 1e-2  # as tests/test_rewrite.py: the fused op rounds once where the original rounds S, c*S, c*S+M
 
 
-def _model_feeds(sess, seed=0):
+def _model_feeds(sess, seed=0, padded_out=False):
+    """Random feeds at batch 2, length 12: batch 0's last 5 tokens padding (padded_out: every token of batch 1 too, so
+    that its softmax rows are fully masked)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in sess.get_inputs():
@@ -328,7 +353,9 @@ def _model_feeds(sess, seed=0):
             feeds[i.name] = rng.integers(1, 128, shape).astype(np.int64)
         elif i.name == "attention_mask":
             feeds[i.name] = np.ones(shape, np.int64)
-            feeds[i.name][0, -5:] = 0  # padding in batch 0 only
+            feeds[i.name][0, -5:] = 0
+            if padded_out:
+                feeds[i.name][1] = 0
         else:
             feeds[i.name] = rng.standard_normal(shape).astype(np.float16)
     return feeds
@@ -351,18 +378,29 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
         np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
-def test_rewrite_attention_keeps_p_of_sdpa_exports_with_a_mask(tmp_path):
-    """The dynamo exporter's SDPA with a mask zeroes P's NaN rows before P.V (Where(IsNaN(P), 0, P)), which
-    FusedAttention would leave NaN: the scores fuse, P is kept, and the report says why and what to export instead."""
-    report = rewrite_file(DATA / "bert-large-tiny-dyn-dynamo-sdpa.f16.onnx", tmp_path / "m.onnx", attention=True)
-    assert len(report.fused) == 2 and report.attention == 0 and len(report.attention_left) == 2, report.text()
-    assert all("NaN rows are zeroed" in why and 'attn_implementation="eager"' in why
-               for _, why in report.attention_left), report.text()
+def test_rewrite_attention_sdpa_export_zeroes_nan_rows(sess_opts, device, tmp_path):
+    """The dynamo exporter's SDPA with a mask zeroes P's NaN rows before P.V (Where(IsNaN(P), 0, P)): FusedAttention
+    with zero_nan_rows=1 replaces the pair too, and a sequence padded out entirely (its rows fully masked: NaN in ORT's
+    Softmax, zeros after the Where) comes out as the export computes it."""
+    src, dst = DATA / "bert-large-tiny-dyn-dynamo-sdpa.f16.onnx", tmp_path / "m.onnx"
+    report = rewrite_file(src, dst, attention=True)
+    assert report.attention == 2 and not report.attention_left, report.text()
+    assert count_ops(dst, "IsNaN") == 0 and count_ops(dst, "FusedAttention", "flashgemm") == 2
+    assert all(a.name != "zero_nan_rows" or a.i == 1 for n in onnx.load(str(dst)).graph.node
+               if n.op_type == "FusedAttention" for a in n.attribute)
+    assert sum(a.name == "zero_nan_rows" for n in onnx.load(str(dst)).graph.node for a in n.attribute) == 2
+    original = ort.InferenceSession(str(src), providers=providers(device))
+    feeds = _model_feeds(original, padded_out=True)
+    o0 = run(original, feeds)
+    o1 = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    for a, b in zip(o0, o1):
+        assert not np.isnan(a.astype(np.float32)).any()
+        np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
-def _attention_graph(v_shape, p_output=False, k=32, nan_rows_zeroed=False):
+def _attention_graph(v_shape, p_output=False, k=32, nan_rows_zeroed=False, zero=0.0):
     """Q [2, 3, 5, k], K [2, 3, 7, k] -> Softmax(MatMul(Q, K^T) * 0.25) -> MatMul(P, V) -> O (P also an output;
-    nan_rows_zeroed: P's NaN rows zeroed before the MatMul, as PyTorch's SDPA exports do)."""
+    nan_rows_zeroed: P's NaN rows replaced by `zero` before the MatMul, as PyTorch's SDPA exports do with 0)."""
     t = TensorProto.FLOAT16
     zeroed = [helper.make_node("IsNaN", ["P"], ["Pnan"]),
               helper.make_node("Where", ["Pnan", "zero", "P"], ["Pz"])] if nan_rows_zeroed else []
@@ -377,41 +415,46 @@ def _attention_graph(v_shape, p_output=False, k=32, nan_rows_zeroed=False):
     outputs = [helper.make_tensor_value_info("O", t, None)] + ([helper.make_tensor_value_info("P", t, None)]
                                                                if p_output else [])
     init = [helper.make_tensor(name, t, [], np.array([x], np.float16).view(np.uint16).tobytes(), raw=True)
-            for name, x in (("c", 0.25), ("zero", 0.0))]
+            for name, x in (("c", 0.25), ("zero", zero))]
     graph = helper.make_graph(nodes, "attn", inputs, outputs, initializer=init)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-@pytest.mark.parametrize("v_shape, p_output, k, zeroed, needle", [
-    ((2, 3, 7, 32), True, 32, False, "P is a graph output"),
-    ((4, 2, 3, 7, 32), False, 32, False, "do not provably broadcast"),
-    ((2, 3, "n", 32), False, 32, False, "not provably P's columns"),
-    ((2, 3, 7, 16), False, 32, False,
+@pytest.mark.parametrize("v_shape, p_output, k, zero, needle", [
+    ((2, 3, 7, 32), True, 32, None, "P is a graph output"),
+    ((4, 2, 3, 7, 32), False, 32, None, "do not provably broadcast"),
+    ((2, 3, "n", 32), False, 32, None, "not provably P's columns"),
+    ((2, 3, 7, 16), False, 32, None,
      "head sizes K = 32, D = 16: FusedAttention's tensor-core kernels need both one of"),
-    ((2, 3, 7, 48), False, 48, False, "head sizes K = 48, D = 48"),
-    ((2, 3, 7, 32), False, 32, True, "P's NaN rows are zeroed before MatMul(P, V)"),
+    ((2, 3, 7, 48), False, 48, None, "head sizes K = 48, D = 48"),
+    ((2, 3, 7, 32), False, 32, 1.0, "P's NaN rows are replaced by 1 before MatMul(P, V), not by 0"),
 ])
-def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, k, zeroed, needle):
+def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, k, zero, needle):
     """P kept (FusedGemmSoftmax, then MatMul) where fusing the MatMul would not be provably the same function, or
     where no tensor-core kernel would serve it (the generic FusedAttention kernel is slower than the two ops)."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_attention_graph(v_shape, p_output, k, zeroed), str(src))
+    onnx.save(_attention_graph(v_shape, p_output, k, zero is not None, zero or 0.0), str(src))
     report = rewrite_file(src, dst, attention=True)
     assert len(report.fused) == 1 and report.attention == 0, report.text()
     assert needle in report.attention_left[0][1], report.text()
     assert count_ops(dst, "FusedGemmSoftmax", "flashgemm") == 1 and count_ops(dst, "FusedAttention", "flashgemm") == 0
 
 
-def test_rewrite_attention_matches_the_unfused_graph(sess_opts, device, tmp_path):
-    """V shared across the batch ([3, 7, 32]): fused, and O matches the unfused graph's."""
+@pytest.mark.parametrize("zeroed", [False, True], ids=["plain", "nan-rows-zeroed"])
+def test_rewrite_attention_matches_the_unfused_graph(sess_opts, device, tmp_path, zeroed):
+    """V shared across the batch ([3, 7, 32]): fused, and O matches the unfused graph's; with P's NaN rows zeroed
+    (the SDPA export's Where), a NaN in Q and an inf in K make zero rows there, as in the unfused graph."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_attention_graph((3, 7, 32)), str(src))
+    onnx.save(_attention_graph((3, 7, 32), nan_rows_zeroed=zeroed), str(src))
     report = rewrite_file(src, dst, attention=True)
-    assert report.attention == 1, report.text()
+    assert report.attention == 1 and count_ops(dst, "Where") == 0, report.text()
     rng = np.random.default_rng(5)
     feeds = {"Q": rng.standard_normal((2, 3, 5, 32)).astype(np.float16),
              "K": rng.standard_normal((2, 3, 7, 32)).astype(np.float16),
              "V": rng.standard_normal((3, 7, 32)).astype(np.float16)}
+    if zeroed:
+        feeds["Q"][0, 1, 2, 4] = np.nan  # a NaN row
+        feeds["K"][1, 2, 3, :] = np.inf  # every row of batch 1, head 2 reads an inf logit
     (o0,) = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     np.testing.assert_allclose(o1.astype(np.float64), o0.astype(np.float64), rtol=0, atol=ATOL["float16"])

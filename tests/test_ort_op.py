@@ -35,7 +35,7 @@ from onnx import TensorProto, helper
 
 from flashgemm.ort import native
 from flashgemm.bundle.elf_check import elf_problem
-from flashgemm.bundle.kernel_library import export_bundle
+from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle
 from flashgemm.ort.model import make_model
 from flashgemm import get_library_path
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, LIBRARY, LibraryError, providers, run, session_options
@@ -836,8 +836,8 @@ def _bad_bundle(bundle, tmp_path, what):
     if what == "corrupt":
         (d / "manifest.json").write_text('{"format": 1, "functions": [')
         return d
-    if what == "format3":
-        manifest["format"] = 3
+    if what == "format_next":
+        manifest["format"] = MANIFEST_FORMAT + 1
     elif what == "cuda":
         manifest["device"], manifest["target"] = "cuda", "cuda-sm90"
     elif what == "missing_function":
@@ -883,7 +883,7 @@ FIX = {"cpu": "run flashgemm-build --target llvm", "cuda": "run flashgemm-build 
     ("empty", ["no kernel bundle in", "manifest.json not found", "FIX"]),
     ("no_kernels_so", ["flashgemm_kernels.so", "not found", "FIX"]),
     ("corrupt", ["corrupt manifest", "manifest.json", "FIX"]),
-    ("format3", ["manifest format 3", "reads formats 1 to 2", "FIX"]),
+    ("format_next", [f"manifest format {MANIFEST_FORMAT + 1}", f"reads formats 1 to {MANIFEST_FORMAT}", "FIX"]),
     ("cuda", ["holds CUDA kernels", "built without CUDA support"]),
     ("missing_function", ["has no function fgs_no_such_kernel"]),
     ("bad_field", ['functions[3]."mask" is missing']),

@@ -15,7 +15,6 @@ MODELS = {"bert-large-tiny.f16.onnx": "bert", "bert-large-tiny-dyn.f16.onnx": "b
           "whisper-enc-tiny.f16.onnx": "bert",
           # the dynamo exporter's SDPA (the optimizer fuses no attention of these)
           "bert-large-tiny-dyn-dynamo-sdpa.f16.onnx": "bert", "whisper-enc-tiny-dynb-dynamo-sdpa.f16.onnx": "bert"}
-P_KEPT = {"bert-large-tiny-dyn-dynamo-sdpa.f16.onnx"}  # --attention keeps P (its NaN rows are zeroed before P.V)
 LAYERS = 2
 
 
@@ -48,7 +47,7 @@ def test_rewrite_then_optimizer_keeps_both_fusions(name, attention, tmp_path):
     """Also after --attention: FusedAttention's schema gives O its shape, which the optimizer's fusions need."""
     fused = tmp_path / "fused.onnx"
     report = rewrite.rewrite_file(DATA / name, fused, log=lambda *a: None, attention=attention)
-    whole = LAYERS if attention and name not in P_KEPT else 0  # sites that became FusedAttention
+    whole = LAYERS if attention else 0  # sites that became FusedAttention
     assert len(report.fused) == LAYERS and report.attention == (whole if attention else None), report.text()
     # against the optimizer alone with its attention fusion off (what it can do around attention it leaves alone)
     alone = _optimize(DATA / name, tmp_path / "alone.onnx", MODELS[name], attention=False)

@@ -37,7 +37,9 @@ from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
-MANIFEST_FORMAT = 2  # 2: entries name their "op" (FusedAttention's kernels); the op library reads 1 and 2
+# 2: entries name their "op" (FusedAttention's kernels); 3: FusedAttention's kernels take zero_nan_rows after the scale.
+# The op library reads 1 to 3 (an older bundle's FusedAttention kernels are left out: flashgemm/ort/csrc/bundle.cc)
+MANIFEST_FORMAT = 3
 KERNELS_SO = "flashgemm_kernels.so"
 MANIFEST = "manifest.json"
 # seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole

@@ -4,7 +4,8 @@ The definition form, with every size symbolic (B0, B1, M, N, K and V's head size
 broadcast): what the generic kernels compile. Blocks: "S" (fp32 Q·K), "row_max", "exp", "row_sum" exactly as
 FusedGemmSoftmax's one-pass form (flashgemm/kernel/fused_gemm_softmax.py: its masking and special-value contract
 holds here unchanged), then "O_acc" (fp32 sum over the row's columns of exp · V) and "O" (O_acc / row_sum, a fully
-masked row's 0). A schedule computes the whole row pipeline at the row, so neither S nor P reaches memory.
+masked row's 0, a NaN row's 0 with zero_nan_rows != 0). A schedule computes the whole row pipeline at the row, so
+neither S nor P reaches memory.
 
 Canonical shapes: Q [B0, B1, M, K]; K [B0, B1, K, N], or [B0, B1, N, K] with trans_b (the exporters' K^T); V
 [B0, B1, N, D]; bias and mask [B0, B1, M, N] through strides; O [B0, B1, M, D], contiguous.
@@ -12,6 +13,10 @@ Canonical shapes: Q [B0, B1, M, K]; K [B0, B1, K, N], or [B0, B1, N, K] with tra
 Special values, as the unfused MatMul(Softmax(...), V) computes them (flashgemm/op/reference.py:
 fused_attention_ref): a row whose unmasked logits hold a NaN or +inf is NaN (its row_sum is NaN); a NaN or inf in V
 reaches every row that is not fully masked (0 * NaN is NaN); a fully masked row is all zeros.
+
+zero_nan_rows (a runtime int32, the ONNX op's attribute): a NaN row is all zeros as well, as in exports of PyTorch's
+scaled_dot_product_attention, which write Where(IsNaN(P), 0, P) before P V. Such a row is then treated exactly as a
+fully masked one: the export's 0 * V would still be NaN in a column of V holding a NaN or inf, the kernels' row is 0.
 """
 from __future__ import annotations
 
@@ -28,8 +33,8 @@ def _strides(name: str, n: int):
 
 
 def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.tirx.PrimFunc:
-    """The generic kernel as exported: fn(Q, K, V, [bias], [mask], O, scale), every size symbolic, any
-    element-aligned pointer. `variant.trans_b` is K's layout.
+    """The generic kernel as exported: fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows), every size symbolic,
+    any element-aligned pointer. `variant.trans_b` is K's layout.
 
     chunk: 0, or the recompute form, for a schedule that keeps no row of S (flashgemm/spaces/cuda_generic): the
     pass of the row sum reads its own copy of S ("S_e", "exp"), and the pass of O computes the row's
@@ -68,7 +73,7 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
 
     @T.prim_func(s_tir=True)
     def fused_attention(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                        o_h: T.handle, scale: T.float32):
+                        o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Q = T.match_buffer(q_h, (B0, B1, M, K), dt, strides=(*sq, K, 1), align=2)
         Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=2)
@@ -153,14 +158,17 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
         for b0, b1, i, d in T.grid(B0, B1, M, D):
             with T.sblock("O"):
                 v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])
-                # `== 0`, not `!= 0` with the arms swapped: a NaN row_sum must take the division (NaN row)
+                # a fully masked row (row_sum = 0) is 0; a NaN row_sum takes the division (NaN row) unless
+                # zero_nan_rows makes it 0
                 O[v0, v1, vi, vd] = T.cast(T.if_then_else(
-                    row_sum[v0, v1, vi] == T.float32(0), T.float32(0), O_acc[v0, v1, vi, vd] / row_sum[v0, v1, vi]),
-                    dt)
+                    tvm.tirx.Or(row_sum[v0, v1, vi] == T.float32(0),
+                                tvm.tirx.And(zero_nan_rows != 0, T.isnan(row_sum[v0, v1, vi]))),
+                    T.float32(0), O_acc[v0, v1, vi, vd] / row_sum[v0, v1, vi]), dt)
 
     func = fused_attention
-    q, k, v, bias, mask, o, scale = func.params
-    keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale]
+    q, k, v, bias, mask, o, scale, zero_nan_rows = func.params
+    keep = [q, k, v] + ([bias] if has_bias else []) + ([mask] if mask_kind != "none" else []) + [o, scale,
+                                                                                                 zero_nan_rows]
     func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
     return func.with_attr("global_symbol", name)
 

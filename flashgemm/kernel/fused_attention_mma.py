@@ -16,7 +16,7 @@ cp.async):
         running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new)
         P = exp2(logit - m) cast to the input type in registers: the S accumulator's layout is the A fragment's
         O += P V: mma.sync, B fragments by ldmatrix.trans of V's [BN, D] chunk
-    O = O / (l summed over the quad), 0 where the row is fully masked (l = 0)
+    O = O / (l summed over the quad), 0 where the row is fully masked (l = 0), or NaN (zero_nan_rows)
 
 Causal tiles skip the chunks past their diagonal, where the unfused graph's 0 * V is still NaN for a NaN or inf in V:
 a first kernel of the same function ("V_last") records, per band of V's rows, 1 + the last row of each column that
@@ -204,10 +204,10 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
         rescale_o(o_acc, alpha)
 
     @T.macro
-    def store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid):
-        """O = O / l (quad sum), 0 where the row is fully masked (l = 0; NaN where l is). Causal: the chunks past the
-        tile's diagonal were skipped, but the unfused graph's 0 * V is still NaN in each column of V holding a NaN or
-        inf from row n_end on (V_last)."""
+    def store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid, zero_nan_rows):
+        """O = O / l (quad sum), 0 where the row is fully masked (l = 0) and NaN where l is, or 0 there too with
+        zero_nan_rows != 0. Causal: the chunks past the tile's diagonal were skipped, but the unfused graph's 0 * V is
+        still NaN in each column of V holding a NaN or inf from row n_end on (V_last)."""
         if causal:
             for i in T.serial((D - tid + NT - 1) // NT):
                 v_bad[i * NT + tid] = 0
@@ -223,7 +223,7 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                     for dj in T.unroll(DTS):
                         for e in T.unroll(2):
                             O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(
-                                l_run[mi * 2 + h] == T.float32(0), T.float32(0),
+                                zero_row(l_run[mi * 2 + h], zero_nan_rows), T.float32(0),
                                 T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
                                          o_acc[(mi * DTS + dj) * 4 + h * 2 + e] / l_run[mi * 2 + h])), dt)
 
@@ -231,18 +231,25 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                            online_softmax=online_softmax, store_o=store_o)
 
 
+def zero_row(row_sum, zero_nan_rows):
+    """Whether O's row is 0: fully masked (row_sum = 0), or NaN (row_sum is) with zero_nan_rows != 0 (the export's
+    Where(IsNaN(P), 0, P) before P V; flashgemm/kernel/fused_attention.py)."""
+    return tvm.tirx.Or(row_sum == T.float32(0), tvm.tirx.And(zero_nan_rows != 0, T.isnan(row_sum)))
+
+
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
     """The kernel with only the parameters its variant has (bias, mask), named `name`, marked scheduled."""
-    q, k, v, bias, mask, o, scale = func.params
-    keep = [q, k, v] + ([bias] if variant.has_bias else []) + ([mask] if variant.mask != "none" else []) + [o, scale]
+    q, k, v, bias, mask, o, scale, zero_nan_rows = func.params
+    keep = [q, k, v] + ([bias] if variant.has_bias else []) + ([mask] if variant.mask != "none" else []) + [
+        o, scale, zero_nan_rows]
     func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
     return func.with_attr({"global_symbol": name, "tirx.is_scheduled": True})
 
 
 def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,
                  name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (Q and K's K = V's D = d), B0, B1, M, N
-    symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn` columns,
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows) for head size `d` (Q and K's K = V's D = d),
+    B0, B1, M, N symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn` columns,
     `stages` shared buffers for the K/V chunks."""
     if d not in HEAD_SIZES:
         raise ValueError(f"head size {d}: the mma kernel has {HEAD_SIZES}")
@@ -291,7 +298,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
 
     @T.prim_func(s_tir=True)
     def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                            o_h: T.handle, scale: T.float32):
+                            o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
         Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=16)
@@ -411,6 +418,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                                         dtype="float32")
                                     T.tvm_storage_sync("shared")
                                 T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
-                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
+                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid,
+                                              zero_nan_rows)
 
     return finish(fused_attention_mma, variant, name)

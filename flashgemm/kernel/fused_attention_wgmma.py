@@ -174,8 +174,9 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
 
 def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: int = 2,
                  name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel fn(Q, K, V, [bias], [mask], O, scale) for head size `d` (the mma kernel's signature). Tile: `wg`
-    warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared buffers."""
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows) for head size `d` (the mma kernel's
+    signature). Tile: `wg` warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64), `stages` shared
+    buffers."""
     if d not in HEAD_SIZES:
         raise ValueError(f"head size {d}: the wgmma kernel has {HEAD_SIZES}")
     if not wg:  # the tile for any N
@@ -219,7 +220,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
 
     @T.prim_func(s_tir=True)
     def fused_attention_wgmma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                              o_h: T.handle, scale: T.float32):
+                              o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
         Km = T.match_buffer(k_h, pipe.k_shape, dt, strides=pipe.k_strides, align=16)
@@ -296,6 +297,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     fence_operands(o_acc, DTS * 4)
                                     T.tvm_storage_sync("shared")
                                 T.ptx.cp.async_.wait_group(0)
-                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid)
+                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid,
+                                              zero_nan_rows)
 
     return mma.finish(fused_attention_wgmma, variant, name)

@@ -47,13 +47,15 @@ def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=Fal
         return np.where(s == 0, 0.0, e / np.where(s == 0, 1.0, s))
 
 
-def fused_attention_ref(q, k, v, bias=None, mask=None, *, scale=1.0, trans_b=False, causal=False):
+def fused_attention_ref(q, k, v, bias=None, mask=None, *, scale=1.0, trans_b=False, causal=False,
+                        zero_nan_rows=False):
     """O = softmax_rowwise(scale * Q @ K + bias + mask) @ V in float64: FusedGemmSoftmax's P (fused_gemm_softmax_ref:
     masks, causal, special values) times V, as the unfused MatMul computes it (a NaN or inf in V reaches every row,
-    0 * NaN being NaN), except that a fully masked row is all zeros. k: [..., K, N], or [..., N, K] with trans_b
-    (the exporters' K^T); v: [..., N, D]. Returns float64."""
+    0 * NaN being NaN), except that a fully masked row is all zeros, and with zero_nan_rows a NaN row too. k:
+    [..., K, N], or [..., N, K] with trans_b (the exporters' K^T); v: [..., N, D]. Returns float64."""
     p = fused_gemm_softmax_ref(q, k, bias, mask, scale=scale, trans_b=trans_b, causal=causal)
     with np.errstate(invalid="ignore", over="ignore"):
         o = np.matmul(p, np.asarray(v).astype(np.float64))
-    fully_masked = ~np.any(p != 0, axis=-1, keepdims=True) & ~np.any(np.isnan(p), axis=-1, keepdims=True)
-    return np.where(fully_masked, 0.0, o)
+    nan_row = np.any(np.isnan(p), axis=-1, keepdims=True)
+    zero = (~np.any(p != 0, axis=-1, keepdims=True) & ~nan_row) | (nan_row & bool(zero_nan_rows))
+    return np.where(zero, 0.0, o)

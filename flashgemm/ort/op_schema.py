@@ -94,7 +94,10 @@ def _schema(attention: bool = False) -> defs.OpSchema:
         attributes=[defs.OpSchema.Attribute("scale", defs.OpSchema.AttrType.FLOAT, "logit scale", required=False),
                     defs.OpSchema.Attribute("transB", defs.OpSchema.AttrType.INT, "B is [..., N, K]", required=False),
                     defs.OpSchema.Attribute("causal", defs.OpSchema.AttrType.INT, "bottom-right causal mask",
-                                            required=False)])
+                                            required=False)]
+        + ([defs.OpSchema.Attribute("zero_nan_rows", defs.OpSchema.AttrType.INT,
+                                    "a NaN row of P is 0 (Where(IsNaN(P), 0, P) before P V)", required=False)]
+           if attention else []))
     schema.set_type_and_shape_inference_function(lambda ctx: infer(ctx, attention))
     return schema
 

@@ -864,44 +864,61 @@ def _same_dim(x, y) -> bool:
 
 
 def _attention_chain(fgs: ir.Node, graph: ir.Graph):
-    """(nodes reading P on the way to MatMul(P, V), that MatMul) or (None, why not). P may pass Casts first
-    (exporters write softmax(...).to(q.dtype); ViT's export goes to float32 and back) as long as each casts to P's
-    dtype or to float32, exact for a float16/bfloat16 P, and MatMul gets P's dtype back; every value on the way has
-    one consumer and is no graph output."""
+    """(nodes reading P on the way to MatMul(P, V), that MatMul, zero_nan_rows) or (None, why not, None). P may pass
+    Casts first (exporters write softmax(...).to(q.dtype); ViT's export goes to float32 and back) as long as each
+    casts to P's dtype or to float32, exact for a float16/bfloat16 P, and MatMul gets P's dtype back; and, once,
+    IsNaN + Where(IsNaN(P), 0, P) (exports of PyTorch's scaled_dot_product_attention), which zeroes P's NaN rows:
+    FusedAttention's zero_nan_rows (_zeroes_nan_rows). Every value on the way has one consumer but that pair, and is
+    no graph output."""
     outputs = set(graph.outputs)
-    chain, value = [], fgs.outputs[0]
+    chain, value, zero_nan_rows = [], fgs.outputs[0], 0
     while True:
         uses = list(value.uses())
         if value in outputs:
-            return None, "P is a graph output"
+            return None, "P is a graph output", None
         if len(uses) != 1:
-            if _zeroes_nan_rows(value, uses):
-                return None, ("P's NaN rows are zeroed before MatMul(P, V) (Where(IsNaN(P), 0, P), as exports of "
-                              "PyTorch's scaled_dot_product_attention write it) and FusedAttention keeps them NaN; "
-                              "exported with attn_implementation=\"eager\" the attention fuses")
-            return None, f"P has {len(uses)} consumers"
+            pair = _zeroes_nan_rows(value, uses)
+            if pair is None or zero_nan_rows:
+                return None, f"P has {len(uses)} consumers", None
+            if isinstance(pair, str):
+                return None, pair, None
+            chain += pair
+            value, zero_nan_rows = pair[1].outputs[0], 1
+            continue
         user, index = uses[0]
-        if user.op_type == "Cast" and user.domain == "" and len(chain) < 2 and \
+        if user.op_type == "Cast" and user.domain == "" and len(chain) - 2 * zero_nan_rows < 2 and \
                 _attr(user, "to", None) in (fgs.outputs[0].dtype.value, ir.DataType.FLOAT.value):
             chain.append(user)
             value = user.outputs[0]
             continue
         if user.op_type != "MatMul" or user.domain != "" or index != 0:
-            return None, f"P is read by {user.op_type or '?'} (input {index}), not as MatMul(P, V)"
+            return None, f"P is read by {user.op_type or '?'} (input {index}), not as MatMul(P, V)", None
         if value.dtype != fgs.outputs[0].dtype:
-            return None, f"MatMul reads P as {value.dtype}, not {fgs.outputs[0].dtype}"
-        return chain, user
+            return None, f"MatMul reads P as {value.dtype}, not {fgs.outputs[0].dtype}", None
+        return chain, user, zero_nan_rows
 
 
-def _zeroes_nan_rows(p: ir.Value, uses) -> bool:
-    """Whether P's consumers are IsNaN(P) and Where(IsNaN(P), 0, P): a softmax row is NaN as a whole (a NaN or +inf
-    logit, or every logit -inf), and the graph makes those rows 0 (then O = 0 V) where FusedAttention's are NaN."""
+def _zeroes_nan_rows(p: ir.Value, uses):
+    """[IsNaN, Where] where P's consumers are IsNaN(P) and Where(IsNaN(P), 0, P) with a one-element constant 0 (a
+    softmax row is NaN as a whole: a NaN or +inf logit; the pair makes those rows 0, then O = 0 V), None where they are
+    not that pair, or why not (a str) where the Where's X is not such a 0."""
     kinds = sorted((u.op_type, i) for u, i in uses)
-    if kinds != [("IsNaN", 0), ("Where", 2)]:
-        return False
+    if kinds != [("IsNaN", 0), ("Where", 2)] or any(u.domain != "" for u, _ in uses):
+        return None
     isnan = next(u for u, _ in uses if u.op_type == "IsNaN")
     where = next(u for u, _ in uses if u.op_type == "Where")
-    return where.inputs[0] is isnan.outputs[0]
+    if where.inputs[0] is not isnan.outputs[0] or len(isnan.outputs[0].uses()) != 1:
+        return None
+    rank = len(p.shape) if p.shape is not None else 0
+    try:
+        zero = _constant_scalar(where.inputs[1], "Where(IsNaN(P), X, P)'s X", rank)
+    except SiteRejected as e:
+        return f"P's NaN rows are replaced before MatMul(P, V), but {e.reason}"
+    if zero != 0:
+        return f"P's NaN rows are replaced by {zero:g} before MatMul(P, V), not by 0"
+    if where.outputs[0].dtype != p.dtype:
+        return f"Where(IsNaN(P), 0, P) is {where.outputs[0].dtype}, not P's {p.dtype}"
+    return [isnan, where]
 
 
 def _attention_obstacle(fgs: ir.Node, matmul: ir.Node, k=None) -> Optional[str]:
@@ -938,12 +955,12 @@ def _attention_obstacle(fgs: ir.Node, matmul: ir.Node, k=None) -> Optional[str]:
 
 
 def fuse_attention(model: ir.Model, report: Report) -> None:
-    """FusedGemmSoftmax(A, B, bias, mask) -> [Cast to P's own dtype] -> MatMul(P, V) becomes
-    FusedAttention(A, B, V, bias, mask), with the same attributes, where _attention_chain and _attention_obstacle
-    allow it; P is then never stored. The MatMul's output keeps its name."""
+    """FusedGemmSoftmax(A, B, bias, mask) -> [Cast to P's own dtype] -> [Where(IsNaN(P), 0, P)] -> MatMul(P, V)
+    becomes FusedAttention(A, B, V, bias, mask), with the same attributes (and zero_nan_rows=1 for the Where), where
+    _attention_chain and _attention_obstacle allow it; P is then never stored. The MatMul's output keeps its name."""
     report.attention = 0
     for fgs in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
-        chain, matmul = _attention_chain(fgs, model.graph)
+        chain, matmul, zero_nan_rows = _attention_chain(fgs, model.graph)
         site = _site_of(report, fgs)
         why = matmul if chain is None else _attention_obstacle(fgs, matmul, site.details.get("k") if site else None)
         if why is not None:
@@ -953,7 +970,10 @@ def fuse_attention(model: ir.Model, report: Report) -> None:
         inputs = inputs[:2] + [matmul.inputs[1]] + inputs[2:]
         while inputs and inputs[-1] is None:
             inputs.pop()
-        attn = ir.Node(DOMAIN, ATTENTION_OP_TYPE, inputs, attributes=list(fgs.attributes.values()),
+        attributes = list(fgs.attributes.values())
+        if zero_nan_rows:
+            attributes.append(ir.AttrInt64("zero_nan_rows", 1))
+        attn = ir.Node(DOMAIN, ATTENTION_OP_TYPE, inputs, attributes=attributes,
                        name=(fgs.name or "fgs") + "_attention", num_outputs=1)
         out = matmul.outputs[0]
         attn.outputs[0].shape, attn.outputs[0].dtype = out.shape, out.dtype

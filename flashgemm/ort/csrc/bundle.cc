@@ -18,8 +18,9 @@ namespace flashgemm {
 namespace {
 
 // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT. Format 2 added FusedAttention's kernels (entries with "op");
-// a format-1 bundle, without them, still serves FusedGemmSoftmax.
-constexpr int64_t kManifestFormat = 2;
+// format 3 gave them their trailing zero_nan_rows argument. An older bundle still serves FusedGemmSoftmax; its
+// FusedAttention kernels (another signature) are left out, so a FusedAttention node asks for a rebuild.
+constexpr int64_t kManifestFormat = 3;
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
 std::string FixHint(bool cuda_build) {
   return std::string("run flashgemm-build --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
@@ -103,7 +104,7 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
   Fields top(*root_obj, "", manifest_path, fix);
 
   const int64_t format = top.Int("format");
-  if (format != kManifestFormat && format != 1)
+  if (format < 1 || format > kManifestFormat)
     throw BundleError("flashgemm: " + manifest_path + " has manifest format " + std::to_string(format) +
                       " but this library reads formats 1 to " + std::to_string(kManifestFormat) +
                       "; rebuild the bundle and the library together: " + fix);
@@ -176,6 +177,7 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     std::string op = "FusedGemmSoftmax";
     if (entry_obj->Get(tvm::ffi::String("op")).has_value()) op = e.Str("op");
     if (op != "FusedGemmSoftmax" && op != "FusedAttention") e.Fail("op", "is neither FusedGemmSoftmax nor FusedAttention");
+    if (op == "FusedAttention" && format < 3) continue;
 
     Kernel k;
     k.name = e.Str("name");

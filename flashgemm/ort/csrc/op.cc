@@ -150,6 +150,7 @@ FusedKernel::FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool a
                            ORT_INVALID_ARGUMENT);
     trans_b_ = BoolAttr(info, "transB");
     causal_ = BoolAttr(info, "causal");
+    if (attention_) zero_nan_rows_ = BoolAttr(info, "zero_nan_rows");
   } catch (const Ort::Exception& e) {
     throw Ort::Exception(node_ + ": " + e.what(), ORT_INVALID_ARGUMENT);
   }
@@ -351,8 +352,8 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   const int64_t cols = attention_ ? c.d : c.n;  // P's N or O's D
   View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, cols}, {c.b1 * c.m * cols, c.m * cols, cols, 1});
 
-  // fn(A, B, [bias], [mask], P, scale); FusedAttention's fn(Q, K, V, [bias], [mask], O, scale)
-  tvm::ffi::AnyView args[7];
+  // fn(A, B, [bias], [mask], P, scale); FusedAttention's fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows)
+  tvm::ffi::AnyView args[8];
   int n_args = 0;
   args[n_args++] = &va.t;
   args[n_args++] = &vb.t;
@@ -361,6 +362,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (vmask) args[n_args++] = &vmask->t;
   args[n_args++] = &vp.t;
   args[n_args++] = static_cast<double>(scale_);
+  if (attention_) args[n_args++] = static_cast<int64_t>(zero_nan_rows_);
 
   tvm::ffi::Any rv;
   try {

@@ -1,6 +1,7 @@
 // flashgemm::FusedGemmSoftmax(A, B, [bias], [mask]) -> P = softmax_rowwise(scale * A @ B + bias + mask), causal opt.
 // flashgemm::FusedAttention(Q, K, V, [bias], [mask]) -> O = FusedGemmSoftmax(Q, K, bias, mask) @ V, P never stored:
-// the same attributes, masks, broadcasting and special values; V [..., N, D] broadcasts to P's batch dims.
+// the same attributes, masks, broadcasting and special values; V [..., N, D] broadcasts to P's batch dims. Its own
+// attribute zero_nan_rows (0 | 1) makes a NaN row of P a row of zeros, as exports of PyTorch's SDPA write it.
 //
 // Types: A, B, bias, an additive mask and P share one T in {float16, bfloat16}; the mask may instead be bool.
 // ORT infers a custom op's output type from the kernel registrations, so the op is registered once per T with A
@@ -39,6 +40,7 @@ class FusedKernel {
   bool attention_ = false;
   float scale_ = 1.0f;
   bool trans_b_ = false, causal_ = false, verbose_ = false;
+  bool zero_nan_rows_ = false;  // FusedAttention: a NaN row of P is 0 (the SDPA export's Where(IsNaN(P), 0, P))
   // FLASHGEMM_VERBOSE: each (kernel, sizes) is reported once per node, not on every run.
   mutable std::mutex logged_mu_;
   mutable std::set<std::string> logged_;
