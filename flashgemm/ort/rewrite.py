@@ -871,7 +871,7 @@ def _attention_chain(fgs: ir.Node, graph: ir.Graph):
     FusedAttention's zero_nan_rows (_zeroes_nan_rows). Every value on the way has one consumer but that pair, and is
     no graph output."""
     outputs = set(graph.outputs)
-    chain, value, zero_nan_rows = [], fgs.outputs[0], 0
+    chain, value, zero_nan_rows, casts = [], fgs.outputs[0], 0, 0
     while True:
         uses = list(value.uses())
         if value in outputs:
@@ -886,10 +886,10 @@ def _attention_chain(fgs: ir.Node, graph: ir.Graph):
             value, zero_nan_rows = pair[1].outputs[0], 1
             continue
         user, index = uses[0]
-        if user.op_type == "Cast" and user.domain == "" and len(chain) - 2 * zero_nan_rows < 2 and \
+        if user.op_type == "Cast" and user.domain == "" and casts < 2 and \
                 _attr(user, "to", None) in (fgs.outputs[0].dtype.value, ir.DataType.FLOAT.value):
             chain.append(user)
-            value = user.outputs[0]
+            value, casts = user.outputs[0], casts + 1
             continue
         if user.op_type != "MatMul" or user.domain != "" or index != 0:
             return None, f"P is read by {user.op_type or '?'} (input {index}), not as MatMul(P, V)", None
