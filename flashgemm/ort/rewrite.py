@@ -286,7 +286,9 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             _fail("the scores' dtype is unknown", scores)
         if dtype not in SUPPORTED:
             _fail(f"the scores are {_dtype_name(dtype)}: FusedGemmSoftmax takes float16/bfloat16 only "
-                  f"(export the model in float16; no implicit cast)", scores)
+                  f"(export the model in float16; no implicit cast. A float16 model whose export computes "
+                  f"attention in float32, as TorchScript's export of SDPA attention does, fuses when exported with "
+                  f"the dynamo exporter or attn_implementation=\"eager\")", scores)
         a_shape, b_shape = _shape(a), _shape(b)
         if a_shape is None or b_shape is None:
             _fail(f"MatMul input rank unknown (A {_fmt(a_shape)}, B {_fmt(b_shape)})", scores)
