@@ -10,15 +10,18 @@ neither S nor P reaches memory.
 Canonical shapes: Q [B0, B1, M, K]; K [B0, B1, K, N], or [B0, B1, N, K] with trans_b (the exporters' K^T); V
 [B0, B1, N, D]; bias and mask [B0, B1, M, N] through strides; O [B0, B1, M, D], contiguous.
 
-Special values, as the unfused MatMul(Softmax(...), V) computes them (flashgemm/op/reference.py:
+Special values, exactly as the unfused MatMul(FusedGemmSoftmax(...), V) computes them (flashgemm/op/reference.py:
 fused_attention_ref): a row whose unmasked logits hold a NaN or +inf is NaN (its row_sum is NaN); a NaN or inf in V
-reaches every row that is not fully masked (0 * NaN is NaN); a fully masked row is all zeros.
+reaches every row (0 * NaN is NaN), so a fully masked row (P's row 0) is 0 * V: zeros, NaN in a column of V holding a
+NaN or inf. Its "O_acc" sums exactly that; "O" keeps it as 0 or NaN (not the sum's inf).
 
-zero_nan_rows (a runtime int32, the ONNX op's attribute): a NaN row is all zeros as well, as in exports of PyTorch's
-scaled_dot_product_attention, which write Where(IsNaN(P), 0, P) before P V. Such a row is then treated exactly as a
-fully masked one: the export's 0 * V would still be NaN in a column of V holding a NaN or inf, the kernels' row is 0.
+zero_nan_rows (a runtime int32, the ONNX op's attribute): a NaN row is P's zero row as well, as in exports of
+PyTorch's scaled_dot_product_attention, which write Where(IsNaN(P), 0, P) before P V: its NaN probabilities go to
+"O_acc" as 0 (its other ones lie in [0, 1], so O_acc stays finite unless V is not), and "O" stores 0 * V.
 """
 from __future__ import annotations
+
+import math
 
 import tvm
 from tvm.script import tirx as T
@@ -26,6 +29,24 @@ from tvm.script import tirx as T
 from flashgemm.op.variant import MASKED_AT_OR_BELOW, Variant
 
 NEG_INF = float("-inf")
+
+
+def zero_row(row_sum, zero_nan_rows):
+    """Whether P's row is 0: fully masked (row_sum = 0), or NaN (row_sum is) with zero_nan_rows != 0 (the export's
+    Where(IsNaN(P), 0, P) before P V)."""
+    return tvm.tirx.Or(row_sum == T.float32(0), tvm.tirx.And(zero_nan_rows != 0, T.isnan(row_sum)))
+
+
+def zero_or_o(o_acc, row_sum, zero_nan_rows):
+    """O's element from its accumulator: o_acc / row_sum, or for a zero row (zero_row; its o_acc summed 0 * V
+    only, or finite multiples of V) 0 * V: 0, NaN where o_acc is not finite."""
+    return T.Select(zero_row(row_sum, zero_nan_rows),
+                    T.Select(T.isfinite(o_acc), T.float32(0), T.float32(math.nan)), o_acc / row_sum)
+
+
+def zeroed(e, zero_nan_rows):
+    """A probability on its way to O_acc: NaN becomes 0 with zero_nan_rows (a NaN row's O is then 0 * V)."""
+    return T.Select(tvm.tirx.And(zero_nan_rows != 0, T.isnan(e)), T.float32(0), e)
 
 
 def _strides(name: str, n: int):
@@ -145,7 +166,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
                         O_acc[v0, v1, vi, vd] = T.float32(0)
                     O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + T.Select(
                         vc * CW + vjc < N,
-                        E_o[v0, v1, vi, vc, vjc] * T.cast(V[v0, v1, T.min(vc * CW + vjc, N - 1), vd], "float32"),
+                        zeroed(E_o[v0, v1, vi, vc, vjc], zero_nan_rows) * T.cast(
+                            V[v0, v1, T.min(vc * CW + vjc, N - 1), vd], "float32"),
                         T.float32(0))
         else:
             for b0, b1, i, j, d in T.grid(B0, B1, M, N, D):  # d innermost: V's rows and O_acc unit-stride in it
@@ -153,17 +175,14 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
                     v0, v1, vi, vj, vd = T.axis.remap("SSSRS", [b0, b1, i, j, d])
                     with T.init():
                         O_acc[v0, v1, vi, vd] = T.float32(0)
-                    O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + E[v0, v1, vi, vj] * T.cast(V[v0, v1, vj, vd],
-                                                                                               "float32")
+                    O_acc[v0, v1, vi, vd] = O_acc[v0, v1, vi, vd] + zeroed(E[v0, v1, vi, vj], zero_nan_rows) * T.cast(
+                        V[v0, v1, vj, vd], "float32")
         for b0, b1, i, d in T.grid(B0, B1, M, D):
             with T.sblock("O"):
                 v0, v1, vi, vd = T.axis.remap("SSSS", [b0, b1, i, d])
-                # a fully masked row (row_sum = 0) is 0; a NaN row_sum takes the division (NaN row) unless
-                # zero_nan_rows makes it 0
-                O[v0, v1, vi, vd] = T.cast(T.if_then_else(
-                    tvm.tirx.Or(row_sum[v0, v1, vi] == T.float32(0),
-                                tvm.tirx.And(zero_nan_rows != 0, T.isnan(row_sum[v0, v1, vi]))),
-                    T.float32(0), O_acc[v0, v1, vi, vd] / row_sum[v0, v1, vi]), dt)
+                # a zero row (row_sum = 0, or NaN with zero_nan_rows) is 0 * V; a NaN row_sum otherwise takes the
+                # division (NaN row)
+                O[v0, v1, vi, vd] = T.cast(zero_or_o(O_acc[v0, v1, vi, vd], row_sum[v0, v1, vi], zero_nan_rows), dt)
 
     func = fused_attention
     q, k, v, bias, mask, o, scale, zero_nan_rows = func.params

@@ -16,11 +16,11 @@ cp.async):
         running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new)
         P = exp2(logit - m) cast to the input type in registers: the S accumulator's layout is the A fragment's
         O += P V: mma.sync, B fragments by ldmatrix.trans of V's [BN, D] chunk
-    O = O / (l summed over the quad), 0 where the row is fully masked (l = 0), or NaN (zero_nan_rows)
+    O = O / (l summed over the quad); a zero row (fully masked, l = 0, or NaN with zero_nan_rows) 0 * V
 
 Causal tiles skip the chunks past their diagonal, where the unfused graph's 0 * V is still NaN for a NaN or inf in V:
 a first kernel of the same function ("V_last") records, per band of V's rows, 1 + the last row of each column that
-holds one, and a tile makes O's column NaN (rows not fully masked) when that row is past its last chunk. V is read
+holds one, and a tile makes O's column NaN when that row is past its last chunk. V is read
 once more for it, in 16-byte copies (19 us of the causal prefill shape's 430-660: BENCHMARKS.md), instead of once a
 tile.
 
@@ -30,7 +30,9 @@ reads fall in distinct bank groups.
 
 Special values as the definition: exp2 of the logit's log2-scaled distance to the running max (a NaN or +inf
 logit makes the row's sum NaN, so its O is NaN); the running max starts at float32's lowest, so a fully masked
-row's probabilities are 0, never NaN. Rows past M and columns past N read row M - 1 and column N - 1 (clamped
+row's probabilities are 0, never NaN, and its accumulator sums 0 * V: 0, or NaN where V's column holds a NaN or
+inf (zero_or_o). With zero_nan_rows a NaN row's probabilities go to P V as 0 (l stays NaN) and it is stored as a
+fully masked one. Rows past M and columns past N read row M - 1 and column N - 1 (clamped
 addresses) and are masked (-inf) or not stored.
 
 Requirements (the bundle entry records them; dispatch checks them): every pointer 16-byte aligned, K (the head
@@ -44,6 +46,7 @@ from types import SimpleNamespace
 import tvm
 from tvm.script import tirx as T
 
+from flashgemm.kernel.fused_attention import zero_or_o
 from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, MASKED_AT_OR_BELOW, Variant
 
 HEAD_SIZES = ATTENTION_HEAD_SIZES
@@ -198,16 +201,25 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                                                   * alpha[mi * 2 + h])
 
     @T.macro
-    def online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
-        """softmax_chunk, then O rescaled."""
+    def online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4,
+                       zero_nan_rows):
+        """softmax_chunk, then O rescaled. zero_nan_rows: a NaN row's l stays NaN, but its NaN probabilities and
+        rescale factors (+inf - +inf) become 0 and 1, so that its O accumulator stays finite unless V's column is
+        not: what store_o needs for the row's 0 * V."""
         softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4)
+        if zero_nan_rows != 0:
+            for i in T.unroll(mt * NTS * 4):
+                s_acc[i] = T.Select(T.isnan(s_acc[i]), T.float32(0), s_acc[i])
+            for i in T.unroll(mt * 2):
+                alpha[i] = T.Select(T.isnan(alpha[i]), T.float32(1), alpha[i])
         rescale_o(o_acc, alpha)
 
     @T.macro
     def store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid, zero_nan_rows):
-        """O = O / l (quad sum), 0 where the row is fully masked (l = 0) and NaN where l is, or 0 there too with
-        zero_nan_rows != 0. Causal: the chunks past the tile's diagonal were skipped, but the unfused graph's 0 * V is
-        still NaN in each column of V holding a NaN or inf from row n_end on (V_last)."""
+        """O = O / l (quad sum), NaN where l is; a zero row (zero_row: fully masked, or NaN with zero_nan_rows) is
+        the unfused graph's 0 * V: its accumulator summed only 0 * V, so it is 0, or non-finite in a column of V
+        holding a NaN or inf. Causal: the chunks past the tile's diagonal were skipped, but 0 * V is still NaN in each
+        column of V holding a NaN or inf from row n_end on (V_last)."""
         if causal:
             for i in T.serial((D - tid + NT - 1) // NT):
                 v_bad[i * NT + tid] = 0
@@ -223,18 +235,12 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                     for dj in T.unroll(DTS):
                         for e in T.unroll(2):
                             O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(
-                                zero_row(l_run[mi * 2 + h], zero_nan_rows), T.float32(0),
-                                T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
-                                         o_acc[(mi * DTS + dj) * 4 + h * 2 + e] / l_run[mi * 2 + h])), dt)
+                                v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
+                                zero_or_o(o_acc[(mi * DTS + dj) * 4 + h * 2 + e], l_run[mi * 2 + h],
+                                          zero_nan_rows)), dt)
 
     return SimpleNamespace(record_v_last=record_v_last, logits=logits, softmax_chunk=softmax_chunk,
                            online_softmax=online_softmax, store_o=store_o)
-
-
-def zero_row(row_sum, zero_nan_rows):
-    """Whether O's row is 0: fully masked (row_sum = 0), or NaN (row_sum is) with zero_nan_rows != 0 (the export's
-    Where(IsNaN(P), 0, P) before P V; flashgemm/kernel/fused_attention.py)."""
-    return tvm.tirx.Or(row_sum == T.float32(0), tvm.tirx.And(zero_nan_rows != 0, T.isnan(row_sum)))
 
 
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
@@ -399,7 +405,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                                         s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
                                                         dtype="float32")
                                     parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                         scale_l2, b0, b1, m0, n0, w, g, t4)
+                                                         scale_l2, b0, b1, m0, n0, w, g, t4, zero_nan_rows)
                                     for i in T.unroll(mt * NTS * 4):
                                         p_frag[i] = T.cast(s_acc[i], dt)
                                     # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)

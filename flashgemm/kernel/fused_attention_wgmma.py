@@ -289,7 +289,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     T.ptx.wgmma.wait_group.sync.aligned(0)
                                     fence_operands(s_acc, NTS * 4)
                                     parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                         scale_l2, b0, b1, m0, j * BN, w, g, t4)
+                                                         scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
                                     for i in T.unroll(NTS * 2):
                                         p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
                                     issue_o(o_acc, p_frag, addr0, j % stages)

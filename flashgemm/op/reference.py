@@ -51,11 +51,11 @@ def fused_attention_ref(q, k, v, bias=None, mask=None, *, scale=1.0, trans_b=Fal
                         zero_nan_rows=False):
     """O = softmax_rowwise(scale * Q @ K + bias + mask) @ V in float64: FusedGemmSoftmax's P (fused_gemm_softmax_ref:
     masks, causal, special values) times V, as the unfused MatMul computes it (a NaN or inf in V reaches every row,
-    0 * NaN being NaN), except that a fully masked row is all zeros, and with zero_nan_rows a NaN row too. k:
-    [..., K, N], or [..., N, K] with trans_b (the exporters' K^T); v: [..., N, D]. Returns float64."""
+    0 * NaN being NaN: a fully masked row is 0, NaN in a column of V holding a NaN or inf). zero_nan_rows: P's NaN rows
+    are zero rows first, as Where(IsNaN(P), 0, P) makes them. k: [..., K, N], or [..., N, K] with trans_b (the
+    exporters' K^T); v: [..., N, D]. Returns float64."""
     p = fused_gemm_softmax_ref(q, k, bias, mask, scale=scale, trans_b=trans_b, causal=causal)
+    if zero_nan_rows:
+        p = np.where(np.isnan(p), 0.0, p)
     with np.errstate(invalid="ignore", over="ignore"):
-        o = np.matmul(p, np.asarray(v).astype(np.float64))
-    nan_row = np.any(np.isnan(p), axis=-1, keepdims=True)
-    zero = (~np.any(p != 0, axis=-1, keepdims=True) & ~nan_row) | (nan_row & bool(zero_nan_rows))
-    return np.where(zero, 0.0, o)
+        return np.matmul(p, np.asarray(v).astype(np.float64))
