@@ -1,7 +1,8 @@
 """FusedAttention's definition (flashgemm/kernel/fused_attention.py) compiled as the generic llvm kernel
 (flashgemm/spaces/llvm.attention_generic_schedule) against the FP64 reference (fused_attention_ref): every variant,
-odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows; NaN rows zeroed with zero_nan_rows). (The
-tensor-core kernel runs only on a GPU: tests/test_ort_attention.py; tests/test_cuda_codegen.py builds it.)"""
+odd sizes, K^T and K, D != K, and the special values of the contract (NaN rows, V's NaN, fully masked rows; NaN rows
+zeroed with zero_nan_rows). (The tensor-core kernel runs only on a GPU: tests/test_ort_attention.py;
+tests/test_cuda_codegen.py builds it.)"""
 from __future__ import annotations
 
 import itertools
@@ -111,8 +112,8 @@ def test_nan_and_inf(kernels):
     assert not np.isnan(np.delete(out[0, 0, 5], 1)).any() and not np.any(np.delete(out[0, 0, 5], 1).astype(np.float32))
 
 
-@pytest.mark.parametrize("v", [Variant("float16", True, False, "bool", False), Variant("bfloat16", False, True, "add", True)],
-                         ids=lambda v: v.key)
+@pytest.mark.parametrize("v", [Variant("float16", True, False, "bool", False),
+                               Variant("bfloat16", False, True, "add", True)], ids=lambda v: v.key)
 def test_zero_nan_rows(kernels, v):
     """zero_nan_rows: a NaN row (a NaN in Q, an unmasked +inf logit) is P's zero row, as the SDPA export's
     Where(IsNaN(P), 0, P) makes it, so O's row is 0 * V: zeros, NaN in V's NaN column; every other row is as without

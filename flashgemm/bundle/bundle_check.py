@@ -9,10 +9,10 @@ bound (_any_length_sizes); a generic kernel runs an odd shape (M, N, K not
 multiples of 16) with a fully masked row where the variant has a mask. Every run also has NaN and +inf in a few rows
 (poke_special_values), whose expected output (NaN rows, or zeros for a fully masked row) the FP64 reference gives.
 FusedAttention's kernels run with a V beside (NaN in its last row of the first head, which reaches its column of
-every row, fully masked ones included), once with zero_nan_rows and once without: the generic one at an odd shape with D != K, a tensor-core one (a head_size) at a partial row
-tile and column chunk and at a shape where causal tiles skip columns. FusedGemmSoftmax's tensor-core kernels (a
-head_size) run those shapes and one for each width of P's stores (N % 8, % 4, % 2, odd). Tolerances as the tests:
-fp16 atol 2e-3, bf16 atol 1.6e-2.
+every row, fully masked ones included), once with zero_nan_rows and once without: the generic one at an odd shape
+with D != K, a tensor-core one (a head_size) at a partial row tile and column chunk and at a shape where causal tiles
+skip columns. FusedGemmSoftmax's tensor-core kernels (a head_size) run those shapes and one for each width of P's
+stores (N % 8, % 4, % 2, odd). Tolerances as the tests: fp16 atol 2e-3, bf16 atol 1.6e-2.
 """
 from __future__ import annotations
 
@@ -172,8 +172,8 @@ def device_args(dev, a, b, bias, mask) -> list:
 
 def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = None) -> dict:
     """Run one manifest function (at `sizes`, default its first of sizes_of) on random inputs with special values
-    poked into a few rows (poke_special_values; a FusedAttention kernel with zero_nan_rows 0 and 1); returns {name, sizes, max_abs_err, nan_ok, poked, nan_rows, ok,
-    kind}."""
+    poked into a few rows (poke_special_values; a FusedAttention kernel with zero_nan_rows 0 and 1); returns {name,
+    sizes, max_abs_err, nan_ok, poked, nan_rows, ok, kind}."""
     b0, b1, m, n, k = sizes = sizes or sizes_of(fn)[0]
     dtype = fn["dtype"]
     attention = fn.get("op", "FusedGemmSoftmax") == "FusedAttention"

@@ -4,7 +4,7 @@ The definition form, with every size symbolic (B0, B1, M, N, K and V's head size
 broadcast): what the generic kernels compile. Blocks: "S" (fp32 Q·K), "row_max", "exp", "row_sum" exactly as
 FusedGemmSoftmax's one-pass form (flashgemm/kernel/fused_gemm_softmax.py: its masking and special-value contract
 holds here unchanged), then "O_acc" (fp32 sum over the row's columns of exp · V) and "O" (O_acc / row_sum, a fully
-masked row's 0, a NaN row's 0 with zero_nan_rows != 0). A schedule computes the whole row pipeline at the row, so
+masked row's 0 * V, a NaN row's too with zero_nan_rows != 0). A schedule computes the whole row pipeline at the row, so
 neither S nor P reaches memory.
 
 Canonical shapes: Q [B0, B1, M, K]; K [B0, B1, K, N], or [B0, B1, N, K] with trans_b (the exporters' K^T); V

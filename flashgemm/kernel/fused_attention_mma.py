@@ -255,8 +255,8 @@ def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.Pri
 def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,
                  name: str = "main") -> tvm.tirx.PrimFunc:
     """The kernel fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows) for head size `d` (Q and K's K = V's D = d),
-    B0, B1, M, N symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn` columns,
-    `stages` shared buffers for the K/V chunks."""
+    B0, B1, M, N symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn`
+    columns, `stages` shared buffers for the K/V chunks."""
     if d not in HEAD_SIZES:
         raise ValueError(f"head size {d}: the mma kernel has {HEAD_SIZES}")
     if not warps:  # the shipped tile
