@@ -1,7 +1,7 @@
 // flashgemm::FusedGemmSoftmax(A, B, [bias], [mask]) -> P = softmax_rowwise(scale * A @ B + bias + mask), causal opt.
 // flashgemm::FusedAttention(Q, K, V, [bias], [mask]) -> O = FusedGemmSoftmax(Q, K, bias, mask) @ V, P never stored:
 // the same attributes, masks, broadcasting and special values; V [..., N, D] broadcasts to P's batch dims. Its own
-// attribute zero_nan_rows (0 | 1) makes a NaN row of P a row of zeros, as exports of PyTorch's SDPA write it.
+// attribute zero_nan_rows (0 | 1) makes a NaN row of P a zero row (O's row 0 · V), as exports of PyTorch's SDPA do.
 //
 // Types: A, B, bias, an additive mask and P share one T in {float16, bfloat16}; the mask may instead be bool.
 // ORT infers a custom op's output type from the kernel registrations, so the op is registered once per T with A
