@@ -108,6 +108,8 @@ _IDLE_S = float(os.environ.get("FLASHGEMM_RPC_IDLE_S", "2"))
 _lock = threading.Lock()
 _held: dict = {"session": None, "config": None, "born": 0.0, "used": 0.0, "busy": False, "ok": False, "args": None}
 _reaper: list = []
+_POLL_S = 1.0  # how often a worker waiting for a session asks the tracker whether any server is left
+GONE_GRACE_S = 5.0  # no server listed this long: they are gone (a server re-registers within ms of a session)
 _ARGS_KEPT = 2  # workloads whose arguments a session keeps (flashgemm-tune --jobs 2 may alternate between two)
 
 
@@ -134,14 +136,44 @@ def _reap_idle() -> None:
 
 def _request(rpc_config: ms.runner.RPCConfig):
     """A new session; an error instead of TVM's endless wait when no server is free for FLASHGEMM_RPC_WAIT_S
-    seconds (default: long enough for every other worker's candidate to finish)."""
+    seconds (default: long enough for every other worker's candidate to finish), or at once (after
+    GONE_GRACE_S) when the tracker lists no server under the key at all: the servers are gone, and each of a
+    batch's candidates waiting out the full time would stall the run for hours before it stops."""
     wait = float(os.environ.get(ENV_WAIT, 0)) or max(120.0, 3.0 * rpc_config.session_timeout_sec)
-    session, err = _within(wait, rpc_config.connect_server)
-    if session is not None:
-        return session
+    tracker = Tracker(rpc_config.tracker_host, rpc_config.tracker_port, rpc_config.tracker_key)
+    out: dict = {}
+
+    def _call():
+        try:
+            out["value"] = rpc_config.connect_server()
+        except Exception as err:  # noqa: BLE001
+            out["error"] = err
+
+    t = threading.Thread(target=_call, daemon=True)
+    t.start()
+    start = time.time()
+    empty_since = None
+    why = f"within {wait:.0f} s"
+    while t.is_alive() and time.time() - start < wait:
+        t.join(_POLL_S)
+        if not t.is_alive():
+            break
+        try:
+            listed = server_count(tracker, timeout=_POLL_S * 5)
+        except TrackerError:
+            listed = 0  # the tracker is gone too: no server can be handed out
+        if listed:
+            empty_since = None
+        elif empty_since is None:
+            empty_since = time.time()
+        elif time.time() - empty_since >= GONE_GRACE_S:
+            why = f"(none has been registered with the tracker for {GONE_GRACE_S:.0f} s)"
+            break
+    if out.get("value") is not None:
+        return out["value"]
+    err = out.get("error")
     raise RuntimeError(f"{NO_SERVER} under key {rpc_config.tracker_key!r} at "
-                       f"{rpc_config.tracker_host}:{rpc_config.tracker_port} within {wait:.0f} s"
-                       + (f": {err}" if err else ""))
+                       f"{rpc_config.tracker_host}:{rpc_config.tracker_port} {why}" + (f": {err}" if err else ""))
 
 
 def create_session(rpc_config: ms.runner.RPCConfig):
