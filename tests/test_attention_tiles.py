@@ -62,28 +62,27 @@ def test_a_record_names_its_tile_and_its_kernel_is_the_tiles_at_the_shape(tmp_pa
         [str(a.as_json()) for a in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
 
 
-def test_a_candidate_builds_through_the_builder():
+def test_a_candidate_builds_through_the_tuners_builder():
+    """flashgemm-tune's CUDA builder (cuda_build.f_build) builds the tile a FusedAttention candidate draws."""
+    from flashgemm.spaces import cuda_space  # noqa: PLC0415
     mod = at.workload_module(Variant("bfloat16", False, True, "bool", True), at.Shape(1, 2, 128, 192, 80), 0.1)
     sch = at.design_space("sm_80").generate_design_space(mod)[0]
-    builder = ms.builder.LocalBuilder(max_workers=1, f_build=at.f_build, timeout_sec=600)
+    builder = cuda_space.builder("sm_80", 1)
     (res,) = builder.build([ms.builder.BuilderInput(sch.mod, targets.tvm_target("sm_80"))])
     assert res.error_msg is None, res.error_msg[-2000:]
     assert os.path.getsize(res.artifact_path) > 0
 
 
-def test_the_evolutionary_search_measures_each_tile_once_and_keeps_the_fastest(tmp_path):
-    """XGBoost model, MutateCategorical, a stand-in builder and runner (a tile's time: its distance from tile 3)."""
-    mod = at.workload_module(F16, SHAPE, 0.125)
-    options = at.tiles("sm_90", F16, 64)
-    measured = []
-
+def _stand_ins(options, workdir, measured, fastest=3):
+    """A builder and runner in place of nvcc and the GPU: a candidate's time is its tile's distance from
+    options[fastest]."""
     @derived_object
     class StandInBuilder(ms.builder.PyBuilder):
         def build(self, inputs):
             out = []
             for i in inputs:
                 # (a directory each: Meta-Schedule's RemoveBuildArtifact removes the artifact's directory)
-                path = os.path.join(tempfile.mkdtemp(dir=tmp_path), str(options.index(at.tile_of(i.mod))))
+                path = os.path.join(tempfile.mkdtemp(dir=workdir), str(options.index(at.tile_of(i.mod))))
                 open(path, "w").close()
                 out.append(ms.builder.BuilderResult(path, None))
             return out
@@ -95,9 +94,18 @@ def test_the_evolutionary_search_measures_each_tile_once_and_keeps_the_fastest(t
             for i in inputs:
                 idx = int(os.path.basename(i.artifact_path))
                 measured.append(idx)
-                out.append(ms.runner.LocalRunnerFuture([1e-5 * (1 + abs(idx - 3))], None))
+                out.append(ms.runner.LocalRunnerFuture([1e-5 * (1 + abs(idx - fastest))], None))
             return out
 
+    return StandInBuilder(), StandInRunner()
+
+
+def test_the_evolutionary_search_measures_each_tile_once_and_keeps_the_fastest(tmp_path):
+    """XGBoost model, MutateCategorical, stand-ins for the builder and the runner."""
+    mod = at.workload_module(F16, SHAPE, 0.125)
+    options = at.tiles("sm_90", F16, 64)
+    measured = []
+    builder, runner = _stand_ins(options, tmp_path, measured)
     ctx = ms.TuneContext(mod=mod, target=targets.tvm_target("sm_90"), space_generator=at.design_space("sm_90"),
                          search_strategy=ms.search_strategy.EvolutionarySearch(population_size=16,
                                                                                 init_min_unmeasured=4),
@@ -105,10 +113,39 @@ def test_the_evolutionary_search_measures_each_tile_once_and_keeps_the_fastest(t
     (tmp_path / "db").mkdir()
     db = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"))
     ms.tune.tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=str(tmp_path / "work"), max_trials_global=64,
-                       num_trials_per_iter=4, builder=StandInBuilder(), runner=StandInRunner(), database=db,
+                       num_trials_per_iter=4, builder=builder, runner=runner, database=db,
                        cost_model="xgb", task_scheduler="round-robin")
     assert sorted(measured) == list(range(len(options)))  # every tile, once, then the search stops
     best = db.get_top_k(db.commit_workload(mod), 1)[0]
     sch = tvm.s_tir.Schedule(mod)
     best.trace.apply_to_schedule(sch, remove_postproc=False)
     assert at.tile_of(sch.mod) == options[3]
+
+
+def test_flashgemm_tune_tunes_attention_into_its_own_database(tmp_path, monkeypatch):
+    """tune() of an attention=1 workload: the attention form, its own database directory, the fastest tile first;
+    the CPU and head sizes without the kernels are refused with the fix."""
+    from flashgemm.op.workloads import parse  # noqa: PLC0415
+    from flashgemm.tune import database as dbm, search, tuner  # noqa: PLC0415
+
+    wl = parse("a=1x2x128x64,b=1x2x256x64,transB=1,scale=0.125,attention=1,name=att")
+    assert wl.dir_name == "att.attention.f16" and "attention=1" in wl.spec()
+    options = at.tiles("sm_90", F16, 64)
+    measured = []
+    monkeypatch.setattr(search, "builder_runner", lambda *a, **k: _stand_ins(options, tmp_path, measured, 5))
+    prov = tuner.tune(wl, "sm_90", len(options), db_root=tmp_path, batch_size=4, progress=False,
+                      log=lambda *_: None)
+    assert prov["trials"] == len(options) and prov["runs"][-1]["forms"] == ["attention"]
+    assert sorted(measured) == list(range(len(options)))
+    wl_dir = dbm.workload_dir(tmp_path, "sm_90", wl.dir_name)
+    from flashgemm.spaces.kernel_forms import tuning_modules  # noqa: PLC0415
+    mods = [m for _, m in tuning_modules(wl, "sm_90")]
+    db = dbm.open_json_db(wl_dir)
+    top = dbm.top_records(mods, [db], 1)
+    sch = tvm.s_tir.Schedule(mods[0])
+    top[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    assert at.tile_of(sch.mod) == options[5]
+    with pytest.raises(ValueError, match="tuned on the CUDA targets"):
+        tuner.tune(wl, "llvm", 4, db_root=tmp_path, progress=False, log=lambda *_: None)
+    with pytest.raises(ValueError, match="head size .K. 48 has no FusedAttention tensor-core kernel"):
+        parse("a=1x2x128x48,b=1x2x256x48,transB=1,attention=1")

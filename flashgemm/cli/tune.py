@@ -31,6 +31,7 @@ are measured, so more GPUs are kept busy than one workload's measuring stage can
   flashgemm-rpc-cluster run -- flashgemm-tune --target sm_90 --workload w2 --runner rpc --searches 4
 """
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -39,7 +40,7 @@ from flashgemm.cli.usage import ArgumentParser, count, number
 
 
 def main(argv=None) -> int:
-    from flashgemm.op.workloads import PRESETS, parse  # noqa: PLC0415  (keep --help fast)
+    from flashgemm.op.workloads import PRESETS, check_attention, parse  # noqa: PLC0415  (keep --help fast)
 
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
@@ -50,6 +51,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lengths", default="128,256,512", metavar="L1,L2,...",
                     help="for the symbolic sites of --from-model models: the sequence lengths whose any-length "
                          "kernels to tune (each length's bound; default 128,256,512)")
+    ap.add_argument("--attention", action="store_true",
+                    help="tune FusedAttention (O = P.V, never writing P) at the workloads' shapes instead of "
+                         "FusedGemmSoftmax: its tensor-core tiles, CUDA targets only (same as attention=1 in a spec)")
     ap.add_argument("--dtype", default=None, choices=["float16", "bfloat16", "both"],
                     help="override the workload's dtype; 'both' tunes each")
     ap.add_argument("--trials", type=count(1), default=1024, help="total candidates per workload (default 1024)")
@@ -173,6 +177,8 @@ def main(argv=None) -> int:
                     + "".join(f"\n  {s}" for s in dynamic))
             specs += dynamic
         workloads = [parse(w, d) for w in specs for d in dtypes]
+        if args.attention:
+            workloads = [check_attention(dataclasses.replace(w, attention=True)) for w in workloads]
         tracker = rpc_runner.parse_tracker(args.tracker, args.key) if args.runner == "rpc" else None
     except (ValueError, targets.TargetError, rpc_runner.TrackerError) as err:
         ap.error(str(err))

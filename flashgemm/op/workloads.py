@@ -7,7 +7,8 @@ instance is written as a spec string, e.g.
 
 Keys: a, b (shapes, 'x'-separated), transB (0/1), causal (0/1), scale (float), bias (shape),
 mask (shape, optionally ':bool' or ':add'; additive by default), dtype (float16|bfloat16), anylength (0/1: the
-any-length kernel whose bound is the spec's M x N, flashgemm/bundle/any_length.py).
+any-length kernel whose bound is the spec's M x N, flashgemm/bundle/any_length.py), attention (0/1: FusedAttention,
+O = P.V with V [.., N, K], instead of FusedGemmSoftmax; a preset too, with flashgemm-tune --attention).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import hashlib
 import re
 from typing import Optional
 
-from flashgemm.op.variant import DTYPES, CanonicalShape, Variant, canonicalize
+from flashgemm.op.variant import ATTENTION_HEAD_SIZES, DTYPES, CanonicalShape, Variant, canonicalize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +35,9 @@ class Workload:
     # an any-length workload (flashgemm/bundle/any_length.py): the kernel of the any-length form whose bound is
     # this M x N, tuned at the bound (every call it serves is at most that long: its time there bounds theirs)
     any_length: bool = False
+    # FusedAttention (O = P.V, V [.., N, K]: the head size is K) instead of FusedGemmSoftmax: its own database,
+    # tuned over its tensor-core tiles (flashgemm/spaces/attention_tiles)
+    attention: bool = False
 
     @property
     def bound(self) -> Optional[tuple]:
@@ -51,7 +55,7 @@ class Workload:
     @property
     def dir_name(self) -> str:
         """Directory under flashgemm/databases/<target>/ (dtype included: one database per dtype)."""
-        return f"{self.name}.{DTYPES[self.dtype]}"
+        return f"{self.name}{'.attention' if self.attention else ''}.{DTYPES[self.dtype]}"
 
     def spec(self) -> str:
         parts = [f"a={_fmt(self.a_shape)}", f"b={_fmt(self.b_shape)}", f"transB={int(self.trans_b)}",
@@ -62,6 +66,8 @@ class Workload:
             parts.append(f"mask={_fmt(self.mask_shape)}:{self.mask_kind}")
         if self.any_length:
             parts.append("anylength=1")
+        if self.attention:
+            parts.append("attention=1")
         return ",".join(parts)
 
     def to_json(self) -> dict:
@@ -69,6 +75,19 @@ class Workload:
 
     def with_dtype(self, dtype: str) -> "Workload":
         return dataclasses.replace(self, dtype=dtype)
+
+
+def check_attention(wl: Workload) -> Workload:
+    """A FusedAttention workload: a head size with the tensor-core kernels, not an any-length one (its kernels take
+    any length already). Raises ValueError naming the fix."""
+    k = wl.canonical.sizes[4]
+    if k not in ATTENTION_HEAD_SIZES:
+        raise ValueError(f"attention=1: head size (K) {k} has no FusedAttention tensor-core kernel to tune (head sizes "
+                         f"{', '.join(map(str, ATTENTION_HEAD_SIZES))}); its calls run the generic kernel")
+    if wl.any_length:
+        raise ValueError("attention=1 with anylength=1: FusedAttention's kernels serve any length already; drop "
+                         "anylength")
+    return wl
 
 
 def _fmt(shape) -> str:
@@ -134,10 +153,11 @@ def parse(text: str, dtype: Optional[str] = None) -> Workload:
         if not sep:
             raise ValueError(f"bad workload field {part!r}: expected key=value")
         fields[key.strip()] = value.strip()
-    unknown = set(fields) - {"a", "b", "transB", "causal", "scale", "bias", "mask", "dtype", "name", "anylength"}
+    unknown = set(fields) - {"a", "b", "transB", "causal", "scale", "bias", "mask", "dtype", "name", "anylength",
+                             "attention"}
     if unknown:
         raise ValueError(f"unknown workload keys {sorted(unknown)}; known: a, b, transB, causal, scale, bias, mask, "
-                         f"dtype, anylength")
+                         f"dtype, anylength, attention")
     if "a" not in fields or "b" not in fields:
         raise ValueError("a workload spec needs at least a=<shape> and b=<shape>")
     mask_shape, mask_kind = None, "none"
@@ -155,8 +175,10 @@ def parse(text: str, dtype: Optional[str] = None) -> Workload:
         trans_b=fields.get("transB", "0") == "1", scale=float(fields.get("scale", 1.0)),
         bias_shape=_shape(fields["bias"]) if "bias" in fields else None,
         mask_shape=mask_shape, mask_kind=mask_kind, causal=fields.get("causal", "0") == "1",
-        any_length=fields.get("anylength", "0") == "1")
+        any_length=fields.get("anylength", "0") == "1", attention=fields.get("attention", "0") == "1")
     wl.canonical  # noqa: B018  (validates the shapes; raises ShapeError, a ValueError)
+    if wl.attention:
+        check_attention(wl)
     digest = hashlib.sha1(wl.spec().encode()).hexdigest()[:8]  # scale and masks differ at equal sizes
     name = fields.get("name") or f"custom-{'x'.join(str(s) for s in wl.canonical.sizes)}-{digest}"
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):

@@ -10,6 +10,11 @@ schedule of one computation. So the space is one categorical draw:
     sketch    SampleCategorical over the target's tiles for the head size, annotated on block "S" (TILE_KEY);
               the tile list itself rides along as TILES_KEY, so a record names its kernel on its own
     builder   f_build: the annotated tile's kernel, specialized the same way, through compile_cuda
+              (flashgemm-tune's CUDA builder, codegen/cuda_build.f_build, hands such candidates here)
+
+`flashgemm-tune --attention` (or attention=1 in a spec) tunes a workload so, into its own database
+(<name>.attention.<dtype>). The bundle does not read those databases yet: it ships each head size's measured
+TILES (flashgemm/kernel/fused_attention_*.py).
 
 Records, databases, the evolutionary search (MutateCategorical moves the draw; the XGBoost model ranks the
 candidates by the workload's features, the same for every tile, so in effect the search measures the tiles in
@@ -136,6 +141,12 @@ def workload_module(variant: Variant, shape: Shape, scale: float) -> tvm.IRModul
     attrs = {"variant": [variant.dtype, variant.trans_b, variant.has_bias, variant.mask, variant.causal],
              "shape": [shape.b0, shape.b1, shape.m, shape.n, shape.d], "scale": float(scale)}
     return tvm.IRModule({"main": func.with_attr(ATTRS_KEY, json.dumps(attrs))})
+
+
+def is_workload(mod: tvm.IRModule) -> bool:
+    """Whether `mod` is a FusedAttention workload (or a candidate of one): its function carries ATTRS_KEY."""
+    func = mod["main"] if "main" in [g.name_hint for g in mod.get_global_vars()] else None
+    return func is not None and func.attrs is not None and ATTRS_KEY in func.attrs
 
 
 def _attrs(mod: tvm.IRModule) -> tuple:

@@ -53,6 +53,11 @@ def forms(workload: Workload, target_name: Optional[str] = None) -> list:
     the recompute form (flashgemm/spaces/cuda_recompute), tuned by default where rows are at least RECOMPUTE_AUTO_MIN_N
     long (tuned_forms). On sm_90, long rows also have the wide split-N form (wgmma only, CW = 256:
     cuda_split_n.WIDE_CHUNK), tuned by default beside the primary one."""
+    if workload.attention:  # FusedAttention: its tensor-core tiles (flashgemm/spaces/attention_tiles)
+        if target_name is not None and not targets.is_cuda(target_name):
+            raise ValueError(f"{workload.dir_name}: FusedAttention is tuned on the CUDA targets (its tensor-core "
+                             f"tiles); on {target_name} it runs its generic kernel")
+        return [Form("attention")]
     if workload.any_length:  # one form: the one-pass space over the bound, or on long rows its recompute form
         return [any_length_form(workload.variant, workload.bound, workload.canonical.sizes[4], target_name)]
     chunk = split_n_chunk(workload, target_name)
@@ -152,6 +157,11 @@ def tuned_forms(workload: Workload, target_name: Optional[str], padded_form: boo
 
 
 def form_module(workload: Workload, form: Form) -> tvm.IRModule:
+    if form.name == "attention":
+        from flashgemm.spaces import attention_tiles  # noqa: PLC0415
+        b0, b1, m, n, k = workload.canonical.sizes
+        return attention_tiles.workload_module(workload.variant, attention_tiles.Shape(b0, b1, m, n, k),
+                                               workload.scale)
     func = tuning_func(workload.variant, workload.canonical, workload.scale, chunk=form.chunk, pad=form.pad,
                        recompute=form.recompute, stat_cols=form.stat_cols, bound=form.bound)
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
@@ -176,8 +186,12 @@ def form_of(record, modules: list) -> Form:
     raise ValueError("the record belongs to none of the workload's forms")
 
 
-def design_space(target_name: str):
-    """Our Meta-Schedule design space for a target: the fused tensor-core space (CUDA) or the llvm one."""
+def design_space(target_name: str, mod: Optional[tvm.IRModule] = None):
+    """Our Meta-Schedule design space for a target: the fused tensor-core space (CUDA) or the llvm one; for a
+    FusedAttention workload `mod`, its tiles (flashgemm/spaces/attention_tiles)."""
+    from flashgemm.spaces import attention_tiles  # noqa: PLC0415
+    if mod is not None and attention_tiles.is_workload(mod):
+        return attention_tiles.design_space(target_name)
     if targets.is_cuda(target_name):
         from flashgemm.spaces import cuda_space  # noqa: PLC0415
         return cuda_space.design_space(target_name)

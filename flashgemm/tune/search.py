@@ -119,7 +119,8 @@ POPULATION_A_MEASURED_CANDIDATE = 8
 def space_points(mod: tvm.IRModule, target_name: str) -> Optional[int]:
     """The number of points of our design space on `mod` when every sampling decision of its sketches is categorical
     (a finite product per sketch); None when a sketch samples tile sizes or anything else."""
-    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name), space_generator=design_space(target_name),
+    ctx = ms.TuneContext(mod=mod, target=targets.tvm_target(target_name),
+                         space_generator=design_space(target_name, mod),
                          task_name="count", num_threads=1)
     total = 0
     for sketch in ctx.generate_design_space():
@@ -198,7 +199,7 @@ def run_search(workload: Workload, target_name: str, work: Path, budget: int, se
                 log(f"[tune] {workload.dir_name}: the {form.name} form's space has {points} points; its search "
                     f"population is {populations[-1]} (not {population})")
         tasks = [ms.TuneContext(
-            mod=mod, target=target, space_generator=design_space(target_name), task_name=name, rand_state=rs,
+            mod=mod, target=target, space_generator=design_space(target_name, mod), task_name=name, rand_state=rs,
             search_strategy=ms.search_strategy.ReplayTrace() if is_random else ms.search_strategy.EvolutionarySearch(
                 population_size=pop, init_min_unmeasured=min(50, pop)),
             num_threads=workers, logger=logger).clone()
