@@ -431,3 +431,23 @@ def test_rpc_tuning_on_the_local_gpu_times_each_candidate(tmp_path):
     assert prov["runs"][-1]["valid"] == 16
     times = [sum(r[1][1]) / len(r[1][1]) for r in _records(dbm.workload_dir(tmp_path, target, "vit-b16.f16"))]
     assert len({round(t * 1e7) for t in times}) >= 8, times  # 16 different kernels: not one time 16 times
+
+
+def test_a_batch_stops_the_run_when_every_built_candidate_found_no_server():
+    """Candidates that failed to build never asked for a server: a batch of no-server errors beside build errors
+    is a batch without servers (it used to be stored as invalid trials, and the run went on)."""
+    from tvm.s_tir import meta_schedule as ms  # noqa: PLC0415
+
+    from flashgemm.tune.stopping import Progress  # noqa: PLC0415
+    no_server = ms.runner.RunnerResult(None, f"RuntimeError: {rpc_runner.NO_SERVER} under key 'k' at h:1")
+    build_error = ms.runner.RunnerResult(None, "Build error")
+    measured = ms.runner.RunnerResult([1e-5], None)
+    built, broken = ms.builder.BuilderResult("/nonexistent/a", None), ms.builder.BuilderResult(None, "nvcc failed")
+    prog = Progress(0, float("inf"), lambda p: None)._inst  # (the Python object: no task scheduler to pass)
+    with pytest.raises(rpc_runner.NoServerError, match="no RPC server answered"):
+        prog.apply(None, 0, [], [built, broken, built], [no_server, build_error, no_server])
+    assert prog.done == 0  # nothing counted: the batch is redone on resume
+    prog.apply(None, 0, [], [built, broken, built], [no_server, build_error, measured])
+    assert (prog.done, prog.valid, prog.invalid) == (3, 1, 2)  # one server answered: the batch counts
+    prog.apply(None, 0, [], [broken, broken], [build_error, build_error])
+    assert (prog.done, prog.invalid) == (5, 4)  # nothing built: nothing to say about servers

@@ -36,10 +36,12 @@ class Progress(ms.measure_callback.PyMeasureCallback):
         self.on_batch = on_batch
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        # Runs before Meta-Schedule's own callbacks: a batch in which no candidate got an RPC server stops
-        # the run here, before it is stored as trials (the servers are gone; a resumed run redoes it).
-        if runner_results and all(rpc_runner.is_no_server(r.error_msg) for r in runner_results):
-            raise rpc_runner.NoServerError(str(runner_results[0].error_msg).strip().splitlines()[-1])
+        # Runs before Meta-Schedule's own callbacks: a batch in which no built candidate got an RPC server stops
+        # the run here, before it is stored as trials (the servers are gone; a resumed run redoes it). Candidates
+        # that failed to build never asked for a server: they do not count either way.
+        ran = [r for b, r in zip(builder_results, runner_results) if b.error_msg is None]
+        if ran and all(rpc_runner.is_no_server(r.error_msg) for r in ran):
+            raise rpc_runner.NoServerError(str(ran[0].error_msg).strip().splitlines()[-1])
         for b, r in zip(builder_results, runner_results):
             self.done += 1
             secs = None
