@@ -63,7 +63,7 @@ def test_a_record_names_its_tile_and_its_kernel_is_the_tiles_at_the_shape(tmp_pa
 
 
 def test_a_candidate_builds_through_the_tuners_builder():
-    """flashgemm-tune's CUDA builder (cuda_build.f_build) builds the tile a FusedAttention candidate draws."""
+    """flashgemm-tune's CUDA builder (cuda_space.f_build) builds the tile a FusedAttention candidate draws."""
     from flashgemm.spaces import cuda_space  # noqa: PLC0415
     mod = at.workload_module(Variant("bfloat16", False, True, "bool", True), at.Shape(1, 2, 128, 192, 80), 0.1)
     sch = at.design_space("sm_80").generate_design_space(mod)[0]

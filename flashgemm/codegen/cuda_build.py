@@ -363,13 +363,8 @@ def _compile_cuda(mod, target):
 
 
 def f_build(mod, target, _params=None):
-    """Meta-Schedule f_build: compile_cuda of the candidate (the default builder builds for the local GPU); a
-    FusedAttention candidate is the kernel of the tile it draws (flashgemm/spaces/attention_tiles)."""
+    """Meta-Schedule f_build: compile_cuda of the candidate (the default builder builds for the local GPU)."""
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # noqa: PLC0415
-
-    from flashgemm.spaces import attention_tiles  # noqa: PLC0415
-    if attention_tiles.is_workload(mod):
-        return attention_tiles.f_build(mod, target)
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return compile_cuda(mod, target).mod

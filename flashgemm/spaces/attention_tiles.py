@@ -10,7 +10,7 @@ schedule of one computation. So the space is one categorical draw:
     sketch    SampleCategorical over the target's tiles for the head size, annotated on block "S" (TILE_KEY);
               the tile list itself rides along as TILES_KEY, so a record names its kernel on its own
     builder   f_build: the annotated tile's kernel, specialized the same way, through compile_cuda
-              (flashgemm-tune's CUDA builder, codegen/cuda_build.f_build, hands such candidates here)
+              (flashgemm-tune's CUDA builder, cuda_space.f_build, hands such candidates here)
 
 `flashgemm-tune --attention` (or attention=1 in a spec) tunes a workload so, into its own database
 (<name>.attention.<dtype>). The bundle does not read those databases yet: it ships each head size's measured

@@ -62,7 +62,8 @@ from flashgemm.tvm_ext.tensor_intrin import intrin_group, shared_16x16_to_ldmatr
 from flashgemm.codegen.worker_init import ignore_stop_signals
 
 
-from flashgemm.codegen.cuda_build import PASS_CONFIG, compile_cuda, f_build  # noqa: E402,F401  (re-exported)
+from flashgemm.codegen import cuda_build  # noqa: E402
+from flashgemm.codegen.cuda_build import PASS_CONFIG, compile_cuda  # noqa: E402,F401  (re-exported)
 
 SMEM_LIMIT = targets.SMEM_LIMIT  # opt-in maximum of dynamic shared memory per block (bytes)
 MAX_WARPS = 8  # threads per block <= 256
@@ -439,6 +440,15 @@ def mutator_probs() -> dict:
 def build(mod, target_name: str):
     """Compile a scheduled module as the builder and the export do (cuda_build.compile_cuda)."""
     return compile_cuda(mod, targets.tvm_target(target_name))
+
+
+def f_build(mod, target, _params=None):
+    """Meta-Schedule f_build of the tuner's CUDA builder: cuda_build.f_build, or for a FusedAttention candidate the
+    kernel of the tile it draws (flashgemm/spaces/attention_tiles)."""
+    from flashgemm.spaces import attention_tiles  # noqa: PLC0415
+    if attention_tiles.is_workload(mod):
+        return attention_tiles.f_build(mod, target)
+    return cuda_build.f_build(mod, target, _params)
 
 
 def builder(target_name: str, workers: int, build_fn=f_build) -> ms.builder.Builder:
