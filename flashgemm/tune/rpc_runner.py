@@ -63,9 +63,10 @@ def parse_tracker(address: str | None, key: str | None) -> Tracker:
     return Tracker(host, int(port), key)
 
 
-def _within(seconds: float, fn):
+def _within(seconds: float, fn, keep_waiting=None):
     """fn() on a daemon thread: (its value, None), or (None, its exception or None) if it did not return in
-    time. TVM's tracker client retries and waits without end; this bounds it (the thread is abandoned)."""
+    time, or keep_waiting() (asked every _POLL_S while fn runs) said no. TVM's tracker client retries and waits
+    without end; this bounds it (the thread is abandoned)."""
     out: dict = {}
 
     def _call():
@@ -76,7 +77,11 @@ def _within(seconds: float, fn):
 
     t = threading.Thread(target=_call, daemon=True)
     t.start()
-    t.join(seconds)
+    deadline = time.time() + seconds
+    while t.is_alive() and time.time() < deadline:
+        t.join(max(0.0, min(deadline - time.time(), _POLL_S if keep_waiting else seconds)))
+        if t.is_alive() and keep_waiting is not None and not keep_waiting():
+            break
     return out.get("value"), out.get("error")
 
 
@@ -141,39 +146,26 @@ def _request(rpc_config: ms.runner.RPCConfig):
     batch's candidates waiting out the full time would stall the run for hours before it stops."""
     wait = float(os.environ.get(ENV_WAIT, 0)) or max(120.0, 3.0 * rpc_config.session_timeout_sec)
     tracker = Tracker(rpc_config.tracker_host, rpc_config.tracker_port, rpc_config.tracker_key)
-    out: dict = {}
+    state = {"empty_since": None, "why": f"within {wait:.0f} s"}
 
-    def _call():
-        try:
-            out["value"] = rpc_config.connect_server()
-        except Exception as err:  # noqa: BLE001
-            out["error"] = err
-
-    t = threading.Thread(target=_call, daemon=True)
-    t.start()
-    start = time.time()
-    empty_since = None
-    why = f"within {wait:.0f} s"
-    while t.is_alive() and time.time() - start < wait:
-        t.join(_POLL_S)
-        if not t.is_alive():
-            break
+    def servers_listed() -> bool:
         try:
             listed = server_count(tracker, timeout=_POLL_S * 5)
         except TrackerError:
             listed = 0  # the tracker is gone too: no server can be handed out
-        if listed:
-            empty_since = None
-        elif empty_since is None:
-            empty_since = time.time()
-        elif time.time() - empty_since >= GONE_GRACE_S:
-            why = f"(none has been registered with the tracker for {GONE_GRACE_S:.0f} s)"
-            break
-    if out.get("value") is not None:
-        return out["value"]
-    err = out.get("error")
-    raise RuntimeError(f"{NO_SERVER} under key {rpc_config.tracker_key!r} at "
-                       f"{rpc_config.tracker_host}:{rpc_config.tracker_port} {why}" + (f": {err}" if err else ""))
+        if listed or state["empty_since"] is None:
+            state["empty_since"] = None if listed else time.time()
+            return True
+        if time.time() - state["empty_since"] < GONE_GRACE_S:
+            return True
+        state["why"] = f"(none has been registered with the tracker for {GONE_GRACE_S:.0f} s)"
+        return False
+
+    value, err = _within(wait, rpc_config.connect_server, servers_listed)
+    if value is not None:
+        return value
+    raise RuntimeError(f"{NO_SERVER} under key {rpc_config.tracker_key!r} at {rpc_config.tracker_host}:"
+                       f"{rpc_config.tracker_port} {state['why']}" + (f": {err}" if err else ""))
 
 
 def create_session(rpc_config: ms.runner.RPCConfig):
