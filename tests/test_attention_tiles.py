@@ -145,6 +145,11 @@ def test_flashgemm_tune_tunes_attention_into_its_own_database(tmp_path, monkeypa
     sch = tvm.s_tir.Schedule(mods[0])
     top[0].trace.apply_to_schedule(sch, remove_postproc=False)
     assert at.tile_of(sch.mod) == options[5]
+    # the bundle's reading: the tile for the attention kernels, none of FusedGemmSoftmax's
+    from flashgemm.bundle import attention_best, best  # noqa: PLC0415
+    (t,) = attention_best.load_all("sm_90", tmp_path, log=lambda *_: None)
+    assert (t.tile, t.variant, t.sizes, t.workload) == (options[5], F16, (1, 2, 128, 256, 64), wl.dir_name)
+    assert best.load_all("sm_90", tmp_path, log=lambda *_: None) == []
     with pytest.raises(ValueError, match="tuned on the CUDA targets"):
         tuner.tune(wl, "llvm", 4, db_root=tmp_path, progress=False, log=lambda *_: None)
     with pytest.raises(ValueError, match="head size .K. 48 has no FusedAttention tensor-core kernel"):

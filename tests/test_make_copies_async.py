@@ -119,7 +119,7 @@ def _best(wl_dir):
     from flashgemm.tune import database as dbm
     from flashgemm.spaces.kernel_forms import form_of, tuning_modules
     register_intrinsics("sm_90")
-    wl = best._workload_of(wl_dir, dbm.read_provenance(wl_dir))
+    wl = best.workload_of(wl_dir, dbm.read_provenance(wl_dir))
     modules = tuning_modules(wl, "sm_90")
     rec = dbm.top_records([m for _, m in modules], [dbm.open_json_db(wl_dir)], 1)[0]
     return wl, rec, dict((f.name, m) for f, m in modules)[form_of(rec, modules).name]

@@ -164,6 +164,34 @@ def test_tensor_core_tiles_by_length(sess_opts, device, v, monkeypatch, capfd):
         assert f"{short if n <= max_n else long} (" in err, err
 
 
+@pytest.mark.gpu
+def test_a_tuned_tile_serves_up_to_its_length(device, tmp_path, monkeypatch, capfd):
+    """A bundle built with a tuned tile (attention_best.TunedTile, as flashgemm-build --attention reads one from an
+    attention database; here a tile the bundle does not ship otherwise) serves it to the calls of its variant and
+    head size up to the tuned N, the shipped tiles past it; both match FP64 (a partial last chunk, V's NaN)."""
+    if device != "cuda":
+        pytest.skip("CUDA's tensor-core kernels")
+    from flashgemm import targets  # noqa: PLC0415
+    from flashgemm.bundle.attention_best import TunedTile, served_tiles  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import attention_tensor_core_kernels  # noqa: PLC0415
+    from flashgemm.spaces import attention_tiles  # noqa: PLC0415
+    target, v, d, tuned_n = targets.resolve("auto"), VARIANTS[0], 64, 192
+    shipped = {tile for _, tile, _ in served_tiles(target, v, d)}
+    tile = next(t for t in attention_tiles.tiles(target, v, d) if t not in shipped)
+    tuned = TunedTile("t.attention.f16", v, (1, 4, 200, tuned_n, d), tile, 1e-5, target)
+    (name,) = [n for n, _, f in attention_tensor_core_kernels(target, v, [tuned]) if f["schedule"] == "tuned"]
+    export_bundle(tmp_path, target, variants=[v], attention=True, attention_tuned=[tuned], log=lambda *a: None)
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
+    so = session_options(tmp_path)
+    for n in (tuned_n - 8, tuned_n, tuned_n + 8):
+        def poke(feeds):
+            feeds["V"][0, 1, n - 1, 3] = np.nan
+        check(so, device, v, (1, 2, 130, d), (1, 2, n, d), (1, 2, n, d), scale=0.125, seed=n, poke=poke)
+        err = capfd.readouterr().err
+        assert (f"{name} (tuned, N<={tuned_n})" in err) == (n <= tuned_n), (n, err)
+        assert f"_{tile.form}_d{d}" in err  # past it, a shipped tile of the head size
+
+
 def test_tensor_core_kernel_head_sizes_and_fallbacks(sess_opts, device, monkeypatch, capfd):
     """Every shipped head size serves on CUDA; K != D, N not a multiple of 8 with K as [D, N], or a head size
     without a kernel go to the generic kernel."""
@@ -211,16 +239,18 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
         check(so, device, v, (1, 2, 5, k), (1, 2, n, k), (1, 2, n, d), seed=k + d + n)
         err = capfd.readouterr().err
         assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,{n},{k}]" in err, (k, d, n, err)
-    # a tile for short sequences (max_n) beside one for any N, listed after it: the short one up to its max_n
-    so = session_options(bundle_with([dict(entry, n_multiple=1), dict(entry, n_multiple=1, max_n=16)], "max-n"))
-    for n, served in ((16, "default, N<=16"), (24, "default")):
+    # a tile for short sequences (max_n; here a tuned one) beside one for any N, listed after it: the short one up
+    # to its max_n
+    so = session_options(bundle_with([dict(entry, n_multiple=1), dict(entry, n_multiple=1, max_n=16, schedule="tuned",
+                                                                      tuned=True, sizes=[1, 8, 40, 16, 16])], "max-n"))
+    for n, served in ((16, "tuned, N<=16"), (24, "default")):
         check(so, device, v, (1, 2, 5, 16), (1, 2, n, 16), (1, 2, n, 16), seed=n)
         err = capfd.readouterr().err
         assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,{n},16]" in err, (n, err)
     for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
                         (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
                         (dict(max_n=0), '"max_n" is not a positive integer'),
-                        (dict(schedule="tuned", tuned=True), '"schedule" of a FusedAttention kernel is neither')):
+                        (dict(schedule="tuned"), '"schedule" disagrees with "tuned"')):
         d = bundle_with(dict(entry, **bad), f"bad-{'-'.join(bad)}")
         opts = ort.SessionOptions()
         opts.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(d))

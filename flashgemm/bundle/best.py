@@ -214,7 +214,7 @@ def _twin(trace, wl, target: str, form: Optional[Form], any_batch: bool) -> dict
         return {}
 
 
-def _workload_of(wl_dir: Path, prov: dict):
+def workload_of(wl_dir: Path, prov: dict):
     try:
         return parse(prov["workload"]["spec"])
     except (KeyError, ValueError) as err:
@@ -226,7 +226,7 @@ def load_tuned(wl_dir: Path, target: str, compile_limit_s: Optional[float] = Non
     register measurement's compile (_max_registers; None: in this process, no limit)."""
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, target)
-    wl = _workload_of(wl_dir, prov)
+    wl = workload_of(wl_dir, prov)
     modules = tuning_modules(wl, target)
     register_intrinsics(target)
     top = dbm.top_records([mod for _, mod in modules], [dbm.open_json_db(wl_dir)], 1)
@@ -264,7 +264,7 @@ def transfer_tuned(wl_dir: Path, source: str, target: str, log: Callable = print
     from flashgemm.spaces import cuda_space
     prov = dbm.read_provenance(wl_dir)
     dbm.check_target(wl_dir, prov, source)
-    wl = _workload_of(wl_dir, prov)
+    wl = workload_of(wl_dir, prov)
     # the records' keys are the source's forms; a record of a form the target does not take (split-N where the
     # target keeps rows resident, or the reverse) replays on none of the target's kernels and is skipped
     modules = tuning_modules(wl, source)
@@ -328,6 +328,10 @@ def with_defaults(tuned: list, workloads, target: str, log: Callable = print) ->
     have = {(tk.variant.key, tuple(tk.shape.sizes[2:])): tk.kind for tk in tuned}
     out = list(tuned)
     for wl in workloads:
+        if wl.attention:
+            log(f"[build] {wl.name}: attention=1: FusedAttention's tensor-core kernels serve every length of its "
+                f"head size (flashgemm-build --attention); no kernel of its own")
+            continue
         key = (wl.variant.key, tuple(wl.canonical.sizes[2:]))
         if key in have:
             log(f"[build] {wl.name}: {'a tuned' if have[key] == 'tuned' else 'the same default'} kernel serves "
@@ -341,6 +345,15 @@ def with_defaults(tuned: list, workloads, target: str, log: Callable = print) ->
     return out
 
 
+def _gemm_softmax_dbs(root: Path) -> list:
+    """The databases under `root` (one arch's) of FusedGemmSoftmax workloads; FusedAttention's (flashgemm-tune
+    --attention) are read by flashgemm.bundle.attention_best."""
+    if not root.is_dir():
+        return []
+    dirs = sorted(p for p in root.iterdir() if (p / dbm.PROVENANCE).exists())
+    return [d for d in dirs if not workload_of(d, dbm.read_provenance(d)).attention]
+
+
 def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable = print,
              transfer_from: Optional[str] = "sm_90", compile_limit_s: Optional[float] = None) -> list[TunedKernel]:
     """Every tuned workload of `target` under db_root. For a CUDA target, workloads tuned only on
@@ -351,7 +364,7 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     root = Path(db_root or dbm.default_root())
     kernels, names = [], set()
     own = root / target
-    for wl_dir in sorted(p for p in own.iterdir() if (p / dbm.PROVENANCE).exists()) if own.is_dir() else []:
+    for wl_dir in _gemm_softmax_dbs(own):
         kernels.append(load_tuned(wl_dir, target, compile_limit_s))
         names.add(wl_dir.name)
         prov = dbm.read_provenance(wl_dir)
@@ -360,7 +373,7 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
         log(f"[build] tuned {wl_dir.name}: {kernels[-1].run_secs * 1e6:.1f} us measured{left}")
     src = root / str(transfer_from)
     if targets.is_cuda(target) and transfer_from and transfer_from != target and src.is_dir():
-        for wl_dir in sorted(p for p in src.iterdir() if (p / dbm.PROVENANCE).exists()):
+        for wl_dir in _gemm_softmax_dbs(src):
             if wl_dir.name not in names:
                 tk = transfer_tuned(wl_dir, transfer_from, target, log, compile_limit_s)
                 if tk is not None:

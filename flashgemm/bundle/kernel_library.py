@@ -70,24 +70,35 @@ def attention_wgmma_name(variant: Variant, head_size: int, max_n: Optional[int] 
     return f"fa_{variant.key}_wgmma_d{head_size}" + (f"_n{max_n}" if max_n else "")
 
 
-def attention_tensor_core_kernels(target_name: str, variant: Variant) -> list:
+def attention_tuned_name(variant: Variant, head_size: int, tile, max_n: Optional[int] = None) -> str:
+    """A tuned tile's kernel (attention_best.served_tiles): named by its tile too, "_t" and its parameters."""
+    return (f"fa_{variant.key}_{tile.form}_d{head_size}_t{'x'.join(str(p) for p in tile.params)}"
+            + (f"_n{max_n}" if max_n else ""))
+
+
+def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) -> list:
     """FusedAttention's tensor-core kernels a CUDA bundle ships for `variant`: (name, PrimFunc, manifest fields).
-    sm_90: the wgmma kernel's tiles for its head sizes (flashgemm/kernel/fused_attention_wgmma.py), each with the
-    longest N it serves; every other head size and arch: the mma.sync kernel (fused_attention_mma.py)."""
+    sm_90: the wgmma kernel for its head sizes (flashgemm/kernel/fused_attention_wgmma.py), every other head size and
+    arch: the mma.sync kernel (fused_attention_mma.py); each head size's tiles with the longest N each serves: the
+    shipped TILES, and ahead of them the tuned tiles of `tuned` (attention_best.TunedTile) for this variant
+    (attention_best.served_tiles)."""
+    from flashgemm.bundle.attention_best import served_tiles  # noqa: PLC0415
     out = []
-    hopper = targets.resolve(target_name) == "sm_90"
     for d in fused_attention_mma.HEAD_SIZES:
-        if hopper and d in fused_attention_wgmma.HEAD_SIZES:
-            for max_n, (wg, bn, stages) in fused_attention_wgmma.TILES[d]:
+        for max_n, tile, t in served_tiles(target_name, variant, d, tuned):
+            if t is not None:
+                name = attention_tuned_name(variant, d, tile, max_n)
+            elif tile.form == "wgmma":
                 name = attention_wgmma_name(variant, d, max_n)
-                out.append((name, fused_attention_wgmma.runtime_func(variant, d, wg, bn, stages, name=name),
-                            dict(form="wgmma", align=fused_attention_wgmma.ALIGN,
-                                 n_multiple=fused_attention_wgmma.n_multiple(variant), head_size=d, max_n=max_n)))
-        else:
-            name = attention_mma_name(variant, d)
-            out.append((name, fused_attention_mma.runtime_func(variant, d, name=name),
-                        dict(form="mma", align=fused_attention_mma.ALIGN,
-                             n_multiple=fused_attention_mma.n_multiple(variant), head_size=d)))
+            else:
+                name = attention_mma_name(variant, d)
+            kernel = fused_attention_wgmma if tile.form == "wgmma" else fused_attention_mma
+            fields = dict(form=tile.form, align=kernel.ALIGN, n_multiple=kernel.n_multiple(variant), head_size=d,
+                          max_n=max_n, schedule="default")
+            if t is not None:
+                fields.update(schedule="tuned", sizes=t.sizes, workload=t.workload, run_secs=t.run_secs,
+                              tuned_on=t.tuned_on)
+            out.append((name, tile.kernel(variant, d, name=name), fields))
     return out
 
 
@@ -135,11 +146,14 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
-           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None, first_max_n=None):
+           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None, first_max_n=None, sizes=None):
+    if sizes is None and shape is not None:
+        sizes = [1, 1, *bound, shape.sizes[4]] if bound else shape.sizes
     return {
         "name": name,
         # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels, and on
-        # CUDA its tensor-core kernels: schedule "default", form "mma" or "wgmma", one or two a head size)
+        # CUDA its tensor-core kernels: form "mma" or "wgmma", one or more tiles a head size, schedule "default"
+        # (the shipped tiles) or "tuned" (attention_best: a tuned tile, "sizes" its workload's))
         "op": op,
         # head_size: a tensor-core kernel's K, which serves every B0, B1, M and N of it: FusedAttention's
         # (attention_tensor_core_kernels; Q's and V's head size both this, N up to max_n where that is set) and
@@ -158,10 +172,11 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "causal": int(variant.causal),
         # schedule: "tuned" (the best measured record), "default" (flashgemm/spaces/cuda_default: the tensor-core
         # space's schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
-        "schedule": schedule or ("tuned" if shape is not None else "generic"),
-        "tuned": (schedule or "tuned") == "tuned" and shape is not None,
-        # [B0, B1, M, N, K] as tuned / scheduled; an any-length kernel's: [1, 1, Mb, Nb, K], its bound
-        "sizes": ([1, 1, *bound, shape.sizes[4]] if bound else list(shape.sizes)) if shape is not None else None,
+        "schedule": schedule or ("tuned" if sizes is not None else "generic"),
+        "tuned": (schedule or "tuned") == "tuned" and sizes is not None,
+        # [B0, B1, M, N, K] as tuned / scheduled (a tuned FusedAttention tile's: its workload's); an any-length
+        # kernel's: [1, 1, Mb, Nb, K], its bound
+        "sizes": list(sizes) if sizes is not None else None,
         # any_batch: the kernel serves every B0, B1 with these M, N, K (batch dims symbolic); else exactly `sizes`
         "any_batch": bool(any_batch),
         # any_length: the kernel serves every M <= Mb and N <= Nb (sizes) of its K, any batch
@@ -174,7 +189,7 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # form: the kernel form (flashgemm.kernel.fused_gemm_softmax) it is scheduled on (kernel_forms.forms:
         # "one-pass", "recompute", "any-length", "any-length-recompute", ...); "generic" for the generic kernels.
         # Reporting only: dispatch reads sizes, any_length and the twins' fields
-        "form": form or ("generic" if shape is None else "one-pass"),
+        "form": form or ("generic" if sizes is None else "one-pass"),
         # fixed_batch: [dim, value] for an any-batch kernel's twin that serves only the calls whose canonical batch
         # dim `dim` (0: B0, 1: B1) equals `value`, preferred there to the plain any-batch kernel (constant index
         # math); null for the others
@@ -409,13 +424,14 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                   variants: Optional[Iterable[Variant]] = None, log=print,
                   compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
                   scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False,
-                  tensor_core: Iterable[tuple] = ()) -> Path:
+                  tensor_core: Iterable[tuple] = (), attention_tuned: Iterable = ()) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
     On sm_90 also FusedGemmSoftmax's tensor-core kernel (gemm_softmax_tensor_core_kernels) of every (variant, K) the
     bundle serves with a kernel of `tuned` (tuned, default-schedule or any-length) and of the (variant, K) pairs of
     `tensor_core`, where it takes that K: each serves every length of its K, past what the shape kernels cover.
     attention: also FusedAttention's kernels of `variants`: the generic ones (flashgemm/kernel/fused_attention.py)
-    and, on CUDA, its tensor-core kernels (attention_tensor_core_kernels).
+    and, on CUDA, its tensor-core kernels (attention_tensor_core_kernels), with the tuned tiles of `attention_tuned`
+    (attention_best.load_all) ahead of the shipped ones.
     compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
     process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
     its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
@@ -434,6 +450,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         scale_twins = targets.is_cuda(target_name)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    attention_tuned = list(attention_tuned)
     funcs, entries = {}, []
     for v in (list(variants) if variants is not None else Variant.all()):
         name = generic_name(v)
@@ -445,7 +462,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             funcs[name] = attention_generic_func(target_name, v, name)
             entries.append(_entry(name, v, op="FusedAttention"))
             if targets.is_cuda(target_name):
-                for name, func, fields in attention_tensor_core_kernels(target_name, v):
+                for name, func, fields in attention_tensor_core_kernels(target_name, v, attention_tuned):
                     funcs[name] = func
                     entries.append(_entry(name, v, op="FusedAttention", schedule="default", **fields))
     tuned = list(tuned)

@@ -81,14 +81,15 @@ def main(argv=None) -> int:
     ap.add_argument("--attention", action="store_true",
                     help="also FusedAttention's kernels (O = softmax(scale*Q*K + bias + mask) * V, P never stored), "
                          "for models rewritten with flashgemm-rewrite --attention: on CUDA tensor-core kernels for "
-                         "head sizes 32, 64, 80, 96, 128 (Q's and V's equal; wgmma on sm_90 at 64 and 128), else "
-                         "the generic kernel (slower than the unfused graph it replaces)")
+                         "head sizes 32, 64, 80, 96, 128 (Q's and V's equal; wgmma on sm_90 at 64 and 128), with the "
+                         "tiles tuned by flashgemm-tune --attention under --db, else the generic kernel (slower than "
+                         "the unfused graph it replaces)")
     args = ap.parse_args(argv)
 
     from flashgemm.bundle import kernel_library  # noqa: PLC0415
     from flashgemm.codegen import cuda_stub  # noqa: PLC0415
     from flashgemm import targets
-    from flashgemm.bundle import best  # noqa: PLC0415
+    from flashgemm.bundle import attention_best, best  # noqa: PLC0415
     from flashgemm.tune import database
 
     try:
@@ -113,8 +114,9 @@ def main(argv=None) -> int:
         elif extra:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")
+        attention_tuned = attention_best.load_all(target, args.db, log=print) if args.attention else []
         kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx,
-                                     attention=args.attention)
+                                     attention=args.attention, attention_tuned=attention_tuned)
     except kernel_library.CompileError as err:
         ap.error(str(err), fix="")  # it names the log to read or the option to change
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:

@@ -13,8 +13,8 @@ schedule of one computation. So the space is one categorical draw:
               (flashgemm-tune's CUDA builder, cuda_space.f_build, hands such candidates here)
 
 `flashgemm-tune --attention` (or attention=1 in a spec) tunes a workload so, into its own database
-(<name>.attention.<dtype>). The bundle does not read those databases yet: it ships each head size's measured
-TILES (flashgemm/kernel/fused_attention_*.py).
+(<name>.attention.<dtype>); flashgemm-build --attention ships each one's fastest tile for the lengths up to its N
+(flashgemm/bundle/attention_best.py).
 
 Records, databases, the evolutionary search (MutateCategorical moves the draw; the XGBoost model ranks the
 candidates by the workload's features, the same for every tile, so in effect the search measures the tiles in

@@ -202,8 +202,10 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         b->attention_generic_.emplace(v.Key(), std::move(k));
         continue;
       }
-      // the tensor-core kernels: one a head size (K == D), any batch and length
-      if (k.schedule != "default") e.Fail("schedule", "of a FusedAttention kernel is neither generic nor default");
+      // the tensor-core kernels: tiles a head size (K == D), any batch, each N up to its max_n; "default" (the
+      // shipped tiles) or "tuned" (a tile tuned at one length: kernel_library.attention_tensor_core_kernels)
+      if (k.schedule != "default" && k.schedule != "tuned")
+        e.Fail("schedule", "of a FusedAttention kernel is not generic, default or tuned");
       const int64_t head_size = e.Int("head_size");
       if (head_size < 1) e.Fail("head_size", "is not a positive integer");
       k.head_size = head_size;
