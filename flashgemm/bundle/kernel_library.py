@@ -464,7 +464,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             if targets.is_cuda(target_name):
                 for name, func, fields in attention_tensor_core_kernels(target_name, v, attention_tuned):
                     funcs[name] = func
-                    entries.append(_entry(name, v, op="FusedAttention", schedule="default", **fields))
+                    entries.append(_entry(name, v, op="FusedAttention", **fields))
     tuned = list(tuned)
     pairs = {(v.key, k): (v, k) for v, k in [(tk.variant, tk.shape.sizes[4]) for tk in tuned] + list(tensor_core)}
     for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1])):

@@ -9,7 +9,8 @@ schedule of one computation. So the space is one categorical draw:
               scale a constant and zero_nan_rows 0 (Meta-Schedule's arguments are buffers only)
     sketch    SampleCategorical over the target's tiles for the head size, annotated on block "S" (TILE_KEY);
               the tile list itself rides along as TILES_KEY, so a record names its kernel on its own
-    builder   f_build: the annotated tile's kernel, specialized the same way, through compile_cuda
+    builder   f_build: the annotated tile's kernel as shipped (shapes symbolic; scale and zero_nan_rows the
+              workload's constants), through compile_cuda
               (flashgemm-tune's CUDA builder, cuda_space.f_build, hands such candidates here)
 
 `flashgemm-tune --attention` (or attention=1 in a spec) tunes a workload so, into its own database
@@ -111,15 +112,19 @@ def tiles(target_name: str, variant: Variant, d: int) -> list:
     return out
 
 
-def concrete(func: tvm.tirx.PrimFunc, variant: Variant, shape: Shape, scale: float) -> tvm.tirx.PrimFunc:
+def concrete(func: tvm.tirx.PrimFunc, variant: Variant, shape: Shape, scale: float,
+             buffers: bool = True) -> tvm.tirx.PrimFunc:
     """`func` (a FusedAttention kernel or the definition: fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows))
-    at `shape`: every buffer compact (bias and mask full [B0, B1, M, N]), scale a constant, zero_nan_rows 0."""
+    with scale a constant and zero_nan_rows 0, and (buffers) at `shape`: every buffer compact (bias and mask full
+    [B0, B1, M, N])."""
     s = shape
     k_shape = (s.b0, s.b1, s.n, s.d) if variant.trans_b else (s.b0, s.b1, s.d, s.n)
     shapes = {"Q": (s.b0, s.b1, s.m, s.d), "Km": k_shape, "V": (s.b0, s.b1, s.n, s.d),
               "Bias": (s.b0, s.b1, s.m, s.n), "Mask": (s.b0, s.b1, s.m, s.n), "O": (s.b0, s.b1, s.m, s.d)}
     pmap = {}
     for p in func.params:
+        if p.name in shapes and not buffers:
+            continue
         if p.name in shapes:
             dims = shapes[p.name]
             strides = [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1] if len(p.strides) else None
@@ -183,12 +188,16 @@ def tile_of(mod: tvm.IRModule) -> Optional[Tile]:
 
 
 def candidate_kernel(mod: tvm.IRModule, name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel a candidate stands for, at the workload's shape."""
+    """The kernel a candidate stands for: the tile's kernel as the bundle ships it (any batch and length, free
+    strides), with the workload's scale and zero_nan_rows 0 (the runner passes buffers only: the workload's, which
+    its symbolic shapes take). Not at the workload's shape: static shapes and strides change the compiled code
+    enough to reorder the tiles (the causal prefill: (1, 64, 2) at 432 us static, 502 us as shipped, against
+    504 / 450 us for (2, 64, 2)), so a tile is timed as it will run."""
     variant, shape, scale = _attrs(mod)
     tile = tile_of(mod)
     if tile is None:
         raise ValueError("the module draws no FusedAttention tile (not a candidate of attention_tiles' space)")
-    return concrete(tile.kernel(variant, shape.d, name=name), variant, shape, scale)
+    return concrete(tile.kernel(variant, shape.d, name=name), variant, shape, scale, buffers=False)
 
 
 def f_build(mod, target, _params=None):
