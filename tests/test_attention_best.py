@@ -47,10 +47,37 @@ def test_neighbours_with_one_tile_merge_and_the_faster_per_element_wins_a_length
     assert served == [(512, a.tile, a), (None, any_n, fast)]
 
 
-def test_the_bundle_names_and_marks_tuned_tiles():
+def test_the_bundle_names_and_marks_tuned_tiles_and_specializes_each_on_zero_nan_rows():
     t = tuned(512, wg(2, 64, 2))
     kernels = {name: f for name, _, f in attention_tensor_core_kernels("sm_90", F16, [t]) if f["head_size"] == 64}
     name = f"fa_{F16.key}_wgmma_d64_t2x64x2_n512"
     assert kernels[name]["schedule"] == "tuned" and kernels[name]["max_n"] == 512
     assert kernels[name]["sizes"] == t.sizes and kernels[name]["run_secs"] == t.run_secs
     assert kernels[f"fa_{F16.key}_wgmma_d64_n1024"]["schedule"] == "default"  # the shipped short tile, past 512
+    # each tile twice, specialized on zero_nan_rows (a register cliff of the argument: with_zero_nan_rows)
+    assert kernels[name]["zero_nan_rows"] == 0 and kernels[name + "_zeronan"]["zero_nan_rows"] == 1
+    assert len(kernels) == 2 * 3
+
+
+def test_a_kernel_specialized_on_zero_nan_rows_ignores_the_argument():
+    """with_zero_nan_rows on the llvm generic kernel: the argument stays in the signature, the body computes the
+    specialized value's output whatever is passed (a NaN row of Q: NaN kept with 0, zeroed with 1)."""
+    import numpy as np  # noqa: PLC0415
+    import tvm  # noqa: PLC0415
+    from flashgemm.bundle.compile_worker import compile_module  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import attention_generic_func, with_zero_nan_rows  # noqa: PLC0415
+    from flashgemm.op.reference import fused_attention_ref  # noqa: PLC0415
+    func = attention_generic_func("llvm", F16, "fa")
+    funcs = {f"fa{z}": with_zero_nan_rows(func, z).with_attr("global_symbol", f"fa{z}") for z in (0, 1)}
+    assert [p.name for p in funcs["fa1"].params] == [p.name for p in func.params]
+    mod = compile_module(tvm.IRModule(funcs), "llvm", False)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 2, 5, 8)).astype(np.float16) for _ in range(3))
+    q[0, 1, 3, 0] = np.nan
+    dev = tvm.cpu()
+    for z in (0, 1):
+        out = tvm.runtime.empty((1, 2, 5, 8), "float16", dev)
+        mod[f"fa{z}"](*(tvm.runtime.tensor(x, dev) for x in (q, k, v)), out, np.float32(0.5), 1 - z)
+        ref = fused_attention_ref(q, k, v, scale=0.5, trans_b=True, zero_nan_rows=bool(z))
+        np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=0, atol=2e-3)
+        assert np.isnan(out.numpy()[0, 1, 3]).all() == (z == 0)

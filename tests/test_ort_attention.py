@@ -150,7 +150,7 @@ def test_tensor_core_tiles_by_length(sess_opts, device, v, monkeypatch, capfd):
     from flashgemm.bundle.kernel_library import attention_tensor_core_kernels  # noqa: PLC0415
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     tiles = [(name, f["max_n"]) for name, _, f in attention_tensor_core_kernels(targets.resolve("auto"), v)
-             if f["head_size"] == 64]
+             if f["head_size"] == 64 and f["zero_nan_rows"] == 0]
     if len(tiles) < 2:
         pytest.skip("one tile serves every N at head size 64 here")
     (short, max_n), (long, _) = tiles
@@ -179,7 +179,8 @@ def test_a_tuned_tile_serves_up_to_its_length(device, tmp_path, monkeypatch, cap
     shipped = {tile for _, tile, _ in served_tiles(target, v, d)}
     tile = next(t for t in attention_tiles.tiles(target, v, d) if t not in shipped)
     tuned = TunedTile("t.attention.f16", v, (1, 4, 200, tuned_n, d), tile, 1e-5, target)
-    (name,) = [n for n, _, f in attention_tensor_core_kernels(target, v, [tuned]) if f["schedule"] == "tuned"]
+    (name,) = [n for n, _, f in attention_tensor_core_kernels(target, v, [tuned])
+               if f["schedule"] == "tuned" and f["zero_nan_rows"] == 0]
     export_bundle(tmp_path, target, variants=[v], attention=True, attention_tuned=[tuned], log=lambda *a: None)
     monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")
     so = session_options(tmp_path)
@@ -247,7 +248,16 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
         check(so, device, v, (1, 2, 5, 16), (1, 2, n, 16), (1, 2, n, 16), seed=n)
         err = capfd.readouterr().err
         assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,{n},16]" in err, (n, err)
+    # kernels specialized on zero_nan_rows (the CUDA tensor-core kernels' two): each node takes its value's
+    so = session_options(bundle_with([dict(entry, n_multiple=1, zero_nan_rows=0),
+                                      dict(entry, n_multiple=1, zero_nan_rows=1, schedule="tuned", tuned=True,
+                                           sizes=[1, 8, 40, 16, 16])], "zero-nan-rows"))
+    for zero_nan_rows, served in ((0, "default"), (1, "tuned")):
+        check(so, device, v, (1, 2, 5, 16), (1, 2, 24, 16), (1, 2, 24, 16), seed=3, zero_nan_rows=zero_nan_rows)
+        err = capfd.readouterr().err
+        assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,24,16]" in err, (zero_nan_rows, err)
     for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
+                        (dict(zero_nan_rows=2), '"zero_nan_rows" is neither 0 nor 1'),
                         (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
                         (dict(max_n=0), '"max_n" is not a positive integer'),
                         (dict(schedule="tuned"), '"schedule" disagrees with "tuned"')):

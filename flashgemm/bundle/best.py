@@ -117,7 +117,12 @@ def with_scale(func: tvm.tirx.PrimFunc, scale: float) -> tvm.tirx.PrimFunc:
     param = func.params[-1]
     if param.name != "scale" or str(param.ty.dtype) != "float32":
         raise ValueError(f"{func.attrs.get('global_symbol', 'kernel')}: the last argument is not the float32 scale")
-    value = tvm.tirx.FloatImm("float32", float(scale))
+    return with_constant_argument(func, param, tvm.tirx.FloatImm("float32", float(scale)))
+
+
+def with_constant_argument(func: tvm.tirx.PrimFunc, param, value) -> tvm.tirx.PrimFunc:
+    """`func` with the scalar argument `param` replaced by `value` in the body; the argument stays (the calling
+    convention is every kernel's) and is ignored."""
     body = tvm_ffi.structural_map(func.body, ((tvm.tirx.Var, lambda v: value if v.same_as(param) else v),))
     return func.with_body(body)
 

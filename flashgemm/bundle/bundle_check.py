@@ -187,17 +187,21 @@ def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = N
         poked.append(f"V[0,0,{n - 1},{min(1, d - 1)}]=nan")
         args.insert(2, tvm.runtime.tensor(v, dev))
     kw = dict(scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]))
-    # FusedAttention: both ways of its zero_nan_rows argument, NaN rows kept (the reference's NaN rows) and zeroed
-    err, nan_ok = 0.0, True
-    for zero_nan_rows in ((0, 1) if attention else (None,)):
+    # FusedAttention: both ways of its zero_nan_rows argument, NaN rows kept (the reference's NaN rows) and zeroed;
+    # a kernel specialized on one (manifest "zero_nan_rows") that one, with the other passed: it must be ignored
+    err, nan_ok, nan_rows = 0.0, True, None
+    ways = (None,) if not attention else (0, 1) if fn.get("zero_nan_rows") is None else (fn["zero_nan_rows"],)
+    for zero_nan_rows in ways:
         out = tvm.runtime.empty((b0, b1, m, d if attention else n), dtype, dev)
-        mod[fn["name"]](*args, out, np.float32(scale), *(() if zero_nan_rows is None else (zero_nan_rows,)))
+        passed = () if zero_nan_rows is None else (zero_nan_rows if fn.get("zero_nan_rows") is None else
+                                                   1 - zero_nan_rows,)
+        mod[fn["name"]](*args, out, np.float32(scale), *passed)
         out = out.numpy().astype(np.float64)
         ref = (fused_attention_ref(a, b, v, bias, mask, zero_nan_rows=bool(zero_nan_rows), **kw) if attention
                else fused_gemm_softmax_ref(a, b, bias, mask, **kw))
         e, ok = compare(out, ref)
         err, nan_ok = max(err, e), nan_ok and ok
-        if not zero_nan_rows:  # (the NaN rows the reference has, counted where they are kept)
+        if not zero_nan_rows or nan_rows is None:  # (the reference's NaN rows, counted where they are kept)
             nan_rows = int(np.isnan(ref).all(axis=-1).sum())
     return {"name": fn["name"], "kind": fn.get("schedule", "tuned" if fn.get("tuned") else "generic"),
             "sizes": [b0, b1, m, n, k], "max_abs_err": err, "nan_ok": nan_ok, "poked": poked,

@@ -33,7 +33,7 @@ from flashgemm import targets
 from flashgemm.op.variant import CanonicalShape, Variant
 from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_wgmma, fused_gemm_softmax_wgmma
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
-from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel
+from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel, with_constant_argument
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
@@ -98,8 +98,23 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
             if t is not None:
                 fields.update(schedule="tuned", sizes=t.sizes, workload=t.workload, run_secs=t.run_secs,
                               tuned_on=t.tuned_on)
-            out.append((name, tile.kernel(variant, d, name=name), fields))
+            for zero_nan_rows in (0, 1):
+                fname = name + ZERO_NAN_ROWS_SUFFIX * zero_nan_rows
+                out.append((fname, with_zero_nan_rows(tile.kernel(variant, d, name=fname), zero_nan_rows),
+                            dict(fields, zero_nan_rows=zero_nan_rows)))
     return out
+
+
+ZERO_NAN_ROWS_SUFFIX = "_zeronan"  # the name of a tensor-core kernel's zero_nan_rows = 1 specialization
+
+
+def with_zero_nan_rows(func: tvm.tirx.PrimFunc, value: int) -> tvm.tirx.PrimFunc:
+    """A FusedAttention kernel specialized on its zero_nan_rows argument (which stays, ignored). Why: as an argument
+    beside the scale it costs the wgmma kernel's (2, 128, 3) tile 42 % at W3 on the H200 (373.7 against 262.7 us, a
+    register cliff: results/h200/attention-tuning-2026-12-03); the op serves each node the kernel of its attribute's
+    value (manifest "zero_nan_rows")."""
+    (param,) = [p for p in func.params if p.name == "zero_nan_rows"]
+    return with_constant_argument(func, param, tvm.tirx.IntImm(str(param.ty.dtype), value))
 
 
 def gemm_softmax_wgmma_name(variant: Variant, k: int) -> str:
@@ -146,7 +161,8 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
-           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None, first_max_n=None, sizes=None):
+           op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None, first_max_n=None, sizes=None,
+           zero_nan_rows=None):
     if sizes is None and shape is not None:
         sizes = [1, 1, *bound, shape.sizes[4]] if bound else shape.sizes
     return {
@@ -162,6 +178,9 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # kernel); null for the others
         "head_size": head_size,
         "max_n": max_n,
+        # zero_nan_rows: a FusedAttention tensor-core kernel specialized on the node attribute's value (0 or 1), served
+        # only to nodes with it (with_zero_nan_rows); null for the others
+        "zero_nan_rows": zero_nan_rows,
         "min_n": min_n,
         "min_m": min_m,
         "first_max_n": first_max_n,

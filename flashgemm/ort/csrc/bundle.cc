@@ -220,6 +220,12 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
         if (!q->as<int64_t>() || *q->as<int64_t>() < 1) e.Fail("max_n", "is not a positive integer");
         k.max_n = *q->as<int64_t>();
       }
+      if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("zero_nan_rows"));
+          q.has_value() && !(*q == nullptr)) {
+        if (!q->as<int64_t>() || (*q->as<int64_t>() != 0 && *q->as<int64_t>() != 1))
+          e.Fail("zero_nan_rows", "is neither 0 nor 1");
+        k.zero_nan_rows = static_cast<int>(*q->as<int64_t>());
+      }
       b->attention_head_size_[v.Key()].push_back(std::move(k));
     } else if (std::optional<tvm::ffi::Any> hs = entry_obj->Get(tvm::ffi::String("head_size"));
                hs.has_value() && !(*hs == nullptr)) {
@@ -339,11 +345,12 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
 }
 
 const Kernel* Bundle::FindAttention(const std::string& variant_key, int64_t k, int64_t d, int64_t n,
-                                    int64_t ptr_align) const {
+                                    int64_t ptr_align, bool zero_nan_rows) const {
   if (auto t = attention_head_size_.find(variant_key); t != attention_head_size_.end() && k == d)
     for (const Kernel& kernel : t->second)
       if (kernel.head_size == k && kernel.align <= ptr_align && n % kernel.n_multiple == 0 &&
-          (kernel.max_n == 0 || n <= kernel.max_n))
+          (kernel.max_n == 0 || n <= kernel.max_n) &&
+          (kernel.zero_nan_rows < 0 || kernel.zero_nan_rows == int(zero_nan_rows)))
         return &kernel;
   auto g = attention_generic_.find(variant_key);
   return g == attention_generic_.end() ? nullptr : &g->second;

@@ -46,6 +46,9 @@ struct Kernel {
   int64_t n_multiple = 1;  // manifest "n_multiple" (any-length kernels): serves only the calls whose N it divides
   // manifest "head_size" (the tensor-core kernels): serves K == head_size (FusedAttention's: K == D == head_size)
   int64_t head_size = 0;
+  // manifest "zero_nan_rows" (FusedAttention's tensor-core kernels; absent or null: -1, any): a kernel specialized
+  // on the attribute's value, served only to nodes with that value
+  int zero_nan_rows = -1;
   // manifest "min_n", "first_max_n", "min_m" (FusedGemmSoftmax's tensor-core kernels): preferred to every other
   // kernel where min_n <= N <= first_max_n and M >= min_m, to all but the tuned ones where N > first_max_n
   int64_t min_n = 0, first_max_n = 0, min_m = 0;
@@ -73,10 +76,10 @@ class Bundle {
   // CUDA kernels: 64 bytes) is skipped, the generic kernel assumes nothing.
   const Kernel* Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const;
   // FusedAttention's kernel of the variant: its tensor-core kernel for head size k when Q's and V's head sizes are
-  // both k (k == d), every pointer is aligned as it assumes and N is a multiple of its n_multiple; else the generic
-  // one; else nullptr.
-  const Kernel* FindAttention(const std::string& variant_key, int64_t k, int64_t d, int64_t n,
-                              int64_t ptr_align) const;
+  // both k (k == d), every pointer is aligned as it assumes, N is a multiple of its n_multiple and the node's
+  // zero_nan_rows is the kernel's; else the generic one; else nullptr.
+  const Kernel* FindAttention(const std::string& variant_key, int64_t k, int64_t d, int64_t n, int64_t ptr_align,
+                              bool zero_nan_rows) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& device() const { return device_; }  // "cpu" | "cuda"

@@ -237,7 +237,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                    reinterpret_cast<uintptr_t>(mask.data) | reinterpret_cast<uintptr_t>(out.GetTensorMutableRawData()) |
                    uintptr_t{256};
   const int64_t ptr_align = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit (absent inputs: null)
-  const Kernel* kernel = attention_ ? bundle_.FindAttention(key.Key(), c.k, c.d, c.n, ptr_align)
+  const Kernel* kernel = attention_ ? bundle_.FindAttention(key.Key(), c.k, c.d, c.n, ptr_align, zero_nan_rows_)
                                     : bundle_.Find(key.Key(), sizes, ptr_align, scale_);
   if (!kernel)
     return Ort::Status((node_ + ": the kernel bundle in " + bundle_.dir() + " has no " +
