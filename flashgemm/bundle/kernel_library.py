@@ -34,6 +34,7 @@ from flashgemm.op.variant import CanonicalShape, Variant
 from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_wgmma, fused_gemm_softmax_wgmma
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel, with_constant_argument
+from flashgemm.bundle.attention_best import served_tiles
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
@@ -82,7 +83,6 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
     arch: the mma.sync kernel (fused_attention_mma.py); each head size's tiles with the longest N each serves: the
     shipped TILES, and ahead of them the tuned tiles of `tuned` (attention_best.TunedTile) for this variant
     (attention_best.served_tiles)."""
-    from flashgemm.bundle.attention_best import served_tiles  # noqa: PLC0415
     out = []
     for d in fused_attention_mma.HEAD_SIZES:
         for max_n, tile, t in served_tiles(target_name, variant, d, tuned):
