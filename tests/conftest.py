@@ -1,5 +1,7 @@
 """Shared test set-up: the repo on sys.path, and `gpu` tests skipped (with the reason shown) without a GPU."""
+import fcntl
 import os
+import shutil
 import sys
 
 import pytest
@@ -48,3 +50,26 @@ def stand_in_measurement(monkeypatch):
 
     monkeypatch.setattr(search, "builder_runner", lambda *a, **k: (Builder(), Runner()))
     return measured
+
+
+
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory):
+    """made_once(name, make) -> the directory that make(dir) fills, made once per test run and shared by
+    pytest-xdist's workers: a bundle compiles its kernels on every core, so one build each for 8 workers takes 8 times
+    as long and can push a GPU run past its limit. Workers that find it being made wait for it (an flock beside it)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's own
+
+    def made(name: str, make):
+        d = root / name
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (d / ".made").exists():
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir()
+                make(d)
+                (d / ".made").touch()
+        return d
+    return made

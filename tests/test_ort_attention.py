@@ -37,17 +37,16 @@ def device(request):
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory, device):
+def bundle(made_once, device):
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
-    d = tmp_path_factory.mktemp(f"attention-{device}")
     if device == "cpu":
         target = "llvm"
     else:
         providers("cuda")  # onnxruntime-gpu or a clear error
         from flashgemm import targets  # noqa: PLC0415
         target = targets.resolve("auto")
-    export_bundle(d, target, variants=VARIANTS, attention=True, log=lambda *a: None)
-    return d
+    return made_once(f"attention-{target}",
+                     lambda d: export_bundle(d, target, variants=VARIANTS, attention=True, log=lambda *a: None))
 
 
 @pytest.fixture(scope="module")

@@ -70,25 +70,25 @@ def _local_cuda_target() -> str:
 
 
 @pytest.fixture(scope="session")
-def bundle(tmp_path_factory, device):
+def bundle(made_once, device):
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)  # session_options names the bundle (config entry)
-    d = tmp_path_factory.mktemp(f"bundle-{device}")
     if device == "cpu":
-        export_bundle(d, "llvm", log=lambda *a: None)
-    else:
-        providers("cuda")  # onnxruntime-gpu or a clear error
-        prebuilt = os.environ.get("FLASHGEMM_TEST_CUDA_BUNDLE")
+        return made_once("bundle-cpu", lambda d: export_bundle(d, "llvm", log=lambda *a: None))
+    providers("cuda")  # onnxruntime-gpu or a clear error
+    prebuilt = os.environ.get("FLASHGEMM_TEST_CUDA_BUNDLE")
+    target = _local_cuda_target()
+
+    def make(d):
         if prebuilt:
             manifest = json.loads((Path(prebuilt) / "manifest.json").read_text())
-            assert manifest["target"] == _local_cuda_target(), (prebuilt, manifest["target"])
+            assert manifest["target"] == target, (prebuilt, manifest["target"])
             for name in ("manifest.json", manifest["kernels"]):
                 shutil.copy(Path(prebuilt) / name, d)
         else:  # as flashgemm-build makes it: the committed databases' kernels for this arch + the generic ones
             from flashgemm.bundle import best  # noqa: PLC0415
-            target = _local_cuda_target()
             export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None,
                           tensor_core=_tensor_core_pairs())
-    return d
+    return made_once(f"bundle-{target}", make)
 
 
 @pytest.fixture(scope="session")
