@@ -19,11 +19,9 @@ from pathlib import Path
 
 
 def _load(bundle: Path):
-    import tvm  # noqa: PLC0415
-
-    from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import MANIFEST, KernelLibraries, kernel_libraries  # noqa: PLC0415
     manifest = json.loads((bundle / MANIFEST).read_text())
-    return tvm.runtime.load_module(str(bundle / KERNELS_SO)), {f["name"]: f for f in manifest["functions"]}
+    return KernelLibraries(kernel_libraries(bundle)), {f["name"]: f for f in manifest["functions"]}
 
 
 def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 100, log=print, dev=None,

@@ -65,17 +65,16 @@ def _key(f: dict) -> str:
 def bench(bundle, batch: int, heads: int, k: int, dtype: str, lengths, rounds: int, reps: int, log=print,
           generic_max_length: int = GENERIC_MAX_LENGTH) -> dict:
     import torch  # noqa: PLC0415
-    import tvm  # noqa: PLC0415
     import tvm_ffi  # noqa: PLC0415
 
     from benchmarks.peers import gpu_info, ort_unfused, time_in_rounds, torch_fn, torch_inputs  # noqa: PLC0415
-    from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST  # noqa: PLC0415
+    from flashgemm.bundle.kernel_library import MANIFEST, KernelLibraries, kernel_libraries  # noqa: PLC0415
     from flashgemm.op.variant import Variant  # noqa: PLC0415
     from flashgemm.op.workloads import parse  # noqa: PLC0415
 
     bundle = Path(bundle)
     manifest = json.loads((bundle / MANIFEST).read_text())
-    mod = tvm.runtime.load_module(str(bundle / KERNELS_SO))
+    mod = KernelLibraries(kernel_libraries(bundle))
     functions = manifest["functions"]
     key = Variant(dtype, True).key
     rows = []

@@ -15,11 +15,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle
+from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle, kernel_libraries
 from flashgemm.op.reference import fused_attention_ref
 from flashgemm.op.variant import Variant
 from flashgemm.ort.model import make_attention_model, make_model
-from flashgemm.ort.rewrite import count_ops, rewrite_file
+from flashgemm.ort.rewrite import count_ops, model_attention_variants, rewrite_file
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, providers, run, session_options
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -227,7 +227,8 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
     def bundle_with(e, name):
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(bundle / manifest["kernels"], d)
+        for so in kernel_libraries(bundle):
+            shutil.copy(so, d)
         extra = e if isinstance(e, list) else [e]
         (d / "manifest.json").write_text(json.dumps(dict(manifest, functions=manifest["functions"] + extra)))
         return d
@@ -350,7 +351,8 @@ def test_format_2_bundle_attention_kernels_left_out(bundle, device, tmp_path):
     manifest = json.loads((bundle / "manifest.json").read_text())
     manifest["format"] = 2
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    (tmp_path / manifest["kernels"]).symlink_to(bundle / manifest["kernels"])
+    for so in kernel_libraries(bundle):
+        (tmp_path / so.name).symlink_to(so)
     opts = session_options(tmp_path)
     feeds = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 2, 8)), ("K", (1, 3, 8)), ("V", (1, 3, 4)))}
     sess = session(opts, device, make_attention_model("float16", (1, 2, 8), (1, 3, 8), (1, 3, 4), trans_b=1))
@@ -418,6 +420,19 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
     o1 = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     for a, b in zip(o0, o1):
         np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
+
+
+def test_model_attention_variants_of_a_model_rewritten_or_not(tmp_path):
+    """What flashgemm-build --attention --from-model builds tensor-core kernels for: the variant of each kind of
+    FusedAttention node, the same whether the model is rewritten already or not (then rewritten in memory)."""
+    for name, variants in (("vit-b16-tiny.f16", [Variant("float16", True, False, "none", False)]),
+                           ("bert-large-tiny-dyn-dynamo-sdpa.f16", None)):
+        src, dst = DATA / f"{name}.onnx", tmp_path / f"{name}.attention.onnx"
+        rewrite_file(src, dst, attention=True)
+        found = model_attention_variants(src)
+        assert found == model_attention_variants(dst) and len(found) == 1
+        assert variants is None or found == variants, found
+    assert model_attention_variants(DATA / "bert-large-tiny.f16.onnx")[0].dtype == "float16"
 
 
 def test_rewrite_attention_sdpa_export_zeroes_nan_rows(sess_opts, device, tmp_path):

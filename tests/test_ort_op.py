@@ -35,7 +35,7 @@ from onnx import TensorProto, helper
 
 from flashgemm.ort import native
 from flashgemm.bundle.elf_check import elf_problem
-from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle
+from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle, kernel_libraries
 from flashgemm.ort.model import make_model
 from flashgemm import get_library_path
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, LIBRARY, LibraryError, providers, run, session_options
@@ -82,8 +82,8 @@ def bundle(made_once, device):
         if prebuilt:
             manifest = json.loads((Path(prebuilt) / "manifest.json").read_text())
             assert manifest["target"] == target, (prebuilt, manifest["target"])
-            for name in ("manifest.json", manifest["kernels"]):
-                shutil.copy(Path(prebuilt) / name, d)
+            for path in [Path(prebuilt) / "manifest.json", *kernel_libraries(prebuilt)]:
+                shutil.copy(path, d)
         else:  # as flashgemm-build makes it: the committed databases' kernels for this arch + the generic ones
             from flashgemm.bundle import best  # noqa: PLC0415
             export_bundle(d, target, best.load_all(target, log=lambda *a: None), log=lambda *a: None,
@@ -396,7 +396,8 @@ def test_tuned_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     other sizes fall back to the generic kernel."""
     d = tmp_path / "tuned"
     d.mkdir()
-    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    for so in kernel_libraries(bundle):
+        shutil.copy(so, d)
     manifest = json.loads((bundle / "manifest.json").read_text())
     by_name = {f["name"]: f for f in manifest["functions"]}
     # Stand-ins for tuned kernels: the generic functions, listed as tuned for [B0, B1, M, N, K] = [1, 2, 4, 6, 5].
@@ -453,7 +454,8 @@ def test_scale_specialized_twin_dispatch(bundle, device, tmp_path, monkeypatch, 
     float32 bit for bit, before the plain twin; a call with another scale takes the plain twin."""
     d = tmp_path / "scaled"
     d.mkdir()
-    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    for so in kernel_libraries(bundle):
+        shutil.copy(so, d)
     manifest = json.loads((bundle / "manifest.json").read_text())
     by_name = {f["name"]: f for f in manifest["functions"]}
     twin = dict(tuned=True, schedule="tuned", sizes=[1, 2, 4, 6, 5], workload="w", any_batch=True, fixed_batch=[0, 1])
@@ -481,7 +483,8 @@ def test_any_length_dispatch(bundle, device, tmp_path, monkeypatch, capfd):
     default. Stand-ins: the generic functions (they serve any shape)."""
     d = tmp_path / "any-length"
     d.mkdir()
-    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    for so in kernel_libraries(bundle):
+        shutil.copy(so, d)
     manifest = json.loads((bundle / "manifest.json").read_text())
     by_name = {f["name"]: f for f in manifest["functions"]}
     k = 8
@@ -543,7 +546,8 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
         pytest.skip("the manifest's dispatch rules, not the device, are under test")
     d = tmp_path / "tensor-core"
     d.mkdir()
-    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    for so in kernel_libraries(bundle):
+        shutil.copy(so, d)
     manifest = json.loads((bundle / "manifest.json").read_text())
     plain = {f["name"]: f for f in manifest["functions"]}["fgs_f16_tb0_bias0_masknone_causal0_generic"]
     k = 8
@@ -584,7 +588,8 @@ def test_tensor_core_entry_dispatch(bundle, device, tmp_path, monkeypatch, capfd
                         (dict(schedule="tuned", tuned=True), '"schedule" of a kernel with a head_size is not default')):
         bad_dir = tmp_path / f"bad-{'-'.join(bad)}"
         bad_dir.mkdir()
-        shutil.copy(bundle / "flashgemm_kernels.so", bad_dir)
+        for so in kernel_libraries(bundle):
+            shutil.copy(so, bad_dir)
         (bad_dir / "manifest.json").write_text(json.dumps(dict(manifest, functions=manifest["functions"] + [
             dict(tensor_core, **bad)])))
         opts_ = ort.SessionOptions()
@@ -684,7 +689,8 @@ def test_tvm_error_becomes_status(bundle, device, tmp_path, monkeypatch):
     check fails) comes back as an error status; the process survives (TVM's error symbols are reachable)."""
     d = tmp_path / "wrong"
     d.mkdir()
-    shutil.copy(bundle / "flashgemm_kernels.so", d)
+    for so in kernel_libraries(bundle):
+        shutil.copy(so, d)
     manifest = json.loads((bundle / "manifest.json").read_text())
     for f in manifest["functions"]:
         if f["name"] == "fgs_f16_tb0_bias0_masknone_causal0_generic":
@@ -832,7 +838,8 @@ def _bad_bundle(bundle, tmp_path, what):
         return d
     manifest = json.loads((bundle / "manifest.json").read_text())
     if what != "no_kernels_so":
-        shutil.copy(bundle / "flashgemm_kernels.so", d)
+        for so in kernel_libraries(bundle):
+            shutil.copy(so, d)
     if what == "corrupt":
         (d / "manifest.json").write_text('{"format": 1, "functions": [')
         return d
@@ -1005,6 +1012,8 @@ def test_corrupt_kernels_so_fails_registration(bundle, device, tmp_path, what):
     d = tmp_path / what
     d.mkdir()
     shutil.copy(bundle / "manifest.json", d)
+    for so in kernel_libraries(bundle)[1:]:  # the others whole: the first library is the one cut below
+        shutil.copy(so, d)
     data = (bundle / "flashgemm_kernels.so").read_bytes()
     size = len(data)
     host = {"x86_64": 62, "aarch64": 183}.get(platform.machine(), 62)
@@ -1306,7 +1315,8 @@ def test_cuda_bundle_for_another_arch(bundle, device, tmp_path, monkeypatch):
     d = tmp_path / "other-arch"
     d.mkdir()
     manifest = json.loads((bundle / "manifest.json").read_text())
-    shutil.copy(bundle / manifest["kernels"], d)
+    for so in kernel_libraries(bundle):
+        shutil.copy(so, d)
     local = manifest["target"]
     manifest["target"] = "sm_80" if local.startswith("sm_9") else "sm_90"
     (d / "manifest.json").write_text(json.dumps(manifest))

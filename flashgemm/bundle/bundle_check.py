@@ -27,7 +27,7 @@ import tvm
 from flashgemm.op.reference import fused_attention_ref, fused_gemm_softmax_ref
 
 from flashgemm.bundle.elf_check import elf_problem
-from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST
+from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST, KernelLibraries, kernel_libraries
 
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
 GENERIC_SIZES = (1, 2, 37, 45, 19)  # (b0, b1, M, N, K): nothing a multiple of 16
@@ -212,10 +212,9 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     """Every function of the bundle's manifest (or those whose name the regular expression `only` matches somewhere
     in; a plain substring works as one), in manifest order."""
     bundle_dir = Path(bundle_dir)
-    manifest_path, so = bundle_dir / MANIFEST, bundle_dir / KERNELS_SO
-    for path in (manifest_path, so):
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing (build the bundle first: flashgemm-build --out {bundle_dir})")
+    manifest_path = bundle_dir / MANIFEST
+    if not manifest_path.exists():
+        raise FileNotFoundError(f"{manifest_path} is missing (build the bundle first: flashgemm-build --out {bundle_dir})")
     rebuild = f"rebuild the bundle: flashgemm-build --out {bundle_dir}"
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -223,14 +222,19 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
         raise ValueError(f"{manifest_path} is not valid JSON: {err} ({rebuild})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("functions"), list):
         raise ValueError(f"{manifest_path} is not a bundle manifest: no list of functions ({rebuild})")
+    libraries = kernel_libraries(bundle_dir) if "kernels" in manifest else [bundle_dir / KERNELS_SO]
+    for path in libraries:
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing (build the bundle first: flashgemm-build --out {bundle_dir})")
     dev = tvm.cuda(0) if manifest.get("device") == "cuda" else tvm.cpu(0)
     if manifest.get("device") == "cuda" and not dev.exist:
         raise RuntimeError(f"{bundle_dir} is a CUDA bundle ({manifest.get('target')}) and no GPU is visible here "
                            f"(run it on the GPU machine the bundle is for)")
-    problem = elf_problem(so)  # dlopen of a truncated library dies of SIGBUS rather than raising
-    if problem:
-        raise ValueError(f"corrupt kernel library {so}: {problem} ({rebuild})")
-    mod = tvm.runtime.load_module(str(so))
+    for so in libraries:
+        problem = elf_problem(so)  # dlopen of a truncated library dies of SIGBUS rather than raising
+        if problem:
+            raise ValueError(f"corrupt kernel library {so}: {problem} ({rebuild})")
+    mod = KernelLibraries(libraries)
     results = []
     for fn in manifest["functions"]:
         if only and not re.search(only, fn["name"]):

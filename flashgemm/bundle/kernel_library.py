@@ -1,8 +1,9 @@
-"""Export the runtime kernel bundle of one target: one TVM `.so` with every kernel, and its manifest.
+"""Export the runtime kernel bundle of one target: TVM `.so` libraries with every kernel, and its manifest.
 
 Bundle layout (a directory, by default `build/<target>/`):
 
-    flashgemm_kernels.so     every kernel, one exported function each
+    flashgemm_kernels.so     the kernels, one exported function each (a large bundle's are compiled in parts,
+                             in parallel: also flashgemm_kernels.1.so, ...; library_parts)
     manifest.json            which function serves which (variant, canonical shape); read by the C++ op
     libflashgemm_ort.so      the ONNX Runtime custom-op library (flashgemm/ort/native.py builds it)
 
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, NamedTuple, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 import tvm
 
@@ -38,10 +39,13 @@ from flashgemm.bundle.attention_best import served_tiles
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
-# 2: entries name their "op" (FusedAttention's kernels); 3: FusedAttention's kernels take zero_nan_rows after the scale.
-# The op library reads 1 to 3 (an older bundle's FusedAttention kernels are left out: flashgemm/ort/csrc/bundle.cc)
-MANIFEST_FORMAT = 3
-KERNELS_SO = "flashgemm_kernels.so"
+# 2: entries name their "op" (FusedAttention's kernels); 3: FusedAttention's kernels take zero_nan_rows after the scale;
+# 4: "kernels" lists the kernel libraries (library_parts). The op library reads 1 to 4 (an older bundle's
+# FusedAttention kernels are left out: flashgemm/ort/csrc/bundle.cc)
+MANIFEST_FORMAT = 4
+KERNELS_SO = "flashgemm_kernels.so"  # the first kernel library; the others flashgemm_kernels.<i>.so
+# fewest kernels a library part holds (library_parts): a compile worker takes seconds to start (TVM's import)
+KERNELS_A_PART = 16
 MANIFEST = "manifest.json"
 # seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole
 # bundle's compile is given as many seconds a kernel it holds
@@ -299,12 +303,13 @@ def _last_line(log: Path) -> str:
 
 
 def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
-                 parallel: Optional[int] = None) -> dict:
+                 parallel: Optional[int] = None, progress: Optional[Callable] = None) -> dict:
     """Each job compiled (compile_module) in a worker process (compile_worker) that leads a process group of its own,
     at most `parallel` at once (default: one a core). A worker still running limit_s seconds after it started is
     killed with its whole group (nvcc, cicc, ptxas). Returns {job name: None when it compiled, else a
     CompileFailure}. The workers' output goes to work_dir, kept only for the jobs that failed (their CompileFailure
-    names it). No worker, nor anything one started, outlives this call, however it ends (an interrupt too)."""
+    names it). progress(number of jobs done), if given, as each one ends. No worker, nor anything one started,
+    outlives this call, however it ends (an interrupt too)."""
     env = dict(os.environ)
     parallel = max(1, parallel or os.cpu_count() or 1)
     pending, running, results = list(enumerate(jobs)), {}, {}
@@ -334,6 +339,8 @@ def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
                 else:
                     continue
                 del running[i]
+                if progress is not None:
+                    progress(len(results))
                 mod_path.unlink(missing_ok=True)
                 if results[job.name] is None or results[job.name].timed_out:
                     log.unlink(missing_ok=True)
@@ -341,6 +348,41 @@ def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
         for _, proc, _, _, _ in running.values():
             _end(proc)
     return results
+
+
+def library_parts(n_kernels: int, cores: Optional[int] = None) -> int:
+    """How many libraries a bundle of n_kernels is compiled into, one worker a part, all at once: TVM lowers a module's
+    kernels one after another and nvcc compiles them as one source, so in one process a CUDA bundle takes about 1.5 s
+    a tensor-core kernel (17.5 s for one variant's 12 FusedAttention kernels) and a bundle of hundreds of them runs
+    past ten minutes. One part a core, each of at least KERNELS_A_PART kernels."""
+    return max(1, min(cores or os.cpu_count() or 1, n_kernels // KERNELS_A_PART))
+
+
+def library_names(parts: int) -> list:
+    """The file names of a bundle's `parts` kernel libraries."""
+    return [KERNELS_SO] + [f"flashgemm_kernels.{i}.so" for i in range(1, parts)]
+
+
+def kernel_libraries(bundle_dir: os.PathLike) -> list:
+    """The kernel library files of the bundle in `bundle_dir`, as its manifest names them (one name, not a list,
+    before manifest format 4)."""
+    bundle_dir = Path(bundle_dir)
+    names = json.loads((bundle_dir / MANIFEST).read_text())["kernels"]
+    return [bundle_dir / n for n in ([names] if isinstance(names, str) else names)]
+
+
+class KernelLibraries:
+    """A bundle's kernel libraries, loaded (tvm.runtime.load_module): libs[name] is the function of that name in
+    whichever library holds it (KeyError when none does)."""
+
+    def __init__(self, paths: Iterable[os.PathLike]):
+        self.modules = [tvm.runtime.load_module(str(p)) for p in paths]
+
+    def __getitem__(self, name: str):
+        for m in self.modules:
+            if m.implements_function(name, True):
+                return m.get_function(name, True)
+        raise KeyError(f"no kernel library of the bundle has a function {name}")
 
 
 def _leave_out(funcs: dict, entries: list, names: list, why, log) -> None:
@@ -369,41 +411,53 @@ def _leave_out_slow_kernels(funcs: dict, entries: list, target_name: str, limit_
     _leave_out(funcs, entries, [n for n in tuned if results[n] is not None], lambda n: results[n].why(), log)
 
 
-def _compile_bundle(funcs: dict, entries: list, target_name: str, limit_s: float, library: Path, work_dir: Path,
-                    log, embed_ptx: bool = False) -> None:
-    """Compile `funcs` and export them to `library` in a worker killed after limit_s seconds a kernel (the per-kernel
-    limit, scaled to the bundle). Past that limit the tuned kernels are probed one by one (_leave_out_slow_kernels,
-    where that was not done before the bundle) and the slow ones left out; if the bundle still does not finish, every
-    tuned kernel is left out, with the per-kernel limit's warning, and the generic kernels are compiled alone under
-    the same rule. CompileError (one line) when they do not finish either, or the bundle fails to compile."""
+def _compile_bundle(funcs: dict, entries: list, target_name: str, limit_s: float, out_dir: Path, work_dir: Path,
+                    log, embed_ptx: bool = False) -> list:
+    """Compile `funcs` into library_parts(len(funcs)) libraries in out_dir (each as <name>.tmp), one worker a part, all
+    at once, each killed after limit_s seconds a kernel it holds (the per-kernel limit, scaled to the part). Past that
+    limit the tuned kernels are probed one by one (_leave_out_slow_kernels, where that was not done before the bundle)
+    and the slow ones left out; if the bundle still does not finish, every tuned kernel is left out, with the
+    per-kernel limit's warning, and the generic kernels are compiled alone under the same rule. Returns the libraries'
+    names. CompileError (one line) when they do not finish either, or the bundle fails to compile."""
     def attempt():
-        bundle_limit = limit_s * len(funcs)
-        job = CompileJob("bundle", tvm.IRModule(funcs), library, embed_ptx=embed_ptx)
-        return run_compiles([job], target_name, bundle_limit, work_dir, parallel=1)["bundle"], bundle_limit
+        names = list(funcs)
+        n = library_parts(len(names))
+        parts, files = [names[i::n] for i in range(n)], library_names(n)  # round robin: each part a mix of forms
+        part_limit = limit_s * max(len(p) for p in parts)
+        jobs = [CompileJob(f, tvm.IRModule({k: funcs[k] for k in p}), out_dir / (f + ".tmp"), embed_ptx=embed_ptx)
+                for f, p in zip(files, parts)]
+        if n > 1:
+            log(f"... in {n} libraries of about {len(parts[0])} kernels, compiled at once")
+        start = time.monotonic()
+        results = run_compiles(jobs, target_name, part_limit, work_dir, parallel=n,
+                               progress=(lambda done: log(f"{done} of {n} libraries compiled "
+                                                          f"({time.monotonic() - start:.0f} s)")) if n > 1 else None)
+        failures = [r for r in results.values() if r is not None]
+        return next((r for r in failures if not r.timed_out), failures[0] if failures else None), part_limit, files
 
-    failure, bundle_limit = attempt()
+    failure, part_limit, files = attempt()
     tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
     if failure is not None and failure.timed_out and tuned and targets.is_cuda(target_name):
-        log(f"the bundle's compile did not finish in {bundle_limit:g} s: looking for the slow tuned kernels ...")
+        log(f"the bundle's compile did not finish in {part_limit:g} s: looking for the slow tuned kernels ...")
         _leave_out_slow_kernels(funcs, entries, target_name, limit_s, work_dir, log)
-        failure, bundle_limit = attempt()
+        failure, part_limit, files = attempt()
         tuned = [e["name"] for e in entries if e["schedule"] != "generic"]
     if failure is not None and failure.timed_out and tuned:
         _leave_out(funcs, entries, tuned,
-                   lambda _: f"the bundle's compile did not finish in {bundle_limit:g} s ({limit_s:g} s a kernel)", log)
+                   lambda _: f"the bundle's compile did not finish in {part_limit:g} s ({limit_s:g} s a kernel)", log)
         log(f"compiling the {len(funcs)} generic kernels alone for {target_name} ...")
-        failure, bundle_limit = attempt()
+        failure, part_limit, files = attempt()
     if failure is None:
-        return
+        return files
     if failure.timed_out:
         raise CompileError(f"the {target_name} bundle ({len(funcs)} generic kernel{'s' if len(funcs) != 1 else ''}) "
-                           f"did not compile in {bundle_limit:g} s ({limit_s:g} s a kernel); give it more time: "
+                           f"did not compile in {part_limit:g} s ({limit_s:g} s a kernel); give it more time: "
                            f"flashgemm-build --compile-limit SECONDS (a kernel; 0: no limit)")
     raise CompileError(f"the {target_name} bundle does not compile: {failure.last_line}; full output in {failure.log}")
 
 
-def _compile_limited(funcs: dict, entries: list, target_name: str, limit_s: float, library: Path, log,
-                     embed_ptx: bool = False) -> None:
+def _compile_limited(funcs: dict, entries: list, target_name: str, limit_s: float, out_dir: Path, log,
+                     embed_ptx: bool = False) -> list:
     """export_bundle's compile under its limit, in worker processes (run_compiles) whose output lands in a temporary
     directory, kept only when a failure names a log in it.
 
@@ -421,7 +475,7 @@ def _compile_limited(funcs: dict, entries: list, target_name: str, limit_s: floa
         if not targets.is_cuda(target_name):
             _leave_out_slow_kernels(funcs, entries, target_name, limit_s, work_dir, log)
         _log_compiling(funcs, entries, target_name, log)
-        _compile_bundle(funcs, entries, target_name, limit_s, library, work_dir, log, embed_ptx)
+        return _compile_bundle(funcs, entries, target_name, limit_s, out_dir, work_dir, log, embed_ptx)
     finally:
         if not any(work_dir.iterdir()):
             shutil.rmtree(work_dir, ignore_errors=True)
@@ -443,14 +497,17 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                   variants: Optional[Iterable[Variant]] = None, log=print,
                   compile_limit_s: Optional[float] = COMPILE_LIMIT_S,
                   scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False,
-                  tensor_core: Iterable[tuple] = (), attention_tuned: Iterable = ()) -> Path:
+                  tensor_core: Iterable[tuple] = (), attention_tuned: Iterable = (),
+                  attention_tensor_core: Optional[Iterable[Variant]] = None) -> Path:
     """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
     On sm_90 also FusedGemmSoftmax's tensor-core kernel (gemm_softmax_tensor_core_kernels) of every (variant, K) the
     bundle serves with a kernel of `tuned` (tuned, default-schedule or any-length) and of the (variant, K) pairs of
     `tensor_core`, where it takes that K: each serves every length of its K, past what the shape kernels cover.
     attention: also FusedAttention's kernels of `variants`: the generic ones (flashgemm/kernel/fused_attention.py)
     and, on CUDA, its tensor-core kernels (attention_tensor_core_kernels), with the tuned tiles of `attention_tuned`
-    (attention_best.load_all) ahead of the shipped ones.
+    (attention_best.load_all) ahead of the shipped ones. attention_tensor_core: the variants that get those tensor-core
+    kernels (default: every one of `variants`; a tuned tile's variant always does); the others' FusedAttention nodes
+    take the generic kernel (the op warns).
     compile_limit_s: seconds a tuned kernel may take to compile alone; the whole bundle's compile, in a worker
     process, gets as many a kernel it holds; a tuned kernel past its limit is left out with a warning and served by
     its generic kernel (_compile_limited); no compile outlives its limit. None or 0: no limit, everything compiled in
@@ -470,6 +527,8 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     attention_tuned = list(attention_tuned)
+    tc_keys = None if attention_tensor_core is None else (
+        {v.key for v in attention_tensor_core} | {t.variant.key for t in attention_tuned})
     funcs, entries = {}, []
     for v in (list(variants) if variants is not None else Variant.all()):
         name = generic_name(v)
@@ -480,7 +539,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             name = attention_generic_name(v)
             funcs[name] = attention_generic_func(target_name, v, name)
             entries.append(_entry(name, v, op="FusedAttention"))
-            if targets.is_cuda(target_name):
+            if targets.is_cuda(target_name) and (tc_keys is None or v.key in tc_keys):
                 for name, func, fields in attention_tensor_core_kernels(target_name, v, attention_tuned):
                     funcs[name] = func
                     entries.append(_entry(name, v, op="FusedAttention", **fields))
@@ -529,23 +588,28 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                                   align=TENSOR_CORE_ALIGN if targets.is_cuda(target_name) else 2,
                                   any_batch=tk.any_batch, schedule=tk.kind, fixed_batch=fixed, scale=scale,
                                   form=tk.form))
-    so_path = out_dir / KERNELS_SO
-    tmp = so_path.with_suffix(".so.tmp")
     try:
         if not compile_limit_s:
             _log_compiling(funcs, entries, target_name, log)
-            compile_module(tvm.IRModule(funcs), target_name, embed_ptx).export_library(str(tmp))
+            libraries = [KERNELS_SO]
+            compile_module(tvm.IRModule(funcs), target_name, embed_ptx).export_library(str(out_dir / (KERNELS_SO
+                                                                                                      + ".tmp")))
         else:
-            _compile_limited(funcs, entries, target_name, compile_limit_s, tmp, log, embed_ptx)
+            libraries = _compile_limited(funcs, entries, target_name, compile_limit_s, out_dir, log, embed_ptx)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        for tmp in out_dir.glob("flashgemm_kernels*.so.tmp"):
+            tmp.unlink(missing_ok=True)
         raise
-    os.replace(tmp, so_path)  # never leave a half-written library behind
+    for stale in out_dir.glob("flashgemm_kernels.*.so"):  # parts of an earlier build of this directory
+        if stale.name not in libraries:
+            stale.unlink()
+    for name in libraries:
+        os.replace(out_dir / (name + ".tmp"), out_dir / name)  # never leave a half-written library behind
     manifest = {
         "format": MANIFEST_FORMAT,
         "target": target_name,
         "device": "cuda" if targets.is_cuda(target_name) else "cpu",
-        "kernels": KERNELS_SO,
+        "kernels": libraries,
         "tvm_version": tvm.__version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "functions": entries,

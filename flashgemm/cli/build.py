@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the runtime bundle of a target: best tuned kernels + generic kernels -> one .so and its manifest, in
+"""Build the runtime bundle of a target: best tuned kernels + generic kernels -> kernel libraries + manifest, in
 build/<target>/ under the current directory (or --out).
 
   flashgemm-build --target llvm
@@ -53,6 +53,23 @@ def _any_length_kernels(choice: str, models: list, target: str, tuned: list) -> 
     return any_length.kernels_for(requests, target, log=_log, tuned=tuned)
 
 
+ATTENTION_CHOICES = ("common", "model", "all")
+
+
+def _attention_variants(choice: str, models: list):
+    """The variants that get FusedAttention's tensor-core kernels (--attention CHOICE); None: every variant."""
+    from flashgemm.bundle import any_length  # noqa: PLC0415
+    from flashgemm.ort.rewrite import model_attention_variants  # noqa: PLC0415
+    if choice == "all":
+        return None
+    out = [] if choice == "model" else list(any_length.COMMON_VARIANTS)
+    for path in models:
+        found = model_attention_variants(path)
+        _log(f"{path}: FusedAttention variants " + (", ".join(v.key for v in found) or "none"))
+        out += [v for v in found if v not in out]
+    return out
+
+
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto", help="auto | llvm | sm_80 | sm_89 | sm_90 (default: auto)")
@@ -78,12 +95,16 @@ def main(argv=None) -> int:
     ap.add_argument("--embed-ptx", action="store_true",
                     help="CUDA: embed the kernels' PTX beside their machine code, so that a newer GPU can run them "
                          "(to check an sm_80 or sm_89 bundle on an sm_90 GPU with flashgemm-check-bundle)")
-    ap.add_argument("--attention", action="store_true",
+    ap.add_argument("--attention", nargs="?", const="common", choices=ATTENTION_CHOICES, default=None,
                     help="also FusedAttention's kernels (O = softmax(scale*Q*K + bias + mask) * V, P never stored), "
-                         "for models rewritten with flashgemm-rewrite --attention: on CUDA tensor-core kernels for "
-                         "head sizes 32, 64, 80, 96, 128 (Q's and V's equal; wgmma on sm_90 at 64 and 128), with the "
-                         "tiles tuned by flashgemm-tune --attention under --db, else the generic kernel (slower than "
-                         "the unfused graph it replaces)")
+                         "for models rewritten with flashgemm-rewrite --attention: the generic kernel of every variant "
+                         "and, on CUDA, tensor-core kernels for head sizes 32, 64, 80, 96, 128 (Q's and V's equal; "
+                         "wgmma on sm_90 at 64 and 128; 10-12 a variant), with the tiles tuned by flashgemm-tune "
+                         "--attention under --db, for the variants of: common (the default) the dtypes, mask kinds "
+                         "and causal masking exported models carry, with K transposed, plus those of the --from-model "
+                         "models; model: only those; all: all 48 (about 600 kernels, minutes on many cores). A "
+                         "variant without them runs its generic kernel, slower than the unfused graph it replaces "
+                         "(the op warns)")
     args = ap.parse_args(argv)
 
     from flashgemm.bundle import kernel_library  # noqa: PLC0415
@@ -104,6 +125,9 @@ def main(argv=None) -> int:
         out = args.out or os.path.join("build", target)
         if os.path.exists(out) and not os.path.isdir(out):
             ap.error(f"--out {out} is a file", fix="give a directory for the bundle; it is created if missing")
+        if args.attention == "model" and not args.from_model:
+            ap.error("--attention model needs --from-model MODEL.onnx (the models whose variants to build)",
+                     fix="add --from-model, or use --attention (the common variants) or --attention all")
         extra = _workloads(args.workload, args.from_model)  # before any work: a mistake there fails at once
         limit = kernel_library.COMPILE_LIMIT_S if args.compile_limit is None else args.compile_limit
         tuned = best.load_all(target, args.db, compile_limit_s=limit)
@@ -115,8 +139,16 @@ def main(argv=None) -> int:
             print(f"[build] {target}: untuned shapes are served by the generic kernels (default schedules are for "
                   f"CUDA targets); --workload/--from-model add nothing")
         attention_tuned = attention_best.load_all(target, args.db, log=print) if args.attention else []
+        attention_tc = None
+        if args.attention and targets.is_cuda(target):
+            attention_tc = _attention_variants(args.attention, args.from_model)
+            if attention_tc is not None:
+                _log(f"FusedAttention tensor-core kernels for {len(attention_tc)} variant(s) and those of tuned "
+                     f"tiles; every other variant's FusedAttention runs its generic kernel (--attention all: all "
+                     f"48 variants)")
         kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx,
-                                     attention=args.attention, attention_tuned=attention_tuned)
+                                     attention=bool(args.attention), attention_tuned=attention_tuned,
+                                     attention_tensor_core=attention_tc)
     except kernel_library.CompileError as err:
         ap.error(str(err), fix="")  # it names the log to read or the option to change
     except (database.DatabaseError, targets.TargetError, cuda_stub.CudaCodegenError, ValueError) as err:

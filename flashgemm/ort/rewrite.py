@@ -1136,6 +1136,32 @@ def model_any_length(path: os.PathLike) -> list:
     return out
 
 
+def model_attention_variants(path: os.PathLike) -> list:
+    """The Variant of each kind of FusedAttention node in the model at `path` (rewritten in memory with
+    rewrite_model(attention=True) first when it holds neither fused op): the variants flashgemm-build --attention
+    compiles FusedAttention's tensor-core kernels for."""
+    from flashgemm.op.variant import Variant  # noqa: PLC0415
+    model = load_model(path)
+    infer_shapes(model)
+    infer_symbolic_shapes(model)
+    if not any(n.op_type in (OP_TYPE, ATTENTION_OP_TYPE) and n.domain == DOMAIN for n in model.graph):
+        rewrite_model(model, name=Path(path).name, shapes=False, attention=True)
+    out = []
+    for node in model.graph:
+        if node.op_type != ATTENTION_OP_TYPE or node.domain != DOMAIN:
+            continue
+        ins = list(node.inputs) + [None] * (5 - len(node.inputs))
+        dtype, bias, mask = SUPPORTED.get(ins[0].dtype), ins[3], ins[4]
+        if dtype is None:
+            continue
+        v = Variant(dtype, bool(_attr(node, "transB", 0)), bias is not None,
+                    "none" if mask is None else "bool" if mask.dtype == ir.DataType.BOOL else "add",
+                    bool(_attr(node, "causal", 0)))
+        if v not in out:
+            out.append(v)
+    return out
+
+
 def _has_external_data(model: ir.Model) -> bool:
     return any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
 
@@ -1146,5 +1172,5 @@ def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
 
 
 __all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
-                          "rewrite_file", "count_ops", "model_workloads", "model_any_length", "load_model",
-                          "ModelFileError")
+                          "rewrite_file", "count_ops", "model_workloads", "model_any_length", "model_attention_variants",
+                          "load_model", "ModelFileError")

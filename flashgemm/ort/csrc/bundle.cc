@@ -20,7 +20,7 @@ namespace {
 // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT. Format 2 added FusedAttention's kernels (entries with "op");
 // format 3 gave them their trailing zero_nan_rows argument. An older bundle still serves FusedGemmSoftmax; its
 // FusedAttention kernels (another signature) are left out, so a FusedAttention node asks for a rebuild.
-constexpr int64_t kManifestFormat = 3;
+constexpr int64_t kManifestFormat = 4;
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
 std::string FixHint(bool cuda_build) {
   return std::string("run flashgemm-build --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
@@ -133,27 +133,42 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
 #endif
   }
 
-  const std::string so_path = dir + "/" + top.Str("kernels");
-  {
-    std::ifstream probe(so_path);
-    if (!probe)
-      throw BundleError("flashgemm: kernel library " + so_path + " (named in " + manifest_path + ") not found. " +
-                        "To rebuild the bundle, " + fix);
+  // "kernels": the kernel library's file name, or (format 4) the names of the libraries the kernels were compiled
+  // into, in parts and in parallel (flashgemm/bundle/kernel_library.py: library_parts)
+  std::vector<std::string> so_paths;
+  if (auto names = top.Get("kernels").as<json::Array>()) {
+    for (size_t i = 0; i < names->size(); ++i) {
+      auto name = (*names)[i].as<tvm::ffi::String>();
+      if (!name) top.Fail("kernels", "is not a list of file names");
+      so_paths.push_back(dir + "/" + std::string(*name));
+    }
+    if (so_paths.empty()) top.Fail("kernels", "is an empty list");
+  } else {
+    so_paths.push_back(dir + "/" + top.Str("kernels"));
   }
-  // dlopen of a truncated library dies of SIGBUS rather than failing: check that the file is whole first.
-  if (std::string problem = ElfProblem(so_path); !problem.empty())
-    throw BundleError("flashgemm: corrupt kernel library " + so_path + " (named in " + manifest_path + "): " +
-                      problem + ". Rebuild the bundle: " + fix);
-  try {
-    b->module_ = tvm::ffi::Module::LoadFromFile(so_path);
-  } catch (const std::exception& e) {
-    throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + fix);
+  for (const std::string& so_path : so_paths) {
+    {
+      std::ifstream probe(so_path);
+      if (!probe)
+        throw BundleError("flashgemm: kernel library " + so_path + " (named in " + manifest_path + ") not found. " +
+                          "To rebuild the bundle, " + fix);
+    }
+    // dlopen of a truncated library dies of SIGBUS rather than failing: check that the file is whole first.
+    if (std::string problem = ElfProblem(so_path); !problem.empty())
+      throw BundleError("flashgemm: corrupt kernel library " + so_path + " (named in " + manifest_path + "): " +
+                        problem + ". Rebuild the bundle: " + fix);
+    try {
+      b->modules_.push_back(tvm::ffi::Module::LoadFromFile(so_path));
+    } catch (const std::exception& e) {
+      throw BundleError("flashgemm: cannot load kernel library " + so_path + ": " + e.what() + ". " + fix);
+    }
+    if (b->device_ == "cpu") {
+      if (std::string why = cpu_parallel::Install(so_path); !why.empty())
+        std::fprintf(stderr, "flashgemm: %s: parallel loops stay on TVM's thread pool (%s)\n", so_path.c_str(),
+                     why.c_str());
+    }
   }
-  if (b->device_ == "cpu") {
-    if (std::string why = cpu_parallel::Install(so_path); !why.empty())
-      std::fprintf(stderr, "flashgemm: %s: parallel loops stay on TVM's thread pool (%s)\n", so_path.c_str(),
-                   why.c_str());
-  }
+  const std::string so_names = so_paths.size() == 1 ? so_paths[0] : "the kernel libraries of " + dir;
 
   auto funcs = top.Get("functions").as<json::Array>();
   if (!funcs) top.Fail("functions", "is not an array");
@@ -192,9 +207,13 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       k.schedule = k.tuned ? "tuned" : "generic";
     }
     if (entry_obj->Get(tvm::ffi::String("align")).has_value()) k.align = e.Int("align");  // older manifests: 2
-    tvm::ffi::Optional<tvm::ffi::Function> f = (*b->module_)->GetFunction(k.name, /*query_imports=*/true);
+    tvm::ffi::Optional<tvm::ffi::Function> f;
+    for (const tvm::ffi::Module& m : b->modules_) {
+      f = m->GetFunction(k.name, /*query_imports=*/true);
+      if (f.has_value()) break;
+    }
     if (!f.has_value())
-      throw BundleError("flashgemm: " + so_path + " has no function " + k.name + " listed in " + manifest_path +
+      throw BundleError("flashgemm: " + so_names + " has no function " + k.name + " listed in " + manifest_path +
                         "; the two files are out of sync. " + fix);
     k.fn = *f;
     if (op == "FusedAttention") {

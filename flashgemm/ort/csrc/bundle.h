@@ -87,7 +87,7 @@ class Bundle {
 
  private:
   std::string dir_, device_, target_;
-  std::optional<tvm::ffi::Module> module_;  // keeps the kernels .so loaded
+  std::vector<tvm::ffi::Module> modules_;  // keep the kernel libraries loaded
   std::unordered_map<std::string, Kernel> generic_;
   std::unordered_map<std::string, std::vector<Kernel>> tensor_core_;  // FusedGemmSoftmax's, with a "head_size"
   std::unordered_map<std::string, Kernel> attention_generic_;  // manifest "op": "FusedAttention"

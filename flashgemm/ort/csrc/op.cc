@@ -389,8 +389,9 @@ void FusedKernel::WarnGeneric(OrtKernelContext* ctx, const Sizes& sizes, int64_t
           "and MatMul it replaces. " +
           (on_cpu ? std::string("On the CPU every FusedAttention call runs it") :
                     "The tensor-core kernels serve head sizes 32, 64, 80, 96 and 128 with Q's and V's equal, "
-                    "16-byte aligned tensors and, with K as [D, N], N a multiple of 8 (a bundle built before they "
-                    "existed: rebuild it with flashgemm-build --attention)") +
+                    "16-byte aligned tensors and, with K as [D, N], N a multiple of 8, in the variants the bundle was "
+                    "built with (flashgemm-build --attention: the common ones; add this model's with --from-model "
+                    "MODEL.onnx, or build all with --attention all)") +
           ". For speed rewrite the model without --attention (flashgemm-rewrite), which keeps P and fuses the scores";
   else if (on_cpu)
     msg = node_ + ": on the CPU the op runs TVM's generic llvm kernel, and at sizes [B0,B1,M,N,K]=" + sizes_text +
