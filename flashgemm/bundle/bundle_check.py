@@ -214,7 +214,8 @@ def check_bundle(bundle_dir, only: Optional[str] = None, log: Callable = print) 
     bundle_dir = Path(bundle_dir)
     manifest_path = bundle_dir / MANIFEST
     if not manifest_path.exists():
-        raise FileNotFoundError(f"{manifest_path} is missing (build the bundle first: flashgemm-build --out {bundle_dir})")
+        raise FileNotFoundError(f"{manifest_path} is missing "
+                                f"(build the bundle first: flashgemm-build --out {bundle_dir})")
     rebuild = f"rebuild the bundle: flashgemm-build --out {bundle_dir}"
     try:
         manifest = json.loads(manifest_path.read_text())

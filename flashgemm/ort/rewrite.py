@@ -1172,5 +1172,5 @@ def count_ops(path_or_model, op_type: str, domain: str = "") -> int:
 
 
 __all__: Sequence[str] = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "rewrite_model",
-                          "rewrite_file", "count_ops", "model_workloads", "model_any_length", "model_attention_variants",
-                          "load_model", "ModelFileError")
+                          "rewrite_file", "count_ops", "model_workloads", "model_any_length",
+                          "model_attention_variants", "load_model", "ModelFileError")

@@ -18,7 +18,8 @@ namespace flashgemm {
 namespace {
 
 // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT. Format 2 added FusedAttention's kernels (entries with "op");
-// format 3 gave them their trailing zero_nan_rows argument. An older bundle still serves FusedGemmSoftmax; its
+// format 3 gave them their trailing zero_nan_rows argument; format 4 lists several kernel libraries under "kernels"
+// (one compiled a part, in parallel). An older bundle still serves FusedGemmSoftmax; its
 // FusedAttention kernels (another signature) are left out, so a FusedAttention node asks for a rebuild.
 constexpr int64_t kManifestFormat = 4;
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
