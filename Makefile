@@ -28,7 +28,7 @@ demo: env
 
 # CPU tests everywhere; tests marked gpu run where a GPU is present.
 test: env
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
 clean:
 	rm -rf build .pytest_cache

@@ -12,6 +12,10 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
   ort_unfused                             ORT's MatMul + Mul + Softmax + MatMul
   ort_mha                                 ORT's com.microsoft.MultiHeadAttention (its [B, L, H*D] layout, the
                                           inputs rearranged once before timing; unidirectional for causal)
+  ours_attention_queued, ort_mha_queued   the same sessions on torch's stream (the CUDA EP's user_compute_stream)
+                                          with the run option disable_synchronize_execution_providers=1: each Run
+                                          queues its kernels and returns, as torch's calls do, without waiting for
+                                          the GPU at its end; the gap to the plain rows is ORT's end-of-Run sync
 TFLOP/s counts 4*B*H*M*N*D (half of it causal).
 """
 from __future__ import annotations
@@ -27,8 +31,26 @@ from benchmarks.peers import gpu_info, peak_tflops, time_in_rounds
 # name: (B, H, M = N, D, causal)
 SHAPES = {"W1": (16, 16, 512, 64, False), "W2": (16, 12, 197, 64, False), "W3": (8, 20, 1500, 64, False),
           "prefill": (4, 32, 2048, 128, True)}
-SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ours_attention", "ours_scores_matmul",
-           "ort_unfused")
+SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ort_mha_queued", "ours_attention",
+           "ours_attention_queued", "ours_scores_matmul", "ort_unfused")
+
+
+def _cuda_session(model, so, queued: bool):
+    """An ORT CUDA EP session of `model`, and the run options its Run takes. queued: on torch's current stream,
+    Run not synchronizing the EP at its end (the GPU work of back-to-back calls queues as torch's does)."""
+    import onnxruntime as ort  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    provider = "CUDAExecutionProvider"
+    if queued:
+        stream = torch.cuda.current_stream().cuda_stream
+        if not stream:  # ORT takes a null stream for none, and would run on a stream of its own, unsynchronized
+            raise RuntimeError("a queued ORT session needs a torch stream other than the default (bench sets one)")
+        provider = (provider, {"user_compute_stream": str(stream)})
+    sess = ort.InferenceSession(model.SerializeToString(), so or ort.SessionOptions(), providers=[provider])
+    ro = ort.RunOptions()
+    if queued:
+        ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    return sess, ro
 
 
 def _sdpa(backend_name):
@@ -76,9 +98,8 @@ def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
                              ir_version=IR_VERSION)
 
 
-def _ort_mha():
+def _ort_mha(queued: bool = False):
     """ORT's MultiHeadAttention on [B, L, H*D] tensors (Q, K, V rearranged from [B, H, L, D] before timing)."""
-    import onnxruntime as ort  # noqa: PLC0415
     import torch  # noqa: PLC0415
     from onnx import helper  # noqa: PLC0415
 
@@ -96,7 +117,7 @@ def _ort_mha():
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
                                                         helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=IR_VERSION)
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+        sess, ro = _cuda_session(model, None, queued)
         packed = {n: x.transpose(1, 2).reshape(b, m, h * d).contiguous() for n, x in (("Q", q), ("K", k), ("V", v))}
         o = torch.empty((b, m, h * d), dtype=q.dtype, device="cuda")
         io = sess.io_binding()
@@ -105,15 +126,14 @@ def _ort_mha():
         io.bind_output("O", "cuda", 0, t, tuple(o.shape), o.data_ptr())
 
         def run():
-            sess.run_with_iobinding(io)
+            sess.run_with_iobinding(io, ro)
             return o.view(b, m, h, d).transpose(1, 2)  # (a view: the check compares it in [B, H, L, D])
         run.keep = packed  # the inputs live as long as the binding
         return run
     return prepare
 
 
-def _ort(kind: str, bundle):
-    import onnxruntime as ort  # noqa: PLC0415
+def _ort(kind: str, bundle, queued: bool = False):
     import torch  # noqa: PLC0415
 
     from flashgemm.ort.model import elem_type  # noqa: PLC0415
@@ -122,8 +142,7 @@ def _ort(kind: str, bundle):
     def prepare(q, k, v, scale, causal):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
         model = _graph(kind, dtype, tuple(q.shape), scale, causal)
-        so = session_options(bundle) if bundle else ort.SessionOptions()
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CUDAExecutionProvider"])
+        sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued)
         o = torch.empty_like(q)
         io = sess.io_binding()
         et = elem_type(dtype)
@@ -132,7 +151,7 @@ def _ort(kind: str, bundle):
         io.bind_output("O", "cuda", 0, et, tuple(o.shape), o.data_ptr())
 
         def run():
-            sess.run_with_iobinding(io)
+            sess.run_with_iobinding(io, ro)
             return o
         return run
     return prepare
@@ -145,48 +164,60 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     peak, _ = peak_tflops(info["gpu"])
     makers = {s: _sdpa(s) for s in SYSTEMS if s.startswith("sdpa")}
     makers["ours_attention"] = _ort("attention", attention_bundle)
+    makers["ours_attention_queued"] = _ort("attention", attention_bundle, queued=True)
     makers["ours_scores_matmul"] = _ort("scores", bundle)
     makers["ort_unfused"] = _ort("unfused", None)
     makers["ort_mha"] = _ort_mha()
+    makers["ort_mha_queued"] = _ort_mha(queued=True)
     unknown = set(systems) - set(makers)
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
     makers = {k: makers[k] for k in SYSTEMS if k in systems}
     rows = []
-    for name in shape_names:
-        b, h, m, d, causal = SHAPES[name]
-        for dtype in dtypes:
-            tdt = getattr(torch, dtype)
-            g = torch.Generator(device="cuda").manual_seed(0)
-            q, k, v = (torch.randn((b, h, m, d), generator=g, device="cuda", dtype=tdt) for _ in range(3))
-            scale = 1.0 / d ** 0.5
-            s = (q.float() @ k.float().transpose(-1, -2)) * scale
-            if causal:
-                s = s.masked_fill(torch.ones(m, m, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
-            ref = torch.softmax(s, -1) @ v.float()
-            del s
-            flops = 4 * b * h * m * m * d * (0.5 if causal else 1.0)
-            calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, m, d], "causal": causal,
-                              "systems": {}}
-            for sys_name, make in makers.items():
-                try:
-                    fn = make(q, k, v, scale, causal)
-                    err = float((fn().float() - ref).abs().max())
-                except Exception as e:  # noqa: BLE001  (a backend that does not take this shape or dtype)
-                    row["systems"][sys_name] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-                    continue
-                row["systems"][sys_name] = {"max_abs_err": err}
-                calls[sys_name] = fn
-            for sys_name, t in time_in_rounds(calls, rounds, reps).items():
-                us = t["median_us"]
-                row["systems"][sys_name].update(t, tflops=flops / us * 1e-6,
-                                                peak_fraction=(flops / us * 1e-6 / peak) if peak else None)
-            rows.append(row)
-            log(f"{name} {dtype}: " + ", ".join(
-                f"{k} {r['median_us']:.1f} us" if "median_us" in r else f"{k} skipped" for k, r in
-                row["systems"].items()))
-            torch.cuda.empty_cache()
+    # a stream of its own: torch's default stream has the handle 0, which ORT's user_compute_stream cannot take
+    with torch.cuda.stream(torch.cuda.Stream()):
+        for name in shape_names:
+            rows += _bench_shape(name, dtypes, makers, peak, reps, rounds, log)
     return {"gpu": info, "peak_tflops": peak, "rows": rows}
+
+
+def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, log) -> list:
+    """The rows of shape `name`, one a dtype: every system checked against the FP32 reference, then timed."""
+    import torch  # noqa: PLC0415
+    rows = []
+    b, h, m, d, causal = SHAPES[name]
+    for dtype in dtypes:
+        tdt = getattr(torch, dtype)
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn((b, h, m, d), generator=g, device="cuda", dtype=tdt) for _ in range(3))
+        scale = 1.0 / d ** 0.5
+        s = (q.float() @ k.float().transpose(-1, -2)) * scale
+        if causal:
+            s = s.masked_fill(torch.ones(m, m, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+        ref = torch.softmax(s, -1) @ v.float()
+        del s
+        flops = 4 * b * h * m * m * d * (0.5 if causal else 1.0)
+        calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, m, d], "causal": causal,
+                          "systems": {}}
+        for sys_name, make in makers.items():
+            try:
+                fn = make(q, k, v, scale, causal)
+                err = float((fn().float() - ref).abs().max())
+            except Exception as e:  # noqa: BLE001  (a backend that does not take this shape or dtype)
+                row["systems"][sys_name] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                continue
+            row["systems"][sys_name] = {"max_abs_err": err}
+            calls[sys_name] = fn
+        for sys_name, t in time_in_rounds(calls, rounds, reps).items():
+            us = t["median_us"]
+            row["systems"][sys_name].update(t, tflops=flops / us * 1e-6,
+                                            peak_fraction=(flops / us * 1e-6 / peak) if peak else None)
+        rows.append(row)
+        log(f"{name} {dtype}: " + ", ".join(
+            f"{k} {r['median_us']:.1f} us" if "median_us" in r else f"{k} skipped" for k, r in
+            row["systems"].items()))
+        torch.cuda.empty_cache()
+    return rows
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,21 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 
+def _compile_share() -> bool:
+    """Each pytest-xdist worker builds its own bundles: give each its share of the cores for compile workers
+    (kernel_library.compile_jobs), else two workers on two cores run four compiles, each importing TVM."""
+    from flashgemm.bundle.kernel_library import COMPILE_JOBS_ENV  # noqa: PLC0415
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers <= 1 or COMPILE_JOBS_ENV in os.environ:
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ[COMPILE_JOBS_ENV] = str(max(1, cores // workers))
+    return True
+
+
+COMPILE_SHARE = _compile_share()  # True: the share is this file's, not the user's setting
+
+
 def _gpu_present() -> bool:
     try:
         import tvm  # noqa: PLC0415
@@ -57,7 +72,9 @@ def stand_in_measurement(monkeypatch):
 def made_once(tmp_path_factory):
     """made_once(name, make) -> the directory that make(dir) fills, made once per test run and shared by
     pytest-xdist's workers: a bundle compiles its kernels on every core, so one build each for 8 workers takes 8 times
-    as long and can push a GPU run past its limit. Workers that find it being made wait for it (an flock beside it)."""
+    as long and can push a GPU run past its limit. Workers that find it being made wait for it (an flock beside it),
+    so it is made with every core, not the worker's share."""
+    from flashgemm.bundle.kernel_library import COMPILE_JOBS_ENV  # noqa: PLC0415
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the run's directory, above each worker's own
@@ -69,7 +86,12 @@ def made_once(tmp_path_factory):
             if not (d / ".made").exists():
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir()
-                make(d)
+                share = os.environ.pop(COMPILE_JOBS_ENV, None) if COMPILE_SHARE else None
+                try:
+                    make(d)
+                finally:
+                    if share is not None:
+                        os.environ[COMPILE_JOBS_ENV] = share
                 (d / ".made").touch()
         return d
     return made

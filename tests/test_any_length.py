@@ -119,6 +119,25 @@ def test_common_set_and_ladder():
                                                                   (False, "none", True)}
 
 
+def test_kernels_made_in_worker_processes_are_the_kernels_made_here():
+    """kernels_for makes its pairs in worker processes: what comes back (modules through JSON) is what one process
+    makes, in the order asked, without the pairs a tuned any-length kernel already covers."""
+    from flashgemm.bundle import any_length
+    v16, vbf = any_length.COMMON_VARIANTS[0], any_length.COMMON_VARIANTS[5]
+    requests = [(v16, 64), (vbf, 32), (v16, 64), (v16, 40)]  # a duplicate and an unserved K, both skipped
+    here = any_length.kernels_for(requests, "sm_90", bounds=(32,), jobs=1, log=lambda *a: None)
+    lines = []
+    there = any_length.kernels_for(requests, "sm_90", bounds=(32,), jobs=2, log=lines.append)
+    assert [tk.workload for tk in there] == [tk.workload for tk in here] == [
+        f"any-length-{v16.key}-k64-32", f"any-length-{vbf.key}-k32-32"]
+    for a, b in zip(here, there):
+        assert dataclasses.replace(a, schedule=None, twin=None) == dataclasses.replace(b, schedule=None, twin=None)
+        tvm.ir.assert_structural_equal(a.schedule.mod, b.schedule.mod)
+        assert b.twin is None and a.twin is None  # no twin at so short a bound
+    assert lines[-1].startswith("[build] any-length kernels: 2 of 2 (variant, head size) pairs")
+    assert any_length.kernels_for(requests, "sm_90", bounds=(32,), jobs=2, tuned=here) == []
+
+
 WORKER = r'''
 import json, os, sys
 sys.path.insert(0, ".")

@@ -2,6 +2,7 @@
 the op library and flashgemm-check-bundle find each kernel in whichever holds it, and a rebuild with fewer parts
 leaves no stale library behind."""
 import json
+import os
 
 import ml_dtypes
 import numpy as np
@@ -22,6 +23,18 @@ VARIANTS = [Variant("float16", False), Variant("float16", True), Variant("bfloat
 def test_one_part_a_core_of_at_least_a_part_s_kernels(kernels, cores, parts):
     assert kernel_library.KERNELS_A_PART == 16
     assert kernel_library.library_parts(kernels, cores) == parts
+
+
+def test_compile_jobs_takes_the_environment_s_cap_else_every_core(monkeypatch):
+    monkeypatch.setenv(kernel_library.COMPILE_JOBS_ENV, "3")
+    assert kernel_library.compile_jobs() == 3
+    assert kernel_library.library_parts(1000) == 3
+    for bad in ("0", "-2", "two"):
+        monkeypatch.setenv(kernel_library.COMPILE_JOBS_ENV, bad)
+        with pytest.raises(ValueError, match="FLASHGEMM_COMPILE_JOBS"):
+            kernel_library.compile_jobs()
+    monkeypatch.delenv(kernel_library.COMPILE_JOBS_ENV)
+    assert kernel_library.compile_jobs() == len(os.sched_getaffinity(0))
 
 
 def test_a_bundle_in_parts_serves_every_kernel_and_a_rebuild_drops_stale_parts(tmp_path, monkeypatch):

@@ -46,6 +46,8 @@ MANIFEST_FORMAT = 4
 KERNELS_SO = "flashgemm_kernels.so"  # the first kernel library; the others flashgemm_kernels.<i>.so
 # fewest kernels a library part holds (library_parts): a compile worker takes seconds to start (TVM's import)
 KERNELS_A_PART = 16
+# the environment variable that caps a build's compile workers (compile_jobs)
+COMPILE_JOBS_ENV = "FLASHGEMM_COMPILE_JOBS"
 MANIFEST = "manifest.json"
 # seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole
 # bundle's compile is given as many seconds a kernel it holds
@@ -311,7 +313,7 @@ def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
     names it). progress(number of jobs done), if given, as each one ends. No worker, nor anything one started,
     outlives this call, however it ends (an interrupt too)."""
     env = dict(os.environ)
-    parallel = max(1, parallel or os.cpu_count() or 1)
+    parallel = max(1, parallel or compile_jobs())
     pending, running, results = list(enumerate(jobs)), {}, {}
     try:
         while pending or running:
@@ -350,12 +352,28 @@ def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
     return results
 
 
+def compile_jobs() -> int:
+    """How many compile workers a build runs at once: the environment's FLASHGEMM_COMPILE_JOBS, else one a core this
+    process may run on. Set it where other builds share the cores (pytest-xdist's workers each build bundles: the
+    test suite gives each worker its share), else their workers, each importing TVM, contend for them."""
+    value = os.environ.get(COMPILE_JOBS_ENV, "").strip()
+    if value:
+        try:
+            jobs = int(value)
+        except ValueError:
+            jobs = 0
+        if jobs < 1:
+            raise ValueError(f"{COMPILE_JOBS_ENV}={value!r}: give a whole number of compile workers, 1 or more")
+        return jobs
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def library_parts(n_kernels: int, cores: Optional[int] = None) -> int:
     """How many libraries a bundle of n_kernels is compiled into, one worker a part, all at once: TVM lowers a module's
     kernels one after another and nvcc compiles them as one source, so in one process a CUDA bundle takes about 1.5 s
     a tensor-core kernel (17.5 s for one variant's 12 FusedAttention kernels) and a bundle of hundreds of them runs
     past ten minutes. One part a core, each of at least KERNELS_A_PART kernels."""
-    return max(1, min(cores or os.cpu_count() or 1, n_kernels // KERNELS_A_PART))
+    return max(1, min(cores or compile_jobs(), n_kernels // KERNELS_A_PART))
 
 
 def library_names(parts: int) -> list:
@@ -407,7 +425,7 @@ def _leave_out_slow_kernels(funcs: dict, entries: list, target_name: str, limit_
         return
     log(f"checking that each of {len(tuned)} tuned kernels compiles within {limit_s:g} s ...")
     results = run_compiles([CompileJob(n, tvm.IRModule({n: funcs[n]})) for n in tuned], target_name, limit_s,
-                           work_dir, parallel=min(len(tuned), os.cpu_count() or 1))
+                           work_dir, parallel=min(len(tuned), compile_jobs()))
     _leave_out(funcs, entries, [n for n in tuned if results[n] is not None], lambda n: results[n].why(), log)
 
 
