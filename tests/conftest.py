@@ -14,7 +14,7 @@ if REPO not in sys.path:
 def _compile_share() -> bool:
     """Each pytest-xdist worker builds its own bundles: give each its share of the cores for compile workers
     (kernel_library.compile_jobs), else two workers on two cores run four compiles, each importing TVM."""
-    from flashgemm.bundle.kernel_library import COMPILE_JOBS_ENV  # noqa: PLC0415
+    from flashgemm.bundle.workers import COMPILE_JOBS_ENV  # noqa: PLC0415
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers <= 1 or COMPILE_JOBS_ENV in os.environ:
         return False
@@ -74,7 +74,7 @@ def made_once(tmp_path_factory):
     pytest-xdist's workers: a bundle compiles its kernels on every core, so one build each for 8 workers takes 8 times
     as long and can push a GPU run past its limit. Workers that find it being made wait for it (an flock beside it),
     so it is made with every core, not the worker's share."""
-    from flashgemm.bundle.kernel_library import COMPILE_JOBS_ENV  # noqa: PLC0415
+    from flashgemm.bundle.workers import COMPILE_JOBS_ENV  # noqa: PLC0415
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the run's directory, above each worker's own

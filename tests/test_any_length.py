@@ -134,7 +134,7 @@ def test_kernels_made_in_worker_processes_are_the_kernels_made_here():
         assert dataclasses.replace(a, schedule=None, twin=None) == dataclasses.replace(b, schedule=None, twin=None)
         tvm.ir.assert_structural_equal(a.schedule.mod, b.schedule.mod)
         assert b.twin is None and a.twin is None  # no twin at so short a bound
-    assert lines[-1].startswith("[build] any-length kernels: 2 of 2 (variant, head size) pairs")
+    assert lines[-1].startswith("[build] any-length kernels, (variant, head size) pairs: 2 of 2 (")
     assert any_length.kernels_for(requests, "sm_90", bounds=(32,), jobs=2, tuned=here) == []
 
 

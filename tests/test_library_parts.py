@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from flashgemm.bundle import bundle_check, kernel_library
+from flashgemm.bundle import bundle_check, kernel_library, workers
 from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST, export_bundle, kernel_libraries
 from flashgemm.op.reference import fused_gemm_softmax_ref
 from flashgemm.op.variant import Variant
@@ -26,15 +26,15 @@ def test_one_part_a_core_of_at_least_a_part_s_kernels(kernels, cores, parts):
 
 
 def test_compile_jobs_takes_the_environment_s_cap_else_every_core(monkeypatch):
-    monkeypatch.setenv(kernel_library.COMPILE_JOBS_ENV, "3")
-    assert kernel_library.compile_jobs() == 3
+    monkeypatch.setenv(workers.COMPILE_JOBS_ENV, "3")
+    assert workers.compile_jobs() == 3
     assert kernel_library.library_parts(1000) == 3
     for bad in ("0", "-2", "two"):
-        monkeypatch.setenv(kernel_library.COMPILE_JOBS_ENV, bad)
+        monkeypatch.setenv(workers.COMPILE_JOBS_ENV, bad)
         with pytest.raises(ValueError, match="FLASHGEMM_COMPILE_JOBS"):
-            kernel_library.compile_jobs()
-    monkeypatch.delenv(kernel_library.COMPILE_JOBS_ENV)
-    assert kernel_library.compile_jobs() == len(os.sched_getaffinity(0))
+            workers.compile_jobs()
+    monkeypatch.delenv(workers.COMPILE_JOBS_ENV)
+    assert workers.compile_jobs() == len(os.sched_getaffinity(0))
 
 
 def test_a_bundle_in_parts_serves_every_kernel_and_a_rebuild_drops_stale_parts(tmp_path, monkeypatch):

@@ -20,10 +20,6 @@ are not a multiple of 16.
 """
 from __future__ import annotations
 
-import dataclasses
-import multiprocessing
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterable, Optional
 
 import tvm
@@ -34,6 +30,7 @@ from flashgemm.kernel.fused_gemm_softmax import runtime_func, tuning_func
 
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel, any_length_twin
 from flashgemm.spaces.kernel_forms import any_length_form
+from flashgemm.bundle.workers import from_portable, made_in_workers, portable
 
 # square bounds (Mb = Nb); a call takes the smallest that holds max(M, N). Multiples of the one-pass space's pad
 # factors (flashgemm/spaces/cuda_space._pad_factors: 32 rows, 64 columns past 64); 2048: rows longer than that need the
@@ -129,8 +126,7 @@ def kernels_for(requests: Iterable, target: str, bounds: Optional[Iterable[int]]
     """default_kernels of every (variant, K) in `requests` (duplicates and unserved K skipped), but none at a
     (variant, K, bound) of a tuned any-length kernel in `tuned`. Choosing and applying a pair's default schedules
     takes seconds a bound (about 20 s a pair of 11 bounds on one core), so the pairs are made in `jobs` worker
-    processes at once (default: kernel_library.compile_jobs()), with a progress line as each is done."""
-    from flashgemm.bundle.kernel_library import compile_jobs  # noqa: PLC0415  (kernel_library imports this module)
+    processes at once (workers.made_in_workers; default: workers.compile_jobs())."""
     have = {(tk.variant.key, tk.shape.sizes[4], tk.bound) for tk in tuned if tk.bound}
     todo, seen = [], set()
     for variant, k in requests:
@@ -139,34 +135,13 @@ def kernels_for(requests: Iterable, target: str, bounds: Optional[Iterable[int]]
         seen.add((variant.key, k))
         pair_bounds = [b for b in (LENGTH_BOUNDS if bounds is None else bounds) if (variant.key, k, (b, b)) not in have]
         if pair_bounds:
-            todo.append((variant, k, pair_bounds))
-    jobs = min(len(todo), jobs or compile_jobs())
-    if jobs <= 1:
-        return [tk for variant, k, b in todo for tk in default_kernels(variant, k, target, b, log)]
-    made, start = [None] * len(todo), time.monotonic()
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_portable_default_kernels, variant, k, target, b): i
-                   for i, (variant, k, b) in enumerate(todo)}
-        for done, future in enumerate(as_completed(futures), 1):
-            kernels, lines = future.result()
-            for line in lines:
-                log(line)
-            made[futures[future]] = [_from_portable(tk) for tk in kernels]
-            if done % jobs == 0 or done == len(todo):
-                log(f"[build] any-length kernels: {done} of {len(todo)} (variant, head size) pairs "
-                    f"({time.monotonic() - start:.0f} s, {jobs} workers)")
-    return [tk for kernels in made for tk in kernels]
+            todo.append((variant, k, target, pair_bounds))
+    made = made_in_workers(_portable_default_kernels, todo, log, "any-length kernels, (variant, head size) pairs",
+                           jobs or 0)
+    return [from_portable(tk) for kernels in made for tk in kernels]
 
 
 def _portable_default_kernels(variant: Variant, k: int, target: str, bounds: list) -> tuple:
-    """default_kernels in a worker process: the kernels with their schedules' modules as JSON (a Schedule does not
-    cross processes), and the lines it logged."""
+    """default_kernels for made_in_workers: the kernels (portable) and the lines it logged."""
     lines = []
-    kernels = default_kernels(variant, k, target, bounds, log=lines.append)
-    return [dataclasses.replace(tk, schedule=tvm.ir.save_json(tk.schedule.mod),
-                                twin=None if tk.twin is None else tvm.ir.save_json(tk.twin.mod)) for tk in kernels], lines
-
-
-def _from_portable(tk: TunedKernel) -> TunedKernel:
-    return dataclasses.replace(tk, schedule=tvm.s_tir.Schedule(tvm.ir.load_json(tk.schedule)),
-                               twin=None if tk.twin is None else tvm.s_tir.Schedule(tvm.ir.load_json(tk.twin)))
+    return [portable(tk) for tk in default_kernels(variant, k, target, bounds, log=lines.append)], lines

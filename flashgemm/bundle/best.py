@@ -23,6 +23,7 @@ from flashgemm.tune import database as dbm
 from flashgemm.bundle import twins
 from flashgemm.spaces.kernel_forms import Form, form_of, forms, tuning_module, tuning_modules
 from flashgemm.spaces.intrinsics import register_intrinsics
+from flashgemm.bundle.workers import from_portable, made_in_workers, portable
 
 
 TENSOR_CORE_ALIGN = 64  # bytes; see flashgemm.kernel.fused_gemm_softmax.runtime_func
@@ -359,6 +360,20 @@ def _gemm_softmax_dbs(root: Path) -> list:
     return [d for d in dirs if not workload_of(d, dbm.read_provenance(d)).attention]
 
 
+def _portable_tuned(wl_dir: Path, target: str, source: Optional[str], compile_limit_s: Optional[float]) -> tuple:
+    """For made_in_workers: load_tuned of wl_dir (source None) or its transfer_tuned from `source`, portable, and the
+    lines logged."""
+    lines = []
+    if source is not None:
+        return portable(transfer_tuned(wl_dir, source, target, lines.append, compile_limit_s)), lines
+    tk = load_tuned(wl_dir, target, compile_limit_s)
+    prov = dbm.read_provenance(wl_dir)
+    left = "" if twins.ships_twin(prov) or not tk.any_batch else \
+        f" (fixed-batch twin left out: slower than the plain kernel in {prov['twin'].get('source')})"
+    lines.append(f"[build] tuned {wl_dir.name}: {tk.run_secs * 1e6:.1f} us measured{left}")
+    return portable(tk), lines
+
+
 def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable = print,
              transfer_from: Optional[str] = "sm_90", compile_limit_s: Optional[float] = None) -> list[TunedKernel]:
     """Every tuned workload of `target` under db_root. For a CUDA target, workloads tuned only on
@@ -367,22 +382,16 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     (CUDA; flashgemm-build passes its --compile-limit): a compile past it is killed and the kernel ships without a
     cap."""
     root = Path(db_root or dbm.default_root())
-    kernels, names = [], set()
-    own = root / target
-    for wl_dir in _gemm_softmax_dbs(own):
-        kernels.append(load_tuned(wl_dir, target, compile_limit_s))
-        names.add(wl_dir.name)
-        prov = dbm.read_provenance(wl_dir)
-        left = "" if twins.ships_twin(prov) or not kernels[-1].any_batch else \
-            f" (fixed-batch twin left out: slower than the plain kernel in {prov['twin'].get('source')})"
-        log(f"[build] tuned {wl_dir.name}: {kernels[-1].run_secs * 1e6:.1f} us measured{left}")
+    own = _gemm_softmax_dbs(root / target)
+    names = {wl_dir.name for wl_dir in own}
     src = root / str(transfer_from)
-    if targets.is_cuda(target) and transfer_from and transfer_from != target and src.is_dir():
-        for wl_dir in _gemm_softmax_dbs(src):
-            if wl_dir.name not in names:
-                tk = transfer_tuned(wl_dir, transfer_from, target, log, compile_limit_s)
-                if tk is not None:
-                    kernels.append(tk)
+    transfer = [] if not (targets.is_cuda(target) and transfer_from and transfer_from != target and src.is_dir()) \
+        else [d for d in _gemm_softmax_dbs(src) if d.name not in names]
+    # each record's replay, twins and register measurement (an nvcc compile) take seconds: in worker processes
+    tasks = [(d, target, None, compile_limit_s) for d in own] + [(d, target, transfer_from, compile_limit_s)
+                                                                  for d in transfer]
+    made = made_in_workers(_portable_tuned, tasks, log, "tuned kernels, workloads") if tasks else []
+    kernels = [tk for tk in map(from_portable, made) if tk is not None]
     if not kernels:
         log(f"[build] no tuned workloads for {target} under {root}: generic kernels only")
     # Tuned kernels serve any batch: of two with one (variant, M, N, K) the bundle keeps the first, so put this

@@ -36,6 +36,7 @@ from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attenti
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel, with_constant_argument
 from flashgemm.bundle.attention_best import served_tiles
+from flashgemm.bundle.workers import compile_jobs, made_in_workers
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
@@ -46,8 +47,6 @@ MANIFEST_FORMAT = 4
 KERNELS_SO = "flashgemm_kernels.so"  # the first kernel library; the others flashgemm_kernels.<i>.so
 # fewest kernels a library part holds (library_parts): a compile worker takes seconds to start (TVM's import)
 KERNELS_A_PART = 16
-# the environment variable that caps a build's compile workers (compile_jobs)
-COMPILE_JOBS_ENV = "FLASHGEMM_COMPILE_JOBS"
 MANIFEST = "manifest.json"
 # seconds one tuned kernel may take to compile alone before the bundle leaves it out (export_bundle); the whole
 # bundle's compile is given as many seconds a kernel it holds
@@ -109,6 +108,12 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
                 out.append((fname, with_zero_nan_rows(tile.kernel(variant, d, name=fname), zero_nan_rows),
                             dict(fields, zero_nan_rows=zero_nan_rows)))
     return out
+
+
+def _portable_attention_kernels(target_name: str, variant: Variant, tuned) -> tuple:
+    """attention_tensor_core_kernels for workers.made_in_workers: the functions as JSON, and no lines."""
+    return [(name, tvm.ir.save_json(func), fields)
+            for name, func, fields in attention_tensor_core_kernels(target_name, variant, tuned)], []
 
 
 ZERO_NAN_ROWS_SUFFIX = "_zeronan"  # the name of a tensor-core kernel's zero_nan_rows = 1 specialization
@@ -352,22 +357,6 @@ def run_compiles(jobs: list, target_name: str, limit_s: float, work_dir: Path,
     return results
 
 
-def compile_jobs() -> int:
-    """How many compile workers a build runs at once: the environment's FLASHGEMM_COMPILE_JOBS, else one a core this
-    process may run on. Set it where other builds share the cores (pytest-xdist's workers each build bundles: the
-    test suite gives each worker its share), else their workers, each importing TVM, contend for them."""
-    value = os.environ.get(COMPILE_JOBS_ENV, "").strip()
-    if value:
-        try:
-            jobs = int(value)
-        except ValueError:
-            jobs = 0
-        if jobs < 1:
-            raise ValueError(f"{COMPILE_JOBS_ENV}={value!r}: give a whole number of compile workers, 1 or more")
-        return jobs
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def library_parts(n_kernels: int, cores: Optional[int] = None) -> int:
     """How many libraries a bundle of n_kernels is compiled into, one worker a part, all at once: TVM lowers a module's
     kernels one after another and nvcc compiles them as one source, so in one process a CUDA bundle takes about 1.5 s
@@ -548,7 +537,15 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     tc_keys = None if attention_tensor_core is None else (
         {v.key for v in attention_tensor_core} | {t.variant.key for t in attention_tuned})
     funcs, entries = {}, []
-    for v in (list(variants) if variants is not None else Variant.all()):
+    variants = list(variants) if variants is not None else Variant.all()
+    # FusedAttention's tensor-core kernels take about half a second each to make (a variant has 10-12 of each
+    # zero_nan_rows form): each variant's in a worker process
+    tc_variants = [v for v in variants if attention and targets.is_cuda(target_name)
+                   and (tc_keys is None or v.key in tc_keys)]
+    tc_made = dict(zip((v.key for v in tc_variants), made_in_workers(
+        _portable_attention_kernels, [(target_name, v, attention_tuned) for v in tc_variants], log,
+        "FusedAttention tensor-core kernels, variants"))) if tc_variants else {}
+    for v in variants:
         name = generic_name(v)
         funcs[name] = generic_schedule(target_name, runtime_func(v, name=name)).mod["main"].with_attr(
             "global_symbol", name)
@@ -557,10 +554,9 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             name = attention_generic_name(v)
             funcs[name] = attention_generic_func(target_name, v, name)
             entries.append(_entry(name, v, op="FusedAttention"))
-            if targets.is_cuda(target_name) and (tc_keys is None or v.key in tc_keys):
-                for name, func, fields in attention_tensor_core_kernels(target_name, v, attention_tuned):
-                    funcs[name] = func
-                    entries.append(_entry(name, v, op="FusedAttention", **fields))
+            for name, func, fields in tc_made.get(v.key, ()):
+                funcs[name] = tvm.ir.load_json(func)
+                entries.append(_entry(name, v, op="FusedAttention", **fields))
     tuned = list(tuned)
     pairs = {(v.key, k): (v, k) for v, k in [(tk.variant, tk.shape.sizes[4]) for tk in tuned] + list(tensor_core)}
     for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1])):
