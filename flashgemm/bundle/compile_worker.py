@@ -3,7 +3,7 @@
     python -m flashgemm.bundle.compile_worker [--embed-ptx] TARGET MODULE.json [LIBRARY.so]
     python -m flashgemm.bundle.compile_worker --registers TARGET MODULE.json OUT.txt
 
-Compiles the IRModule saved in MODULE.json (tvm.ir.save_json) for TARGET as the bundle compiles it
+Compiles the IRModule saved in MODULE.json (tvm.ir.save_json, by the same TVM) for TARGET as the bundle compiles it
 (compile_module: nvcc for CUDA targets; --embed-ptx: with the PTX beside the machine code) and, given LIBRARY.so,
 exports it there. With --registers,
 writes to OUT.txt the registers a thread of the module's kernel takes (flashgemm.codegen.cuda_build.kernel_registers;
@@ -48,9 +48,10 @@ def main(argv: list) -> int:
     if len(argv) not in ((3,) if registers else (2, 3)):
         print(__doc__, file=sys.stderr)
         return 2
-    import tvm  # noqa: PLC0415
+    import tvm  # noqa: PLC0415, F401  (registers the IR's types, which the JSON names)
+    from tvm_ffi.serialization import from_json_graph_str  # noqa: PLC0415
 
-    mod = tvm.ir.load_json(Path(argv[1]).read_text())
+    mod = from_json_graph_str(Path(argv[1]).read_text())  # this TVM wrote it: no schema upgrade (workers.from_json)
     if registers:
         from flashgemm.codegen import cuda_build  # noqa: PLC0415
         from flashgemm import targets

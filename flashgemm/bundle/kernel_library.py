@@ -36,7 +36,7 @@ from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attenti
 from flashgemm.kernel.fused_gemm_softmax import runtime_func
 from flashgemm.bundle.best import TENSOR_CORE_ALIGN, TunedKernel, with_constant_argument
 from flashgemm.bundle.attention_best import served_tiles
-from flashgemm.bundle.workers import compile_jobs, made_in_workers
+from flashgemm.bundle.workers import compile_jobs, from_json, made_in_workers
 
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
@@ -555,7 +555,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
             funcs[name] = attention_generic_func(target_name, v, name)
             entries.append(_entry(name, v, op="FusedAttention"))
             for name, func, fields in tc_made.get(v.key, ()):
-                funcs[name] = tvm.ir.load_json(func)
+                funcs[name] = from_json(func)
                 entries.append(_entry(name, v, op="FusedAttention", **fields))
     tuned = list(tuned)
     pairs = {(v.key, k): (v, k) for v, k in [(tk.variant, tk.shape.sizes[4]) for tk in tuned] + list(tensor_core)}
