@@ -14,12 +14,11 @@ if REPO not in sys.path:
 def _compile_share() -> bool:
     """Each pytest-xdist worker builds its own bundles: give each its share of the cores for compile workers
     (kernel_library.compile_jobs), else two workers on two cores run four compiles, each importing TVM."""
-    from flashgemm.bundle.workers import COMPILE_JOBS_ENV  # noqa: PLC0415
+    from flashgemm.bundle.workers import COMPILE_JOBS_ENV, usable_cores  # noqa: PLC0415
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers <= 1 or COMPILE_JOBS_ENV in os.environ:
         return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    os.environ[COMPILE_JOBS_ENV] = str(max(1, cores // workers))
+    os.environ[COMPILE_JOBS_ENV] = str(max(1, usable_cores() // workers))
     return True
 
 

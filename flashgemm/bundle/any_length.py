@@ -122,7 +122,7 @@ def tuning_specs(requests, lengths: Iterable[int]) -> list:
 
 
 def kernels_for(requests: Iterable, target: str, bounds: Optional[Iterable[int]] = None,
-                log: Callable = print, tuned: Iterable = (), jobs: Optional[int] = None) -> list:
+                log: Callable = print, tuned: Iterable = (), jobs: int = 0) -> list:
     """default_kernels of every (variant, K) in `requests` (duplicates and unserved K skipped), but none at a
     (variant, K, bound) of a tuned any-length kernel in `tuned`. Choosing and applying a pair's default schedules
     takes seconds a bound (about 20 s a pair of 11 bounds on one core), so the pairs are made in `jobs` worker
@@ -136,8 +136,7 @@ def kernels_for(requests: Iterable, target: str, bounds: Optional[Iterable[int]]
         pair_bounds = [b for b in (LENGTH_BOUNDS if bounds is None else bounds) if (variant.key, k, (b, b)) not in have]
         if pair_bounds:
             todo.append((variant, k, target, pair_bounds))
-    made = made_in_workers(_portable_default_kernels, todo, log, "any-length kernels, (variant, head size) pairs",
-                           jobs or 0)
+    made = made_in_workers(_portable_default_kernels, todo, log, "any-length kernels, (variant, head size) pairs", jobs)
     return [from_portable(tk) for kernels in made for tk in kernels]
 
 

@@ -390,7 +390,7 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     # each record's replay, twins and register measurement (an nvcc compile) take seconds: in worker processes
     tasks = [(d, target, None, compile_limit_s) for d in own] + [(d, target, transfer_from, compile_limit_s)
                                                                   for d in transfer]
-    made = made_in_workers(_portable_tuned, tasks, log, "tuned kernels, workloads") if tasks else []
+    made = made_in_workers(_portable_tuned, tasks, log, "tuned kernels, workloads")
     kernels = [tk for tk in map(from_portable, made) if tk is not None]
     if not kernels:
         log(f"[build] no tuned workloads for {target} under {root}: generic kernels only")

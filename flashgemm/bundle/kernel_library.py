@@ -544,7 +544,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                    and (tc_keys is None or v.key in tc_keys)]
     tc_made = dict(zip((v.key for v in tc_variants), made_in_workers(
         _portable_attention_kernels, [(target_name, v, attention_tuned) for v in tc_variants], log,
-        "FusedAttention tensor-core kernels, variants"))) if tc_variants else {}
+        "FusedAttention tensor-core kernels, variants")))
     for v in variants:
         name = generic_name(v)
         funcs[name] = generic_schedule(target_name, runtime_func(v, name=name)).mod["main"].with_attr(

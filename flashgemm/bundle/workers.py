@@ -23,6 +23,11 @@ from tvm_ffi.serialization import from_json_graph_str
 COMPILE_JOBS_ENV = "FLASHGEMM_COMPILE_JOBS"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def compile_jobs() -> int:
     """How many worker processes a build runs at once: the environment's FLASHGEMM_COMPILE_JOBS, else one a core
     this process may run on. Set it where other builds share the cores (pytest-xdist's workers each build bundles:
@@ -36,7 +41,7 @@ def compile_jobs() -> int:
         if jobs < 1:
             raise ValueError(f"{COMPILE_JOBS_ENV}={value!r}: give a whole number of worker processes, 1 or more")
         return jobs
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 def from_json(text: str):
