@@ -16,6 +16,9 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
                                           with the run option disable_synchronize_execution_providers=1: each Run
                                           queues its kernels and returns, as torch's calls do, without waiting for
                                           the GPU at its end; the gap to the plain rows is ORT's end-of-Run sync
+Every ORT session runs with --ort-threads intra-op threads (default 1): with the CUDA EP the pool only serves CPU
+kernels, and the pools of the sessions a shape keeps alive otherwise spin on the host between Runs (ORT issues
+5363, 20494); 0 keeps ORT's default, one thread a physical core.
 TFLOP/s counts 4*B*H*M*N*D (half of it causal).
 """
 from __future__ import annotations
@@ -35,9 +38,10 @@ SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ort_mha_que
            "ours_attention_queued", "ours_scores_matmul", "ort_unfused")
 
 
-def _cuda_session(model, so, queued: bool):
+def _cuda_session(model, so, queued: bool, threads: int):
     """An ORT CUDA EP session of `model`, and the run options its Run takes. queued: on torch's current stream,
-    Run not synchronizing the EP at its end (the GPU work of back-to-back calls queues as torch's does)."""
+    Run not synchronizing the EP at its end (the GPU work of back-to-back calls queues as torch's does).
+    threads: the session's intra-op threads (0: ORT's default)."""
     import onnxruntime as ort  # noqa: PLC0415
     import torch  # noqa: PLC0415
     provider = "CUDAExecutionProvider"
@@ -46,7 +50,9 @@ def _cuda_session(model, so, queued: bool):
         if not stream:  # ORT takes a null stream for none, and would run on a stream of its own, unsynchronized
             raise RuntimeError("a queued ORT session needs a torch stream other than the default (bench sets one)")
         provider = (provider, {"user_compute_stream": str(stream)})
-    sess = ort.InferenceSession(model.SerializeToString(), so or ort.SessionOptions(), providers=[provider])
+    so = so or ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
     ro = ort.RunOptions()
     if queued:
         ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
@@ -98,7 +104,7 @@ def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
                              ir_version=IR_VERSION)
 
 
-def _ort_mha(queued: bool = False):
+def _ort_mha(queued: bool, threads: int):
     """ORT's MultiHeadAttention on [B, L, H*D] tensors (Q, K, V rearranged from [B, H, L, D] before timing)."""
     import torch  # noqa: PLC0415
     from onnx import helper  # noqa: PLC0415
@@ -117,7 +123,7 @@ def _ort_mha(queued: bool = False):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
                                                         helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=IR_VERSION)
-        sess, ro = _cuda_session(model, None, queued)
+        sess, ro = _cuda_session(model, None, queued, threads)
         packed = {n: x.transpose(1, 2).reshape(b, m, h * d).contiguous() for n, x in (("Q", q), ("K", k), ("V", v))}
         o = torch.empty((b, m, h * d), dtype=q.dtype, device="cuda")
         io = sess.io_binding()
@@ -133,7 +139,7 @@ def _ort_mha(queued: bool = False):
     return prepare
 
 
-def _ort(kind: str, bundle, queued: bool = False):
+def _ort(kind: str, bundle, queued: bool, threads: int):
     import torch  # noqa: PLC0415
 
     from flashgemm.ort.model import elem_type  # noqa: PLC0415
@@ -142,7 +148,7 @@ def _ort(kind: str, bundle, queued: bool = False):
     def prepare(q, k, v, scale, causal):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
         model = _graph(kind, dtype, tuple(q.shape), scale, causal)
-        sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued)
+        sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued, threads)
         o = torch.empty_like(q)
         io = sess.io_binding()
         et = elem_type(dtype)
@@ -158,17 +164,18 @@ def _ort(kind: str, bundle, queued: bool = False):
 
 
 def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int, log=print,
-          systems=SYSTEMS) -> dict:
+          systems=SYSTEMS, ort_threads: int = 1) -> dict:
     import torch  # noqa: PLC0415
     info = gpu_info()
     peak, _ = peak_tflops(info["gpu"])
     makers = {s: _sdpa(s) for s in SYSTEMS if s.startswith("sdpa")}
-    makers["ours_attention"] = _ort("attention", attention_bundle)
-    makers["ours_attention_queued"] = _ort("attention", attention_bundle, queued=True)
-    makers["ours_scores_matmul"] = _ort("scores", bundle)
-    makers["ort_unfused"] = _ort("unfused", None)
-    makers["ort_mha"] = _ort_mha()
-    makers["ort_mha_queued"] = _ort_mha(queued=True)
+    n = ort_threads
+    makers["ours_attention"] = _ort("attention", attention_bundle, False, n)
+    makers["ours_attention_queued"] = _ort("attention", attention_bundle, True, n)
+    makers["ours_scores_matmul"] = _ort("scores", bundle, False, n)
+    makers["ort_unfused"] = _ort("unfused", None, False, n)
+    makers["ort_mha"] = _ort_mha(False, n)
+    makers["ort_mha_queued"] = _ort_mha(True, n)
     unknown = set(systems) - set(makers)
     if unknown:
         raise SystemExit(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
@@ -178,7 +185,7 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     with torch.cuda.stream(torch.cuda.Stream()):
         for name in shape_names:
             rows += _bench_shape(name, dtypes, makers, peak, reps, rounds, log)
-    return {"gpu": info, "peak_tflops": peak, "rows": rows}
+    return {"gpu": info, "peak_tflops": peak, "ort_intra_op_threads": ort_threads, "rows": rows}
 
 
 def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, log) -> list:
@@ -229,10 +236,12 @@ def main(argv=None) -> int:
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of the systems to run")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ort-threads", type=int, default=1,
+                    help="intra-op threads of every ORT session (0: ORT's default, a thread a physical core)")
     ap.add_argument("--out", default=None, help="write the rows here (JSON)")
     args = ap.parse_args(argv)
     result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,
-                   args.rounds, systems=args.systems.split(","))
+                   args.rounds, systems=args.systems.split(","), ort_threads=args.ort_threads)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
