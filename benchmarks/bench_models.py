@@ -37,9 +37,9 @@ def main(argv=None) -> int:
     ap.add_argument("--attn-implementation", default="eager", choices=models.ATTENTIONS,
                     help="transformers' attention in the export (flashgemm-getmodel --attention; default eager)")
     args = ap.parse_args(argv)
-    from flashgemm.ort.native import LIBRARY  # noqa: PLC0415
-    if not (Path(args.bundle) / LIBRARY).is_file():
-        ap.error(f"--bundle {Path(args.bundle).absolute()} has no {LIBRARY}",
+    from flashgemm.ort.session import MANIFEST  # noqa: PLC0415
+    if not (Path(args.bundle) / MANIFEST).is_file():
+        ap.error(f"--bundle {Path(args.bundle).absolute()} has no {MANIFEST}",
                  fix="build the CUDA bundle first: flashgemm-build --target auto, then pass its directory")
     import onnxruntime as ort  # noqa: PLC0415
     if "CUDAExecutionProvider" not in ort.get_available_providers():
