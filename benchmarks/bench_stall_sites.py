@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-
+from benchmarks import commit_id
 from flashgemm.cli.usage import ArgumentParser
 
 
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
             print("  " + "; ".join(f"{c['class']} {c['share']:.0%}" for c in top), flush=True)
     except (dram_bytes.NcuError, ValueError) as err:
         ap.error(str(err))
-    result = {"date": datetime.date.today().isoformat(), "commit": dram_bytes._commit(), "env": dram_bytes._env(ncu),
+    result = {"date": datetime.date.today().isoformat(), "commit": commit_id(), "env": dram_bytes._env(ncu),
               "command": " ".join(["python -m benchmarks.bench_stall_sites"] + (argv if argv is not None else sys.argv[1:])),
               "rows": rows}
     os.makedirs(out_dir, exist_ok=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+from benchmarks import commit_id
 from flashgemm.cli.usage import ArgumentParser, count
 
 
@@ -42,16 +43,6 @@ def _machine() -> dict:
         pass
     env["cpu_cores"] = os.cpu_count()
     return env
-
-
-def _commit() -> str:
-    if os.environ.get("FLASHGEMM_COMMIT"):
-        return os.environ["FLASHGEMM_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def searches_for(args, n_gpus: int) -> int:
@@ -169,7 +160,8 @@ def main(argv=None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a timeout's signal stops the configuration in flight too
         signal.signal(sig, _interrupt)
     result.update({"target": args.target, "workloads": args.workload, "dtype": args.dtype, "trials": args.trials,
-                   "batch_size": args.batch_size, "jobs": args.jobs, "machine": _machine(), "commit": _commit(),
+                   "batch_size": args.batch_size, "jobs": args.jobs, "machine": _machine(),
+                   "commit": commit_id() or "unknown",
                    "date": datetime.date.today().isoformat(),
                    "protocol": "each configuration tunes from an empty database; builder on all cores; throughput "
                                "= total trials / longest workload's tuning time (flashgemm-tune's clock)"})

@@ -43,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchmarks import commit_id
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SYSTEMS = ("ours", "torch_pair", "torch_eager")
@@ -322,11 +324,6 @@ def profile(wl, system, target_name, db_root, ncu, cache_control="all", clock_co
     return out
 
 
-def _commit():
-    from . import commit_id  # noqa: PLC0415
-    return commit_id()
-
-
 def _env(ncu) -> dict:
     try:
         from benchmarks.peers import gpu_info  # noqa: PLC0415
@@ -364,7 +361,7 @@ def measure(workloads, target_name, db_root, log, systems=SYSTEMS, ncu=None, cac
         rows.append(row)
     probe = ncu_command(ncu, "<tmpdir>/ncu.log", cache_control, clock_control)
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "target": target_name, "commit": _commit(), "host": platform.node(), "env": _env(ncu),
+            "target": target_name, "commit": commit_id(), "host": platform.node(), "env": _env(ncu),
             "protocol": {
                 "command": " ".join(probe) + " " + sys.executable + " -m benchmarks.dram_bytes --driver "
                            "--workload SPEC --system SYSTEM --target " + target_name,

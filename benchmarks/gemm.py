@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
 from flashgemm.tune import database as dbm
 from flashgemm.spaces.intrinsics import register_intrinsics
 
-from . import peers
+from . import commit_id, peers
 
 RECORDS = "database_tuning_record.json"
 
@@ -156,7 +155,7 @@ def bench(size: tuple, dtype: str, target_name: str, work: Path, reps: int, log:
 
 def save(result: dict, out: Path) -> None:
     env = {**peers.gpu_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "commit": os.environ.get("FLASHGEMM_COMMIT") or _commit()}
+           "commit": commit_id() or "unknown"}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"environment": env, "protocol": "CUDA events around 10 back-to-back calls, median of "
                                "the groups (benchmarks/peers.time_cuda), in rounds alternating ours and cuBLAS; each "
@@ -174,12 +173,3 @@ def save(result: dict, out: Path) -> None:
           f"{r['ours']['tflops']:.1f} | {r['cublas']['median_us']:.1f} | {r['cublas']['tflops']:.1f} | "
           f"{r['ours_over_cublas']:.1%} |", ""]
     out.with_suffix(".md").write_text("\n".join(md))
-
-
-def _commit() -> str:
-    import subprocess  # noqa: PLC0415
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parents[1], timeout=10).stdout.strip() or "unknown"
-    except Exception:  # noqa: BLE001
-        return "unknown"

@@ -17,6 +17,7 @@ import datetime
 import json
 import sys
 from pathlib import Path
+from benchmarks import commit_id
 from flashgemm.spaces.intrinsics import register_intrinsics
 
 # The two best tilings of a 192-trial H100 run (commit ee9b77c's results/h100/gemm-records-fragment-pipeline-2026-11-26.txt)
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
         ap.error(f"--target {target}: the A/B times CUDA kernels")
     result = run(tuple(args.size), args.dtype, target, args.decisions or DEFAULT_DECISIONS, args.stages, args.reps)
     env = {**peers.gpu_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "commit": gemm._commit()}
+           "commit": commit_id() or "unknown"}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"environment": env, "protocol": "CUDA events around 10 back-to-back calls, median "

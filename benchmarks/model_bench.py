@@ -31,6 +31,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnxruntime as ort
 
+from benchmarks import commit_id
 from flashgemm.ort import models, rewrite
 from flashgemm.ort.model import make_site_models
 from flashgemm.ort.session import run, session_options
@@ -191,7 +192,7 @@ def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch
 
 def environment() -> dict:
     env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "onnxruntime": ort.__version__, "commit": os.environ.get("FLASHGEMM_COMMIT")}
+           "onnxruntime": ort.__version__, "commit": commit_id()}
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]

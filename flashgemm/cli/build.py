@@ -24,12 +24,12 @@ import os
 import subprocess
 import sys
 
-
 from flashgemm.cli.usage import ArgumentParser, number
 
 
 def _log(msg: str) -> None:
-    print(f"[build] {msg}", flush=True)
+    # the bundle modules' own lines already carry the prefix (they also print without this CLI)
+    print(msg if msg.startswith("[build]") else f"[build] {msg}", flush=True)
 
 
 def _workloads(specs: list, models: list) -> list:
