@@ -12,7 +12,9 @@ epilogue) with its copies and synchronization replaced, FlashAttention-3's produ
     consumers: wait on `full`, S = Q K^T, online softmax, O += P V (wgmma), then arrive on `empty`; no block-wide
         barrier in the loop, so the two warpgroups drift apart and one's softmax runs beside the other's wgmmas
 Rows past M and columns past N read zeros (TMA's out-of-bounds fill; the softmax masks those columns).
-K as [N, D] (trans_b) only; head sizes 64 and 128.
+K as [N, D] (trans_b) only; head sizes 64 and 128. Against the cp.async kernel (kernel alone, H200, 2026-12-04,
+results/h200/attention-tma-2026-12-04): W3 -18 %, W1 -9 %, the causal prefill -2 %, so it ships as the tile for
+any N (TILES); fused_attention_wgmma's short-sequence tile (64-row blocks) keeps N up to 1024 at head size 64.
 """
 from __future__ import annotations
 
@@ -21,17 +23,24 @@ from tvm.script import tirx as T
 
 from flashgemm.kernel import fused_attention_mma as mma
 from flashgemm.kernel import fused_attention_wgmma as wg_kernel
-from flashgemm.kernel.fused_attention_wgmma import HEAD_SIZES
 from flashgemm.op.variant import Variant
 
+HEAD_SIZES = wg_kernel.HEAD_SIZES
+TILES = {64: (128, 2), 128: (128, 2)}  # (chunk columns, stages) shipped for any N: the fastest of the probe's three
+ALIGN = mma.ALIGN  # bytes: every pointer (TMA's global addresses and strides take 16)
+n_multiple = mma.n_multiple
 CONSUMERS = 2  # consumer warpgroups (BM = 64 CONSUMERS rows)
 PRODUCER_REGS, CONSUMER_REGS = 24, 240  # 128 x 24 + 256 x 240 <= 64 Ki registers of an SM
 BOX = 64  # a TMA box's inner extent: 64 elements = the 128-byte swizzle's row
 
 
-def runtime_func(variant: Variant, d: int, bn: int = 128, stages: int = 2, name: str = "main") -> tvm.tirx.PrimFunc:
-    """The kernel fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows) for head size `d`: chunks of `bn` columns,
-    `stages` shared buffers."""
+def runtime_func(variant: Variant, d: int, bn: int = 0, stages: int = 2, name: str = "main") -> tvm.tirx.PrimFunc:
+    """The kernel fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows) for head size `d`: chunks of `bn` columns
+    (0: the shipped tile), `stages` shared buffers."""
+    if d not in HEAD_SIZES:
+        raise ValueError(f"head size {d}: the TMA kernel has {HEAD_SIZES}")
+    if not bn:
+        bn, stages = TILES[d]
     if not variant.trans_b:
         raise ValueError("the TMA kernel takes K as [N, D] (trans_b); K as [D, N] keeps fused_attention_wgmma")
     pipe = wg_kernel.Pipeline(variant, d, CONSUMERS, bn, stages)
