@@ -2,7 +2,7 @@
 ones, each serving up to the N it was tuned at, neighbours with one tile merged."""
 from flashgemm.bundle import attention_best as ab
 from flashgemm.bundle.kernel_library import attention_tensor_core_kernels
-from flashgemm.kernel import fused_attention_mma, fused_attention_tma, fused_attention_wgmma
+from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma
 from flashgemm.op.variant import Variant
 from flashgemm.spaces.attention_tiles import Tile
 
@@ -19,12 +19,8 @@ def tuned(n, tile, secs=1e-4, variant=F16, d=64, batch=(1, 128)):
 
 
 def test_without_tuned_tiles_the_shipped_ones_serve():
-    (short_n, short), _ = fused_attention_wgmma.TILES[64]
-    # K as [N, D]: the TMA kernel for any N; the wgmma kernel's short tile up to its N
-    assert ab.served_tiles("sm_90", F16, 64) == [(short_n, wg(*short), None),
-                                                 (None, Tile("tma", fused_attention_tma.TILES[64]), None)]
-    k_dn = Variant("float16", False, False, "none", False)  # K as [D, N]: the wgmma kernel's tiles only
-    assert ab.served_tiles("sm_90", k_dn, 64) == [(n, wg(*p), None) for n, p in fused_attention_wgmma.TILES[64]]
+    shipped = [(max_n, wg(*p), None) for max_n, p in fused_attention_wgmma.TILES[64]]
+    assert ab.served_tiles("sm_90", F16, 64) == shipped
     assert ab.served_tiles("sm_80", F16, 64) == [(None, Tile("mma", fused_attention_mma.TILES[64]), None)]
 
 
@@ -32,14 +28,15 @@ def test_tuned_tiles_serve_up_to_their_length_then_the_shipped_ones():
     short, mid, long = tuned(197, wg(1, 64, 3)), tuned(512, wg(2, 64, 2)), tuned(1500, wg(1, 128, 2))
     other = tuned(256, wg(2, 128, 2), variant=CAUSAL)  # another variant's: not these kernels'
     served = ab.served_tiles("sm_90", F16, 64, [long, other, short, mid])
-    any_n = ab.default_tiles("sm_90", F16, 64)[-1][1]
+    any_n = fused_attention_wgmma.TILES[64][-1][1]
     # the shipped tile for N <= 1024 is shadowed by the one tuned at 1500 and left out
-    assert served == [(197, short.tile, short), (512, mid.tile, mid), (1500, long.tile, long), (None, any_n, None)]
+    assert served == [(197, short.tile, short), (512, mid.tile, mid), (1500, long.tile, long),
+                      (None, wg(*any_n), None)]
     assert ab.served_tiles("sm_90", F16, 128, [long]) == ab.served_tiles("sm_90", F16, 128)  # another head size
 
 
 def test_neighbours_with_one_tile_merge_and_the_faster_per_element_wins_a_length():
-    any_n = ab.default_tiles("sm_90", F16, 64)[-1][1]
+    any_n = wg(*fused_attention_wgmma.TILES[64][-1][1])
     a, b = tuned(197, wg(1, 64, 3)), tuned(512, wg(1, 64, 3))
     slow, fast = tuned(1500, wg(2, 64, 2), secs=2e-4), tuned(1500, any_n, secs=1.5e-4, batch=(1, 100))
     served = ab.served_tiles("sm_90", F16, 64, [a, b, slow])

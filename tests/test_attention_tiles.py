@@ -10,7 +10,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from flashgemm import targets
-from flashgemm.kernel import fused_attention_mma, fused_attention_tma, fused_attention_wgmma
+from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma
 from flashgemm.op.variant import Variant
 from flashgemm.spaces import attention_tiles as at
 
@@ -20,12 +20,9 @@ SHAPE = at.Shape(2, 4, 256, 256, 64)
 
 def test_the_grid_holds_the_shipped_tiles_and_only_tiles_that_fit():
     hopper = at.tiles("sm_90", F16, 64)
-    assert {t.form for t in hopper} == {"wgmma", "tma"}
+    assert {t.form for t in hopper} == {"wgmma"}
     for _, tile in fused_attention_wgmma.TILES[64]:
         assert at.Tile("wgmma", tile) in hopper
-    assert at.Tile("tma", fused_attention_tma.TILES[64]) in hopper
-    k_dn = Variant("float16", False, False, "none", False)  # the TMA kernel takes K as [N, D] only
-    assert {t.form for t in at.tiles("sm_90", k_dn, 64)} == {"wgmma"}
     ampere = at.tiles("sm_80", F16, 80)
     assert {t.form for t in ampere} == {"mma"} and at.Tile("mma", fused_attention_mma.TILES[80]) in ampere
     for tile in ampere:  # every one is a kernel that fits the arch's shared memory

@@ -126,8 +126,8 @@ WORKER = textwrap.dedent(r'''
                                    "canonical": list(wl.canonical.sizes)})
         except Exception as err:  # noqa: BLE001
             res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
-    from flashgemm.kernel import fused_attention_mma, fused_attention_tma, fused_attention_wgmma, fused_gemm_softmax_wgmma
-    for form, kernel in (("mma", fused_attention_mma), ("wgmma", fused_attention_wgmma), ("tma", fused_attention_tma),
+    from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma, fused_gemm_softmax_wgmma
+    for form, kernel in (("mma", fused_attention_mma), ("wgmma", fused_attention_wgmma),
                          ("gemm_softmax_wgmma", fused_gemm_softmax_wgmma)):
         res["attention_" + form] = []
         for arch, variant, d in req.get("attention_" + form, []):
@@ -178,7 +178,6 @@ def results(build_env):
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
            "default": [[a, s] for a, s in DEFAULT_CASES],
            "attention_mma": ATTENTION_MMA_CASES, "attention_wgmma": ATTENTION_WGMMA_CASES,
-           "attention_tma": ATTENTION_TMA_CASES,
            "attention_gemm_softmax_wgmma": GEMM_SOFTMAX_WGMMA_CASES}
     return _run_worker(build_env, req)
 
@@ -300,30 +299,6 @@ def test_attention_wgmma_builds(results, case):
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{d}k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, \{{", src)
     assert "fence.proxy.async.shared::cta" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
-    assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
-
-
-# FusedAttention's warp-specialized Hopper kernel (flashgemm/kernel/fused_attention_tma.py): both head sizes
-ATTENTION_TMA_CASES = [
-    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add"}, 64),
-    ("sm_90", {"dtype": "bfloat16", "trans_b": True, "mask": "bool", "causal": True}, 128),
-]
-
-
-@pytest.mark.parametrize("case", range(len(ATTENTION_TMA_CASES)))
-def test_attention_tma_builds(results, case):
-    """Tensor maps as __grid_constant__ parameters (encoded by the host function), TMA copies completing on
-    mbarriers, the producer's and consumers' setmaxnreg, wgmma for both GEMMs, built for sm_90a."""
-    arch, variant, d = ATTENTION_TMA_CASES[case]
-    (r,) = [x for x in results["attention_tma"] if x["arch"] == arch and x["d"] == d]
-    assert r["ok"], r.get("error")
-    src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
-    assert src.count("const __grid_constant__ CUtensorMap") >= 3 * 2  # Q, K, V maps: declaration and definition
-    assert "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
-    assert "mbarrier.arrive.expect_tx.shared.b64" in src and "mbarrier.try_wait.parity" in src
-    assert "setmaxnreg.dec.sync.aligned.u32" in src and "setmaxnreg.inc.sync.aligned.u32" in src
-    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{d}k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, \{{", src)
-    assert "cp.async.cg.shared.global" not in src.split("main_kernel")[-1]  # no per-thread copies in the kernel
     assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 

@@ -127,16 +127,15 @@ def test_tensor_core_kernel(sess_opts, device, v, d, zero_nan_rows, monkeypatch,
     row = o[0, 1, 3].astype(np.float32)
     assert np.isnan(row).all() if not zero_nan_rows else (np.isnan(row[1]) and not np.any(np.delete(row, 1)))
     assert np.isnan(o[:, 1, :, 1].astype(np.float32)).all()  # (V's head 1 holds the NaN)
-    served = f"_{tensor_core_form(v, d, n)}_d{d}" if device == "cuda" else "_generic"
+    served = f"_{tensor_core_form(d)}_d" if device == "cuda" else "_generic"
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
 
 
-def tensor_core_form(v, d: int, n: int) -> str:
-    """The kernel form serving (v, head size d) at N = n on this machine's GPU (attention_best.default_tiles)."""
+def tensor_core_form(d: int) -> str:
+    """The kernel form serving head size d on this machine's GPU (attention_tensor_core_kernels)."""
     from flashgemm import targets  # noqa: PLC0415
-    from flashgemm.bundle.attention_best import default_tiles  # noqa: PLC0415
-    tiles = default_tiles(targets.resolve("auto"), v, d)
-    return next(tile.form for max_n, tile in tiles if max_n is None or n <= max_n)
+    from flashgemm.kernel import fused_attention_wgmma  # noqa: PLC0415
+    return "wgmma" if targets.resolve("auto") == "sm_90" and d in fused_attention_wgmma.HEAD_SIZES else "mma"
 
 
 @pytest.mark.gpu

@@ -3,7 +3,7 @@ tiles a bundle ships for one (variant, head size) with the longest N each serves
 
 A tuned tile is the fastest measured at its workload's N. The bundle serves it to the calls of its variant and head
 size with N up to that N and past the previous tuned N; past the longest tuned N the shipped tiles
-(fused_attention_wgmma.TILES, fused_attention_tma.TILES, fused_attention_mma.TILES: measured sweeps) serve as before. Neighbours with one tile
+(fused_attention_wgmma.TILES, fused_attention_mma.TILES: a measured sweep) serve as before. Neighbours with one tile
 merge into one kernel. Tiles are chosen per length only: batch and heads are not part of the choice.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from flashgemm import targets
-from flashgemm.kernel import fused_attention_mma, fused_attention_tma, fused_attention_wgmma
+from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma
 from flashgemm.op.variant import Variant
 from flashgemm.bundle.best import workload_of
 from flashgemm.spaces import attention_tiles
@@ -80,12 +80,10 @@ def load_all(target: str, db_root: Optional[os.PathLike] = None, log: Callable =
     return out
 
 
-def default_tiles(target_name: str, variant: Variant, d: int) -> list:
-    """The shipped tiles of head size `d`: [(max_n or None, Tile)], the longest N each serves (None: any). sm_90:
-    the wgmma kernel's TILES, the one for any N the TMA kernel's where K is [N, D] (the form it takes)."""
+def default_tiles(target_name: str, d: int) -> list:
+    """The shipped tiles of head size `d`: [(max_n or None, Tile)], the longest N each serves (None: any)."""
     if targets.resolve(target_name) == "sm_90" and d in fused_attention_wgmma.HEAD_SIZES:
-        return [(max_n, Tile("tma", fused_attention_tma.TILES[d]) if max_n is None and variant.trans_b
-                 else Tile("wgmma", tuple(p))) for max_n, p in fused_attention_wgmma.TILES[d]]
+        return [(max_n, Tile("wgmma", tuple(p))) for max_n, p in fused_attention_wgmma.TILES[d]]
     return [(None, Tile("mma", tuple(fused_attention_mma.TILES[d])))]
 
 
@@ -99,7 +97,7 @@ def served_tiles(target_name: str, variant: Variant, d: int, tuned=()) -> list:
         mine.setdefault(t.n, t)
     served = [(n, t.tile, t) for n, t in sorted(mine.items())]
     longest = served[-1][0] if served else 0
-    served += [(max_n, tile, None) for max_n, tile in default_tiles(target_name, variant, d)
+    served += [(max_n, tile, None) for max_n, tile in default_tiles(target_name, d)
                if max_n is None or max_n > longest]
     merged = []
     for max_n, tile, t in served:

@@ -72,9 +72,8 @@ def attention_mma_name(variant: Variant, head_size: int) -> str:
     return f"fa_{variant.key}_mma_d{head_size}"
 
 
-def attention_default_name(variant: Variant, head_size: int, form: str, max_n: Optional[int] = None) -> str:
-    """A shipped Hopper tile's kernel (form "tma" or "wgmma"), "_n" and the longest N it serves where that is set."""
-    return f"fa_{variant.key}_{form}_d{head_size}" + (f"_n{max_n}" if max_n else "")
+def attention_wgmma_name(variant: Variant, head_size: int, max_n: Optional[int] = None) -> str:
+    return f"fa_{variant.key}_wgmma_d{head_size}" + (f"_n{max_n}" if max_n else "")
 
 
 def attention_tuned_name(variant: Variant, head_size: int, tile, max_n: Optional[int] = None) -> str:
@@ -85,9 +84,8 @@ def attention_tuned_name(variant: Variant, head_size: int, tile, max_n: Optional
 
 def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) -> list:
     """FusedAttention's tensor-core kernels a CUDA bundle ships for `variant`: (name, PrimFunc, manifest fields).
-    sm_90: the Hopper kernels for their head sizes (flashgemm/kernel/fused_attention_wgmma.py; for long sequences
-    with K as [N, D], fused_attention_tma.py), every other head size and arch: the mma.sync kernel
-    (fused_attention_mma.py); each head size's tiles with the longest N each serves: the
+    sm_90: the wgmma kernel for its head sizes (flashgemm/kernel/fused_attention_wgmma.py), every other head size and
+    arch: the mma.sync kernel (fused_attention_mma.py); each head size's tiles with the longest N each serves: the
     shipped TILES, and ahead of them the tuned tiles of `tuned` (attention_best.TunedTile) for this variant
     (attention_best.served_tiles)."""
     out = []
@@ -95,11 +93,11 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
         for max_n, tile, t in served_tiles(target_name, variant, d, tuned):
             if t is not None:
                 name = attention_tuned_name(variant, d, tile, max_n)
-            elif tile.form == "mma":
-                name = attention_mma_name(variant, d)
+            elif tile.form == "wgmma":
+                name = attention_wgmma_name(variant, d, max_n)
             else:
-                name = attention_default_name(variant, d, tile.form, max_n)
-            kernel = tile.module
+                name = attention_mma_name(variant, d)
+            kernel = fused_attention_wgmma if tile.form == "wgmma" else fused_attention_mma
             fields = dict(form=tile.form, align=kernel.ALIGN, n_multiple=kernel.n_multiple(variant), head_size=d,
                           max_n=max_n, schedule="default")
             if t is not None:
@@ -181,7 +179,7 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
     return {
         "name": name,
         # op: the operator the kernel computes, "FusedGemmSoftmax" or "FusedAttention" (its generic kernels, and on
-        # CUDA its tensor-core kernels: form "mma", "wgmma" or "tma", one or more tiles a head size, schedule "default"
+        # CUDA its tensor-core kernels: form "mma" or "wgmma", one or more tiles a head size, schedule "default"
         # (the shipped tiles) or "tuned" (attention_best: a tuned tile, "sizes" its workload's))
         "op": op,
         # head_size: a tensor-core kernel's K, which serves every B0, B1, M and N of it: FusedAttention's

@@ -33,7 +33,7 @@ import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
 
 from flashgemm import targets
-from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_tma, fused_attention_wgmma
+from flashgemm.kernel import fused_attention, fused_attention_mma, fused_attention_wgmma
 from flashgemm.op.variant import Variant
 
 TILE_KEY = "flashgemm.attention_tile"  # the draw: an index into TILES_KEY's list
@@ -42,7 +42,6 @@ ATTRS_KEY = "flashgemm.attention"  # on the workload's function: variant, head s
 BLOCK = "S"  # the definition's block that carries the annotations
 # the grids searched (the shipped TILES of each kernel are points of them)
 WGMMA_GRID = [(wg, bn, stages) for wg in (1, 2) for bn in (64, 128) for stages in (2, 3)]
-TMA_GRID = [(bn, stages) for bn in (64, 128) for stages in (2, 3)]
 MMA_GRID = [(warps, mt, bn, stages) for warps in (4, 8) for mt in (1, 2) for bn in (32, 64) for stages in (2, 3)]
 
 
@@ -56,22 +55,15 @@ class Shape:
     d: int
 
 
-KERNELS = {"tma": fused_attention_tma, "wgmma": fused_attention_wgmma, "mma": fused_attention_mma}
-
-
 @dataclass(frozen=True)
 class Tile:
-    form: str  # "tma" or "wgmma" (sm_90) | "mma"
-    params: tuple  # tma: (chunk columns, stages); wgmma: (warpgroups, chunk columns, stages);
-    #                mma: (warps, 16-row tiles a warp, columns, stages)
-
-    @property
-    def module(self):
-        """The kernel's module (runtime_func, ALIGN, n_multiple)."""
-        return KERNELS[self.form]
+    form: str  # "wgmma" (sm_90) | "mma"
+    params: tuple  # wgmma: (warpgroups, chunk columns, stages); mma: (warps, 16-row tiles a warp, columns, stages)
 
     def kernel(self, variant: Variant, d: int, name: str = "main") -> tvm.tirx.PrimFunc:
-        return self.module.runtime_func(variant, d, *self.params, name=name)
+        if self.form == "wgmma":
+            return fused_attention_wgmma.runtime_func(variant, d, *self.params, name=name)
+        return fused_attention_mma.runtime_func(variant, d, *self.params, name=name)
 
     def to_json(self) -> list:
         return [self.form, list(self.params)]
@@ -98,14 +90,13 @@ def shared_bytes(func: tvm.tirx.PrimFunc) -> int:
 
 @functools.lru_cache(maxsize=None)  # (each tile's kernel is built to be checked: a fraction of a second each)
 def tiles(target_name: str, variant: Variant, d: int) -> list:
-    """The tiles searched for head size `d` on a CUDA target: the wgmma and TMA grids on sm_90 where the head size
-    has the Hopper kernels, else the mma.sync grid; each one that the kernel accepts (the TMA kernel: K as [N, D])
-    and whose shared memory fits."""
+    """The tiles searched for head size `d` on a CUDA target: the wgmma grid on sm_90 where the head size has the
+    wgmma kernel, else the mma.sync grid; each one that the kernel accepts and whose shared memory fits."""
     target_name = targets.resolve(target_name)
     if not targets.is_cuda(target_name):
         raise ValueError(f"FusedAttention's tiles are for CUDA targets, not {target_name}")
     if target_name == "sm_90" and d in fused_attention_wgmma.HEAD_SIZES:
-        grid = [Tile("wgmma", p) for p in WGMMA_GRID] + [Tile("tma", p) for p in TMA_GRID]
+        grid = [Tile("wgmma", p) for p in WGMMA_GRID]
     else:
         grid = [Tile("mma", p) for p in MMA_GRID]
     out = []
