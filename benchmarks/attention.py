@@ -16,9 +16,9 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
                                           with the run option disable_synchronize_execution_providers=1: each Run
                                           queues its kernels and returns, as torch's calls do, without waiting for
                                           the GPU at its end; the gap to the plain rows is ORT's end-of-Run sync
-Every ORT session runs with --ort-threads intra-op threads (default 1): with the CUDA EP the pool only serves CPU
-kernels, and the pools of the sessions a shape keeps alive otherwise spin on the host between Runs (ORT issues
-5363, 20494); 0 keeps ORT's default, one thread a physical core.
+Every ORT session runs with --ort-threads intra-op threads (default 1: with the CUDA EP the pool serves only CPU
+kernels; 0 keeps ORT's default, a thread a physical core, which moved ours by under 1 % on the H200:
+results/h200/full-build-2026-12-04).
 TFLOP/s counts 4*B*H*M*N*D (half of it causal).
 """
 from __future__ import annotations
