@@ -84,6 +84,63 @@ def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=N
     return o, ref
 
 
+HEADS = (0, 2, 1, 3)  # [batch, sequence, heads, head size] <-> [batch, heads, sequence, head size]
+
+
+@pytest.mark.parametrize("v, flags, sizes", [
+    (VARIANTS[0], (1, 1, 1, 1), (2, 3, 9, 21, 64)), (VARIANTS[0], (1, 0, 1, 0), (2, 3, 70, 130, 64)),
+    (VARIANTS[0], (0, 1, 0, 1), (1, 4, 1, 33, 64)), (VARIANTS[5], (1, 1, 1, 1), (2, 2, 65, 65, 128)),
+    (VARIANTS[3], (1, 1, 1, 0), (2, 3, 17, 40, 64)), (VARIANTS[2], (1, 0, 1, 1), (2, 3, 20, 24, 64))],
+    ids=lambda x: x.key if isinstance(x, Variant) else "x".join(map(str, x)))
+def test_bsnh_tensors(sess_opts, device, v, flags, sizes):
+    """Attribute bsnh: Q, K, V, O flagged are [batch, sequence, heads, head size], read and written in place through
+    strides; O equals the reference on the tensors transposed to [batch, heads, sequence, head size] (decode M = 1,
+    ragged M and N past the tiles, a bias [B, 1, 1, N], an additive mask [B, 1, M, N], causal, K as [D, N])."""
+    b, h, m, n, d = sizes
+    rng = np.random.default_rng(sum(sizes))
+    dt = NP[v.dtype]
+    logical = {"Q": (b, h, m, d), "K": (b, h, n, d) if v.trans_b else (b, h, d, n), "V": (b, h, n, d)}
+    x = {name: rng.standard_normal(shape).astype(dt) for name, shape in logical.items()}
+    feeds = {name: np.ascontiguousarray(x[name].transpose(HEADS)) if f else x[name]
+             for name, f in zip(("Q", "K", "V"), flags)}
+    if v.has_bias:
+        feeds["bias"] = rng.standard_normal((b, 1, 1, n)).astype(dt)
+    mask = _mask(v, (b, 1, m, n), rng)
+    if mask is not None:
+        with np.errstate(over="ignore"):
+            feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(dt)
+    model = make_attention_model(v.dtype, feeds["Q"].shape, feeds["K"].shape, feeds["V"].shape,
+                                 feeds["bias"].shape if v.has_bias else None, None if mask is None else mask.shape,
+                                 None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
+                                 scale=d ** -0.5, trans_b=int(v.trans_b), causal=int(v.causal), bsnh=flags)
+    (o,) = run(session(sess_opts, device, model), feeds)
+    ref = fused_attention_ref(x["Q"], x["K"], x["V"], feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5,
+                              trans_b=v.trans_b, causal=v.causal)
+    if flags[3]:
+        ref = ref.transpose(HEADS)
+    assert o.shape == ref.shape, (o.shape, ref.shape)
+    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+
+
+def test_bsnh_errors(sess_opts, device):
+    """bsnh that is not four 0/1 flags, or flags K with transB=0, fails the session load; a flagged tensor that is
+    not rank 4 fails the call; each names the fix."""
+    v = VARIANTS[0]
+    for flags, needle in (((1, 1), "bsnh must be four 0/1 flags"), ((1, 2, 0, 0), "bsnh must be four 0/1 flags")):
+        with pytest.raises(Exception, match=needle):
+            session(sess_opts, device, make_attention_model(v.dtype, (2, 5, 3, 64), (2, 7, 3, 64), (2, 7, 3, 64),
+                                                            trans_b=1, bsnh=flags))
+    with pytest.raises(Exception, match="needs transB=1"):
+        session(sess_opts, device, make_attention_model(v.dtype, (2, 5, 3, 64), (2, 3, 64, 7), (2, 7, 3, 64),
+                                                        trans_b=0, bsnh=(1, 1, 1, 1)))
+    sess = session(sess_opts, device, make_attention_model(v.dtype, (5, 3, 64), (2, 7, 3, 64), (2, 7, 3, 64),
+                                                           trans_b=1, bsnh=(1, 1, 1, 1)))
+    feeds = {"Q": np.zeros((5, 3, 64), np.float16), "K": np.zeros((2, 7, 3, 64), np.float16),
+             "V": np.zeros((2, 7, 3, 64), np.float16)}
+    with pytest.raises(Exception, match=r"Q is BSNH \(attribute bsnh\), so it must be \[batch, sequence, heads"):
+        run(sess, feeds)
+
+
 def _mask(v: Variant, shape, rng):
     if v.mask == "bool":
         return rng.random(shape) < 0.7
@@ -363,6 +420,28 @@ def test_format_2_bundle_attention_kernels_left_out(bundle, device, tmp_path):
     np.testing.assert_allclose(p.astype(np.float64), np.full((1, 2, 3), 1 / 3), atol=1e-3)
 
 
+def test_format_4_bundle_refuses_bsnh(bundle, device, tmp_path):
+    """A format-4 bundle's FusedAttention kernels take compact tensors only: they still serve plain nodes, and a node
+    with bsnh gets an error asking for a rebuild (not the kernel's stride check)."""
+    if device != "cpu":
+        pytest.skip("the bundle's contents, not the device, are under test")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["format"] = 4
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    for so in kernel_libraries(bundle):
+        (tmp_path / so.name).symlink_to(so)
+    opts = session_options(tmp_path)
+    plain = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 3, 2, 8)), ("K", (1, 3, 5, 8)), ("V", (1, 3, 5, 8)))}
+    (o,) = run(session(opts, device, make_attention_model("float16", (1, 3, 2, 8), (1, 3, 5, 8), (1, 3, 5, 8),
+                                                          trans_b=1)), plain)
+    assert o.shape == (1, 3, 2, 8)
+    feeds = {k: np.ascontiguousarray(x.transpose(0, 2, 1, 3)) for k, x in plain.items()}
+    sess = session(opts, device, make_attention_model("float16", (1, 2, 3, 8), (1, 5, 3, 8), (1, 5, 3, 8),
+                                                      trans_b=1, bsnh=(1, 1, 1, 1)))
+    with pytest.raises(Exception, match=r"was built before them; rebuild it \(flashgemm-build --target llvm"):
+        run(sess, feeds)
+
+
 def test_generic_kernel_warns_once_per_shape(sess_opts, device, capfd):
     """The generic kernel is slower than the unfused graph it replaces: one WARNING per node and sizes (on CUDA at a
     head size without a tensor-core kernel)."""
@@ -412,6 +491,7 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
     dst = tmp_path / f"{name}.attention.onnx"
     report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
     assert report.attention == 2 and not report.attention_left, report.text()
+    assert report.heads_transposes == 8, report.text()  # Q, K, V and O of both sites in place (attribute bsnh)
     assert count_ops(dst, "FusedAttention", "flashgemm") == 2 and count_ops(dst, "FusedGemmSoftmax", "flashgemm") == 0
     assert count_ops(dst, "Softmax") == 0
     original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
@@ -495,6 +575,43 @@ def test_rewrite_attention_keeps_p_where_it_must(tmp_path, v_shape, p_output, k,
     assert len(report.fused) == 1 and report.attention == 0, report.text()
     assert needle in report.attention_left[0][1], report.text()
     assert count_ops(dst, "FusedGemmSoftmax", "flashgemm") == 1 and count_ops(dst, "FusedAttention", "flashgemm") == 0
+
+
+def test_rewrite_attention_absorbs_heads_transposes(sess_opts, device, tmp_path):
+    """The exporters' Transposes between [batch, sequence, heads, head size] and [batch, heads, sequence, head size]
+    around attention go into FusedAttention's bsnh, K's through a Shape read beside it (rerouted to K's input, as
+    the dynamo exporter's graphs have it); Q's stays, being a graph output too. Outputs match the original graph."""
+    t = TensorProto.FLOAT16
+    nodes = [helper.make_node("Transpose", ["Xq"], ["Q"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["Xk"], ["Kh"], perm=[0, 2, 1, 3]),
+             helper.make_node("Shape", ["Kh"], ["Kshape"], start=-2),
+             helper.make_node("Transpose", ["Kh"], ["Kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("Transpose", ["Xv"], ["V"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+             helper.make_node("Mul", ["S", "c"], ["Ss"]),
+             helper.make_node("Softmax", ["Ss"], ["P"], axis=-1),
+             helper.make_node("MatMul", ["P", "V"], ["O"]),
+             helper.make_node("Transpose", ["O"], ["Out"], perm=[0, 2, 1, 3])]
+    inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Xq", [2, 5, 3, 64]), ("Xk", [2, 7, 3, 64]),
+                                                                  ("Xv", [2, 7, 3, 64]))]
+    outputs = [helper.make_tensor_value_info("Out", t, None), helper.make_tensor_value_info("Q", t, None),
+               helper.make_tensor_value_info("Kshape", TensorProto.INT64, None)]
+    init = [helper.make_tensor("c", t, [], np.array([0.125], np.float16).view(np.uint16).tobytes(), raw=True)]
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "heads", inputs, outputs, initializer=init),
+                                opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(src))
+    report = rewrite_file(src, dst, attention=True)
+    assert report.attention == 1 and report.heads_transposes == 3, report.text()
+    (attn,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedAttention"]
+    assert [list(a.ints) for a in attn.attribute if a.name == "bsnh"] == [[0, 1, 1, 1]]
+    assert count_ops(dst, "Transpose") == 1
+    rng = np.random.default_rng(6)
+    feeds = {n: rng.standard_normal((2, s, 3, 64)).astype(np.float16) for n, s in (("Xq", 5), ("Xk", 7), ("Xv", 7))}
+    o0 = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
+    o1 = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    np.testing.assert_array_equal(o1[2], o0[2])  # K's shape [7, 64], read from Xk now
+    np.testing.assert_array_equal(o1[1], o0[1])
+    np.testing.assert_allclose(o1[0].astype(np.float64), o0[0].astype(np.float64), rtol=0, atol=ATOL["float16"])
 
 
 @pytest.mark.parametrize("zeroed", [False, True], ids=["plain", "nan-rows-zeroed"])

@@ -1182,6 +1182,56 @@ def test_canonical_cpp_matches_python_with_v(canonical_cli):
     assert 50 < n_err < len(cases) - 500  # both paths exercised
 
 
+def _bsnh_case(rng):
+    """FusedAttention shapes with random BSNH flags (Q, K, V, O): batch or heads 1 now and then (broadcast), and
+    now and then a case the op refuses (a rank-3 BSNH tensor, BSNH K with transB=0, V of the other layout)."""
+    flags = [rng.random() < 0.5 for _ in range(4)]
+    b, h, m, n, d = rng.choice([1, 2, 3]), rng.choice([1, 2, 4]), rng.randint(1, 9), rng.randint(0, 9), rng.choice([8, 16])
+    tb = flags[1] or rng.random() < 0.7
+
+    def shape(flag, s, own_b, own_h, last):
+        return [own_b, s, own_h, last] if flag else [own_b, own_h, s, last]
+    q = shape(flags[0], m, rng.choice([b, 1]) if rng.random() < 0.2 else b, h, d)
+    k = shape(flags[1], n, b, h, d) if tb else [b, h, d, n]
+    v = shape(flags[2], n, b, rng.choice([h, 1]) if rng.random() < 0.2 else h, d)
+    bias = [b, 1, m, n] if rng.random() < 0.3 else None
+    mask = [1, h, 1, n] if rng.random() < 0.2 else None
+    r = rng.random()
+    if r < 0.04:
+        q = q[1:]
+    elif r < 0.08:
+        tb = False
+    elif r < 0.12:
+        v = [b, n, h, d] if not flags[2] else [b, h, n, d]
+    return q, k, int(tb), bias, mask, v, [int(f) for f in flags]
+
+
+def test_canonical_cpp_matches_python_bsnh(canonical_cli):
+    """FusedAttention's BSNH tensors (attribute bsnh): the two ports agree on shapes, strides and refusals."""
+    rng = random.Random(2)
+    cases = [_bsnh_case(rng) for _ in range(1500)]
+    stdin = "".join(f"{_fmt(q)};{_fmt(k)};{tb};{_fmt(bias)};{_fmt(mask)};{_fmt(v)};{_fmt(flags)}\n"
+                    for q, k, tb, bias, mask, v, flags in cases)
+    lines = subprocess.run([str(canonical_cli)], input=stdin, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert len(lines) == len(cases)
+    n_err = 0
+    j = lambda t: ",".join(map(str, t))  # noqa: E731
+    for (q, k, tb, bias, mask, v, flags), line in zip(cases, lines):
+        try:
+            c = canonicalize(q, k, tb, bias, mask, v_shape=v, bsnh=flags)
+        except ShapeError as e:
+            n_err += 1
+            assert line == f"err {e}", (q, k, tb, bias, mask, v, flags)
+            continue
+        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
+                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
+                  f"{'none' if c.mask_strides is None else j(c.mask_strides)};{j(c.v_strides)};{c.d};"
+                  f"{j(c.out_strides)}")
+        assert line == expect, (q, k, tb, bias, mask, v, flags)
+    assert 50 < n_err < len(cases) - 500  # both paths exercised
+
+
 # ------------------------------------------------------------------------------------ CUDA EP specifics
 
 def _cuda_value(x: np.ndarray, device_id: int = 0) -> ort.OrtValue:

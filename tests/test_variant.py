@@ -65,3 +65,48 @@ def test_variant_rejects_unknown_dtype_and_mask():
     with pytest.raises(ValueError, match="mask"):
         Variant(mask="mul")
     assert len({v.key for v in Variant.all()}) == 48
+
+
+def _read(flat, c_strides, shape):
+    """The elements a kernel reads from `flat` through canonical element strides, as an array of `shape`."""
+    import numpy as np  # noqa: PLC0415
+    idx = sum(np.arange(n).reshape([-1 if i == j else 1 for j in range(4)]) * s
+              for i, (n, s) in enumerate(zip(shape, c_strides)))
+    return flat[idx]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bsnh_strides_read_the_transposed_tensors(seed):
+    """FusedAttention's BSNH tensors (bsnh): read through the canonical strides, the flat [batch, sequence, heads,
+    head size] buffers give exactly their Transpose [batch, heads, sequence, head size] broadcast to the problem, and
+    O's strides put element (b, h, i, d) at O[b, i, h, d]; with batch and heads merged or not (M = 1, broadcasts)."""
+    import numpy as np  # noqa: PLC0415
+    rng = np.random.default_rng(seed)
+    b, h, m, n, d = (int(rng.choice(x)) for x in ([1, 2, 3], [1, 2, 4], [1, 5], [1, 6], [8, 16]))
+    flags = [bool(f) for f in rng.integers(0, 2, 4)]
+    own_b = {t: (1 if rng.random() < 0.25 and t != "K" else b) for t in "QKV"}  # (V never wider than Q·K)
+    logical = {t: (own_b[t], h, m if t == "Q" else n, d) for t in "QKV"}
+    x = {t: rng.standard_normal(s) for t, s in logical.items()}
+    onnx_in = {t: x[t].transpose(0, 2, 1, 3) if f else x[t] for t, f in zip("QKV", flags)}
+    c = canonicalize(onnx_in["Q"].shape, onnx_in["K"].shape, True, v_shape=onnx_in["V"].shape, bsnh=flags)
+    bb = (c.b0, c.b1)
+    assert bb[0] * bb[1] == b * h and (c.m, c.n, c.k, c.d) == (m, n, d, d)
+    for t, strides in (("Q", c.a_strides), ("K", c.b_strides), ("V", c.v_strides)):
+        full = np.broadcast_to(x[t], (b, h) + x[t].shape[2:]).reshape(bb + x[t].shape[2:])
+        got = _read(np.ascontiguousarray(onnx_in[t]).ravel(), strides, bb + x[t].shape[2:])
+        np.testing.assert_array_equal(got, full, err_msg=t)
+    o = np.arange(b * h * m * d).reshape((b, m, h, d) if flags[3] else (b, h, m, d))
+    assert c.out_shape == o.shape
+    logical_o = o.transpose(0, 2, 1, 3) if flags[3] else o
+    np.testing.assert_array_equal(_read(o.ravel(), c.out_strides, bb + (m, d)), logical_o.reshape(bb + (m, d)))
+
+
+def test_bsnh_refusals():
+    with pytest.raises(ShapeError, match="needs transB=1"):
+        canonicalize((2, 5, 3, 8), (2, 3, 8, 7), False, v_shape=(2, 3, 7, 8), bsnh=(0, 1, 0, 0))
+    with pytest.raises(ShapeError, match=r"V is BSNH .* got shape \[7, 3, 8\]"):
+        canonicalize((2, 3, 5, 8), (2, 3, 7, 8), True, v_shape=(7, 3, 8), bsnh=(0, 0, 1, 0))
+    with pytest.raises(ShapeError, match="two batch dims"):
+        canonicalize((4, 2, 3, 5, 8), (4, 2, 3, 7, 8), True, v_shape=(4, 2, 3, 7, 8), bsnh=(0, 0, 0, 1))
+    with pytest.raises(ShapeError, match="it needs V"):
+        canonicalize((2, 5, 3, 8), (2, 7, 3, 8), True, bsnh=(1, 0, 0, 0))

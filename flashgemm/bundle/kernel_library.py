@@ -41,9 +41,10 @@ from flashgemm.bundle.workers import compile_jobs, from_json, made_in_workers
 from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the bundle's compile: workers load little)
 
 # 2: entries name their "op" (FusedAttention's kernels); 3: FusedAttention's kernels take zero_nan_rows after the scale;
-# 4: "kernels" lists the kernel libraries (library_parts). The op library reads 1 to 4 (an older bundle's
-# FusedAttention kernels are left out: flashgemm/ort/csrc/bundle.cc)
-MANIFEST_FORMAT = 4
+# 4: "kernels" lists the kernel libraries (library_parts); 5: FusedAttention's kernels take any row strides of Q, K,
+# V and O (the op's BSNH views, attribute bsnh). The op library reads 1 to 5 (an older bundle's FusedAttention kernels
+# are left out before 3, serve compact tensors only before 5: flashgemm/ort/csrc/bundle.cc)
+MANIFEST_FORMAT = 5
 KERNELS_SO = "flashgemm_kernels.so"  # the first kernel library; the others flashgemm_kernels.<i>.so
 # fewest kernels a library part holds (library_parts): a compile worker takes seconds to start (TVM's import)
 KERNELS_A_PART = 16

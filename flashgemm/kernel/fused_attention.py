@@ -8,7 +8,8 @@ masked row's 0 * V, a NaN row's too with zero_nan_rows != 0). A schedule compute
 neither S nor P reaches memory.
 
 Canonical shapes: Q [B0, B1, M, K]; K [B0, B1, K, N], or [B0, B1, N, K] with trans_b (the exporters' K^T); V
-[B0, B1, N, D]; bias and mask [B0, B1, M, N] through strides; O [B0, B1, M, D], contiguous.
+[B0, B1, N, D]; bias and mask [B0, B1, M, N] through strides; O [B0, B1, M, D]. Q, K as [N, K], V and O take any
+row and batch strides (the op's BSNH views: flashgemm/op/variant.py:canonicalize); their last dim is contiguous.
 
 Special values, exactly as the unfused MatMul(FusedGemmSoftmax(...), V) computes them (flashgemm/op/reference.py:
 fused_attention_ref): a row whose unmasked logits hold a NaN or +inf is NaN (its row_sum is NaN); a NaN or inf in V
@@ -67,9 +68,9 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
     (flashgemm/kernel/fused_attention_mma.py)."""
     dt = variant.dtype
     B0, B1, M, N, K, D = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N", "K", "D"))
-    sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
+    sq, sk, sv = _strides("Q", 3), _strides("K", 3 if variant.trans_b else 2), _strides("V", 3)
     k_shape = (B0, B1, N, K) if variant.trans_b else (B0, B1, K, N)
-    k_strides = (*sk, K, 1) if variant.trans_b else (*sk, N, 1)
+    k_strides = (*sk, 1) if variant.trans_b else (*sk, N, 1)
     mask_dtype = "uint8" if variant.mask == "bool" else dt
     has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
     recompute = chunk > 0  # (a Python bool: TVMScript evaluates the `if`s below while parsing)
@@ -96,13 +97,13 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
     def fused_attention(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
                         o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        Q = T.match_buffer(q_h, (B0, B1, M, K), dt, strides=(*sq, K, 1), align=2)
+        Q = T.match_buffer(q_h, (B0, B1, M, K), dt, strides=(*sq, 1), align=2)
         Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=2)
-        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=2)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, 1), align=2)
         Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=_strides("bias", 4), align=2, offset_factor=1)
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
                               offset_factor=1)
-        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=2, offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, strides=(*_strides("O", 3), 1), align=2, offset_factor=1)
         S = T.sblock_alloc_buffer((B0, B1, M, N), "float32")
         row_max = T.sblock_alloc_buffer((B0, B1, M), "float32")
         E = T.sblock_alloc_buffer((B0, B1, M, N), "float32")

@@ -138,7 +138,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                             T.s_tir.cp_async_raw.legacy(
                                                 staged.data, (u * VR + cr) * D + cc * 8, V.data,
                                                 c0 * V.strides[0] + c1 * V.strides[1]
-                                                + (band * rows + (i * V_BATCH + u) * VR + cr) * D + cc * 8, 16,
+                                                + (band * rows + (i * V_BATCH + u) * VR + cr) * V.strides[2]
+                                                + cc * 8, 16,
                                                 dtype=dt)
                                     T.ptx.cp.async_.commit_group()
                                     T.ptx.cp.async_.wait_group(0)
@@ -273,9 +274,10 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
     k_tile = BN * DP if trans_b else D * BNP  # one stage's K chunk
     B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
-    sq, sk, sv = _strides("Q", 2), _strides("K", 2), _strides("V", 2)
+    # every row stride symbolic too: Q, K ([N, D]), V and O may be BSNH views (flashgemm/op/variant.py:canonicalize)
+    sq, sk, sv = _strides("Q", 3), _strides("K", 3 if trans_b else 2), _strides("V", 3)
     k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
-    k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
+    k_strides = (*sk, 1) if trans_b else (*sk, N, 1)
     q_copies = BM * D // 8 // NT  # 16-byte copies a thread per Q tile
     k_copies = BN * D // 8 // NT  # ... per K or V chunk
 
@@ -289,11 +291,11 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
             ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
             T.s_tir.cp_async_raw.legacy(
                 Vs.data, stage * BN * DP + r * DP + ch * 8, V.data,
-                b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+                b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * sv[2] + ch * 8, 16, dtype=dt)
             if trans_b:
                 T.s_tir.cp_async_raw.legacy(
                     Ks.data, stage * k_tile + r * DP + ch * 8, Km.data,
-                    b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8, 16, dtype=dt)
+                    b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * sk[2] + ch * 8, 16, dtype=dt)
         if not trans_b:  # K as [D, N]: rows of BN columns (N % 8 = 0, so a chunk past N - 8 is all masked)
             for c in T.unroll(k_copies):
                 r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
@@ -306,13 +308,13 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
                             o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
+        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, 1), align=16)
         Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=16)
-        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=16)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, 1), align=16)
         Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=_strides("bias", 4), align=2, offset_factor=1)
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
                               offset_factor=1)
-        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=16, offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, strides=(*_strides("O", 3), 1), align=16, offset_factor=1)
         # causal: per V_SPLITS bands of V's rows, 1 + the last row of each column holding a NaN or inf (0: none)
         V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
         if causal:
@@ -359,7 +361,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                     ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
                                     T.s_tir.cp_async_raw.legacy(
                                         Qs.data, r * DP + ch * 8, Q.data,
-                                        b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8, 16, dtype=dt)
+                                        b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * sq[2] + ch * 8, 16, dtype=dt)
                                 # chunk 0's K and V (stage 0), with the Q tile in one group
                                 for st in T.unroll(stages - 1):
                                     if st < n_chunks:

@@ -67,12 +67,13 @@ def mn_major(k, n, cols: int):
 
 
 def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bool = True,
-             names: tuple = ("Q", "K", "V")) -> SimpleNamespace:
+             names: tuple = ("Q", "K", "V"), row_strides: bool = False) -> SimpleNamespace:
     """What the Hopper kernels (this one and fused_gemm_softmax_wgmma's) share for head size `d` (the GEMM's K), `wg`
     warpgroups (BM = 64 wg rows), chunks of `bn` columns (a multiple of 64) and `stages` shared buffers: the sizes
     (B0, B1, M, N symbolic), Q's and K's (and, with_v, V's) shapes and strides (named after `names`), the shared
     pool's layout (elements: Q's tile, then per stage K, then per stage V, every tile a multiple of 1024 B, and the
-    slack to start on a 1024-byte boundary), the 16-byte copies and S = Q K^T's wgmmas."""
+    slack to start on a 1024-byte boundary), the 16-byte copies and S = Q K^T's wgmmas. row_strides: Q's, K's ([N, D])
+    and V's row strides are symbolic (rq, rk, rv; BSNH views, flashgemm/op/variant.py:canonicalize), else D."""
     if d not in HEAD_SIZES:
         raise ValueError(f"head size {d}: the wgmma kernels have {HEAD_SIZES}")
     if bn % 64 or not 64 <= bn <= 256 or wg not in (1, 2, 3):
@@ -91,7 +92,8 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
     sq, sk = mma._strides(names[0], 2), mma._strides(names[1], 2)
     sv = mma._strides(names[2], 2) if with_v else None
     k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
-    k_strides = (*sk, D, 1) if trans_b else (*sk, N, 1)
+    rq, rk, rv = (tvm.tirx.Var(f"{n}_s2", "int32") if row_strides else D for n in names)
+    k_strides = (*sk, rk, 1) if trans_b else (*sk, N, 1)
     q_copies = (BM * D // 8 + NT - 1) // NT  # 16-byte copies a thread per Q tile (the last one guarded where
     k_copies = (BN * D // 8 + NT - 1) // NT  # ... per K or V chunk                 they do not divide evenly)
 
@@ -111,7 +113,7 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
             ch: T.let[T.int32] = (c * NT + tid) % (D // 8)
             if whole(q_copies, BM * D // 8) or c * NT + tid < BM * D // 8:
                 copy16(pool, al + Q_OFF + k_major(r, ch * 8, BM), Q,
-                       b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * D + ch * 8)
+                       b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * rq + ch * 8)
 
     @T.macro
     def copy_chunk(chunk, stage, pool, al, Km, V, b0, b1, tid):
@@ -123,10 +125,10 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
                 if whole(k_copies, BN * D // 8) or c * NT + tid < BN * D // 8:
                     if with_v:
                         copy16(pool, al + V_OFF + stage * BN * D + mn_major(r, ch * 8, D), V,
-                               b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
+                               b0 * sv[0] + b1 * sv[1] + T.min(chunk * BN + r, N - 1) * rv + ch * 8)
                     if trans_b:
                         copy16(pool, al + K_OFF + stage * BN * D + k_major(r, ch * 8, BN), Km,
-                               b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * D + ch * 8)
+                               b0 * sk[0] + b1 * sk[1] + T.min(chunk * BN + r, N - 1) * rk + ch * 8)
         if not trans_b:  # K as [D, N]: rows of BN columns
             for c in T.unroll(k_copies):
                 r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
@@ -168,7 +170,7 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
         T.ptx.wgmma.commit_group.sync.aligned()
 
     return SimpleNamespace(BM=BM, BN=BN, D=D, NT=NT, NTS=NTS, V_OFF=V_OFF, POOL=POOL, B0=B0, B1=B1, M=M, N=N,
-                           sq=sq, sk=sk, sv=sv, k_shape=k_shape, k_strides=k_strides, copy_q=copy_q,
+                           sq=sq, sk=sk, sv=sv, rq=rq, rv=rv, k_shape=k_shape, k_strides=k_strides, copy_q=copy_q,
                            copy_chunk=copy_chunk, fence_operands=fence_operands, issue_s=issue_s)
 
 
@@ -181,7 +183,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
         raise ValueError(f"head size {d}: the wgmma kernel has {HEAD_SIZES}")
     if not wg:  # the tile for any N
         wg, bn, stages = TILES[d][-1][1]
-    pipe = Pipeline(variant, d, wg, bn, stages)
+    pipe = Pipeline(variant, d, wg, bn, stages, row_strides=True)
     dt = variant.dtype
     ty = "f16" if dt == "float16" else "bf16"
     mask_kind, causal = variant.mask, variant.causal
@@ -222,13 +224,13 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     def fused_attention_wgmma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
                               o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, D, 1), align=16)
+        Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, pipe.rq, 1), align=16)
         Km = T.match_buffer(k_h, pipe.k_shape, dt, strides=pipe.k_strides, align=16)
-        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, D, 1), align=16)
+        V = T.match_buffer(v_h, (B0, B1, N, D), dt, strides=(*sv, pipe.rv, 1), align=16)
         Bias = T.match_buffer(bias_h, (B0, B1, M, N), dt, strides=mma._strides("bias", 4), align=2, offset_factor=1)
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=mma._strides("mask", 4), align=1,
                               offset_factor=1)
-        O = T.match_buffer(o_h, (B0, B1, M, D), dt, align=16, offset_factor=1)
+        O = T.match_buffer(o_h, (B0, B1, M, D), dt, strides=(*mma._strides("O", 3), 1), align=16, offset_factor=1)
         V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
         if causal:
             parts.record_v_last(V, V_last)

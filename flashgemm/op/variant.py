@@ -80,6 +80,7 @@ class CanonicalShape:
     # FusedAttention (canonicalize with v_shape): V [B0, B1, N, D]'s strides and D; out_shape is then O's
     v_strides: Optional[tuple] = None
     d: Optional[int] = None
+    out_strides: Optional[tuple] = None  # P's (or O's) strides, compact unless O is BSNH
 
     @property
     def sizes(self) -> tuple:
@@ -114,14 +115,42 @@ def _aligned_strides(shape: Sequence[int], full: Sequence[int]) -> list[int]:
     return [0 if i < pad or shape[i - pad] == 1 else own[i - pad] for i in range(len(full))]
 
 
+BSNH_NAMES = ("Q", "K", "V", "O")  # FusedAttention's tensors that its bsnh attribute may flag, in its order
+
+
+def _bsnh_view(shape: list, name: str) -> tuple:
+    """A BSNH tensor [batch, sequence, heads, head size] read as [batch, heads, sequence, head size]: that shape,
+    the strides of its two batch dims (0 where 1: broadcast) and its row stride (heads * head size)."""
+    if len(shape) != 4:
+        raise ShapeError(f"{name} is BSNH (attribute bsnh), so it must be [batch, sequence, heads, head size], "
+                         f"got shape {shape}")
+    b, s, h, d = shape
+    return [b, h, s, d], [0 if b == 1 else s * h * d, 0 if h == 1 else d], h * d
+
+
 def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=None,
-                 v_shape=None) -> CanonicalShape:
+                 v_shape=None, bsnh=(False, False, False, False)) -> CanonicalShape:
     """ONNX-level input shapes -> the canonical problem. Raises ShapeError with the reason.
     v_shape: FusedAttention's V [..., N, D], whose batch dims must broadcast to P's (MatMul(P, V) then keeps P's);
-    the output is then O [batch..., M, D]."""
+    the output is then O [batch..., M, D].
+    bsnh: FusedAttention's flags for Q, K, V and O (BSNH_NAMES): a flagged tensor is [batch, sequence, heads, head
+    size] (ONNX Runtime's BSNH), read through strides as its Transpose [batch, heads, sequence, head size] - the
+    layout the projections produce, so that the Transposes around attention need not run. K needs transB=1 for it,
+    O two batch dims (it is then [batch, M, heads, D])."""
     a_shape, b_shape = [int(d) for d in a_shape], [int(d) for d in b_shape]
     if any(d < 0 for d in a_shape + b_shape):
         raise ShapeError("negative dimension")
+    bq, bk, bv, bo = (bool(x) for x in bsnh)
+    if (bq or bk or bv or bo) and v_shape is None:
+        raise ShapeError("bsnh is FusedAttention's (it needs V)")
+    if bk and not trans_b:
+        raise ShapeError("K is BSNH (attribute bsnh), which is [batch, sequence, heads, head size]: that needs "
+                         "transB=1")
+    views = {}  # tensor -> (its batch dims' strides, row stride) where BSNH
+    if bq:
+        a_shape, *views["a"] = _bsnh_view(a_shape, "Q")
+    if bk:
+        b_shape, *views["b"] = _bsnh_view(b_shape, "K")
     if len(a_shape) < 2:
         raise ShapeError(f"A must have rank >= 2 ([..., M, K]), got shape {a_shape}")
     if len(b_shape) < 2:
@@ -137,6 +166,8 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
         v_shape = [int(x) for x in v_shape]
         if any(x < 0 for x in v_shape):
             raise ShapeError("negative dimension")
+        if bv:
+            v_shape, *views["v"] = _bsnh_view(v_shape, "V")
         if len(v_shape) < 2 or v_shape[-2] != n:
             raise ShapeError(f"V must be [..., N, D] with N={n} (the columns of Q·K), got shape {v_shape}")
         v_batch = v_shape[:-2]
@@ -166,6 +197,13 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
     if dv is not None:
         batch_strides["v"] = [s * n * dv for s in _aligned_strides(v_shape[:-2], batch)]
     batch_strides["p"] = [s * m * (n if dv is None else dv) for s in _compact_strides(batch)]
+    if bo:
+        if len(batch) != 2:
+            raise ShapeError(f"O is BSNH (attribute bsnh), so Q·K must have two batch dims [batch, heads], "
+                             f"got {batch}")
+        views["p"] = [m * batch[1] * dv, dv], batch[1] * dv
+    for t, (strides, _) in views.items():  # a BSNH tensor's batch strides are its own (rank 4: the last two dims)
+        batch_strides[t] = [0] * (nb - 2) + list(strides)
     # Coalesce batch dims: drop size-1 dims, merge neighbours that every tensor walks contiguously.
     dims = [(d, {t: s[i] for t, s in batch_strides.items()}) for i, d in enumerate(batch) if d != 1]
     merged: list = []
@@ -195,10 +233,16 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
         b_strides=four("b", (k, 1) if trans_b else (n, 1)),
         bias_strides=four("bias", tuple(extra["bias"][nb:])) if "bias" in extra else None,
         mask_strides=four("mask", tuple(extra["mask"][nb:])) if "mask" in extra else None,
-        v_strides=four("v", (dv, 1)) if dv is not None else None, d=dv,
+        v_strides=four("v", (views["v"][1] if bv else dv, 1)) if dv is not None else None, d=dv,
+        out_strides=four("p", (views["p"][1] if bo else n if dv is None else dv, 1)),
     )
+    if bq:
+        shape = dataclasses.replace(shape, a_strides=four("a", (views["a"][1], 1)))
+    if bk:
+        shape = dataclasses.replace(shape, b_strides=four("b", (views["b"][1], 1)))
     if dv is not None:
-        shape = dataclasses.replace(shape, out_shape=tuple(batch + [m, dv]))
+        o_shape = [batch[0], m, batch[1], dv] if bo else batch + [m, dv]
+        shape = dataclasses.replace(shape, out_shape=tuple(o_shape))
     if max(b0 * b1 * m * max(n, k, dv or 0), b0 * b1 * n * max(k, dv or 0)) > INT32_MAX:
         raise ShapeError(f"problem {shape.sizes} has tensors of more than 2^31 elements; the kernels index in int32")
     if math.prod(shape.out_shape) > INT32_MAX:

@@ -67,10 +67,10 @@ def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape
 def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int],
                          bias_shape: Optional[Sequence[int]] = None, mask_shape: Optional[Sequence[int]] = None,
                          mask_dtype=None, scale: float = 1.0, trans_b: int = 0, causal: int = 0,
-                         zero_nan_rows: int = 0):
+                         zero_nan_rows: int = 0, bsnh: Optional[Sequence[int]] = None):
     """Graph inputs Q, K, V, [bias], [mask] -> output O, one FusedAttention node (its attributes are
-    FusedGemmSoftmax's, transB being K's layout, and zero_nan_rows when set): make_model's graph with V inserted after
-    B and the node retyped. O's shape is left symbolic."""
+    FusedGemmSoftmax's, transB being K's layout, and zero_nan_rows and bsnh when given): make_model's graph with V
+    inserted after B and the node retyped. O's shape is left symbolic."""
     model = make_model(dtype, q_shape, k_shape, bias_shape, mask_shape, mask_dtype, scale, trans_b, causal,
                        out_shape=[f"o{i}" for i in range(max(len(q_shape), len(k_shape)))])
     graph = model.graph
@@ -85,6 +85,8 @@ def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], 
     node.output[0] = graph.output[0].name = "O"
     if zero_nan_rows:
         node.attribute.append(helper.make_attribute("zero_nan_rows", int(zero_nan_rows)))
+    if bsnh is not None:
+        node.attribute.append(helper.make_attribute("bsnh", [int(x) for x in bsnh]))
     graph.name = "fused_attention"
     return model
 

@@ -11,7 +11,10 @@ to ORT).
 
 P's type is A's; its shape is the broadcast batch of A and B (ONNX MatMul rules) followed by [M, N], M = A[-2],
 N = B[-2] with transB else B[-1]; a batch dim whose size cannot be decided (two different symbols) is left unknown.
-FusedAttention's O has the same batch dims and [M, D], D = V[-1].
+FusedAttention's O has the same batch dims and [M, D], D = V[-1]. Its attribute bsnh (four 0/1 flags: Q, K, V, O)
+marks tensors that are [batch, sequence, heads, head size] (ONNX Runtime's BSNH) rather than [batch, heads, sequence,
+head size]: they are read (O written) through strides, so the Transposes an export puts around attention need not
+run; a flagged O is [batch, M, heads, D].
 """
 from __future__ import annotations
 
@@ -46,6 +49,11 @@ def _broadcast(a, b):
     return None
 
 
+def _heads_second(dims, flagged: bool):
+    """A BSNH tensor's dims as [batch, heads, sequence, head size] (and back: the swap is its own inverse)."""
+    return [dims[0], dims[2], dims[1], dims[3]] if flagged and dims is not None and len(dims) == 4 else dims
+
+
 def infer(ctx, attention: bool = False) -> None:
     a_type = ctx.get_input_type(0)
     if a_type is None or not a_type.HasField("tensor_type"):
@@ -56,6 +64,9 @@ def infer(ctx, attention: bool = False) -> None:
     b = _dims(ctx.get_input_type(1)) if ctx.get_num_inputs() > 1 and ctx.has_input(1) else None
     attr = ctx.get_attribute("transB")
     trans_b = bool(attr.i) if attr is not None else False
+    attr = ctx.get_attribute("bsnh") if attention else None
+    bsnh = [bool(x) for x in attr.ints] if attr is not None and len(attr.ints) == 4 else [False] * 4
+    a, b = _heads_second(a, bsnh[0]), _heads_second(b, bsnh[1])
     if a is not None and b is not None and len(a) >= 2 and len(b) >= 2:
         ba, bb = a[:-2], b[:-2]
         n = max(len(ba), len(bb))
@@ -64,6 +75,7 @@ def infer(ctx, attention: bool = False) -> None:
         if attention:  # O: P's batch dims + [M, D]; D from V (unknown when V's shape is)
             v = _dims(ctx.get_input_type(2)) if ctx.get_num_inputs() > 2 and ctx.has_input(2) else None
             dims[-1] = v[-1] if v else None
+            dims = _heads_second(dims, bsnh[3])  # a BSNH O: [batch, M, heads, D]
         shape = out.tensor_type.shape
         for d in dims:
             dim = shape.dim.add()
@@ -96,7 +108,10 @@ def _schema(attention: bool = False) -> defs.OpSchema:
                     defs.OpSchema.Attribute("causal", defs.OpSchema.AttrType.INT, "bottom-right causal mask",
                                             required=False)]
         + ([defs.OpSchema.Attribute("zero_nan_rows", defs.OpSchema.AttrType.INT,
-                                    "a NaN row of P is 0 (Where(IsNaN(P), 0, P) before P V)", required=False)]
+                                    "a NaN row of P is 0 (Where(IsNaN(P), 0, P) before P V)", required=False),
+            defs.OpSchema.Attribute("bsnh", defs.OpSchema.AttrType.INTS,
+                                    "Q, K, V, O: 1 where [batch, sequence, heads, head size] (module doc)",
+                                    required=False)]
            if attention else []))
     schema.set_type_and_shape_inference_function(lambda ctx: infer(ctx, attention))
     return schema

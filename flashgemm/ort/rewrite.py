@@ -96,6 +96,7 @@ class Report:
     kscale_folded: int = 0
     attention: Optional[int] = None  # sites turned into FusedAttention (None: not asked for, rewrite_model(attention=))
     attention_left: list = dataclasses.field(default_factory=list)  # (site, why P was kept)
+    heads_transposes: int = 0  # Transposes around FusedAttention absorbed into its BSNH views (fold_heads_transposes)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -133,7 +134,8 @@ class Report:
                          f"built with --any-length none, run on the generic kernel, much slower than the original graph")
         if self.attention is not None:
             lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention "
-                         f"(P never stored)")
+                         f"(P never stored); {self.heads_transposes} Transpose(s) between heads and sequence around "
+                         f"them absorbed (read and written in place: attribute bsnh)")
             lines += [f"  kept P  {site}: {why}" for site, why in self.attention_left]
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
@@ -145,7 +147,8 @@ class Report:
         return {"model": self.model, "dtype": self.dtype, "fused": len(self.fused),
                 "left_alone": len(self.left_alone), "transb_folded": self.transb_folded,
                 "qscale_folded": self.qscale_folded, "kscale_folded": self.kscale_folded, "attention": self.attention,
-                "attention_left": [list(x) for x in self.attention_left], "notes": self.notes,
+                "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
+                "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
 
@@ -854,6 +857,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     report.other_softmax = probe_report.other_softmax
     if attention:
         fuse_attention(model, report)
+        fold_heads_transposes(model, report)
     if report.fused:
         model.opset_imports[DOMAIN] = 1
         if model.ir_version > 9:
@@ -982,6 +986,93 @@ def fuse_attention(model: ir.Model, report: Report) -> None:
         ir.convenience.replace_nodes_and_values(model.graph, matmul, [fgs, *chain, matmul], [attn], [out],
                                                 [attn.outputs[0]])
         report.attention += 1
+
+HEADS_PERM = [0, 2, 1, 3]  # [batch, sequence, heads, head size] <-> [batch, heads, sequence, head size]
+
+
+def _heads_transpose(node: Optional[ir.Node]) -> bool:
+    if node is None or node.op_type != "Transpose" or node.domain != "":
+        return False
+    perm = node.attributes.get("perm")
+    return perm is not None and list(perm.as_ints()) == HEADS_PERM
+
+
+def _shapes_through(graph: ir.Graph, t: ir.Node, keep: ir.Node) -> bool:
+    """Whether every consumer of Transpose `t`'s output but `keep` is a Shape node; if so, each becomes
+    Gather(Shape(X), its dims' positions in X) of `t`'s input X (the same int64 values), so that only `keep` reads
+    the Transpose. (The dynamo exporter reads K's shape beside SDPA.)"""
+    out = t.outputs[0]
+    others = [n for n, _ in out.uses() if n is not keep]
+    if any(n.op_type != "Shape" or n.domain != "" for n in others):
+        return False
+    for shape_node in others:
+        start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", 4)
+        start, end = (min(max(x + 4 if x < 0 else x, 0), 4) for x in (start, end))
+        dims = ir.Value(name=f"{shape_node.name or 'shape'}_heads_dims",
+                        const_value=ir.tensor(np.array(HEADS_PERM[start:end], dtype=np.int64)))
+        graph.register_initializer(dims)
+        shp = ir.Node("", "Shape", [t.inputs[0]], name=f"{shape_node.name or 'shape'}_of_bsnh", num_outputs=1)
+        gather = ir.Node("", "Gather", [shp.outputs[0], dims], attributes=[ir.AttrInt64("axis", 0)],
+                         name=f"{shape_node.name or 'shape'}_heads_gather", num_outputs=1)
+        graph.insert_before(shape_node, [shp, gather])
+        old = shape_node.outputs[0]
+        gather.outputs[0].shape, gather.outputs[0].dtype = old.shape, old.dtype
+        old.replace_all_uses_with(gather.outputs[0], replace_graph_outputs=True)
+        name = old.name
+        graph.remove(shape_node, safe=True)
+        gather.outputs[0].name = name
+    return True
+
+
+def _identity_reshape(node: ir.Node) -> bool:
+    """A Reshape whose output shape is provably its input's (every dim the same number or symbol): a no-op."""
+    if node.op_type != "Reshape" or node.domain != "":
+        return False
+    a, b = _shape(node.inputs[0]), _shape(node.outputs[0])
+    return a is not None and b is not None and len(a) == len(b) and all(_same_dim(x, y) for x, y in zip(a, b))
+
+
+def fold_heads_transposes(model: ir.Model, report: Report) -> None:
+    """Transpose(X, [0, 2, 1, 3]) -> FusedAttention's Q, K (transB=1) or V, and FusedAttention -> Transpose(O,
+    [0, 2, 1, 3]): the op reads X ([batch, sequence, heads, head size], as the projections' Reshape leaves it) and
+    writes O in that layout itself, through strides (attribute bsnh; flashgemm/op/variant.py:canonicalize), and the
+    Transpose goes. Exporters put four such Transposes around every attention; each is a copy of a [batch, sequence,
+    hidden] tensor. A Transpose with another consumer (but Shape: _shapes_through), or whose output is a graph output,
+    stays (it runs anyway). A Reshape between O and its Transpose that provably keeps O's shape goes first."""
+    outputs = set(model.graph.outputs)
+    for attn in [n for n in model.graph if n.op_type == ATTENTION_OP_TYPE and n.domain == DOMAIN]:
+        if "bsnh" in attn.attributes:
+            continue
+        flags = [0, 0, 0, 0]
+        for i in (0, 1, 2):
+            x = attn.inputs[i]
+            t = x.producer() if x is not None else None
+            if (i == 1 and not _attr(attn, "transB", 0)) or not _heads_transpose(t) or x in outputs \
+                    or not _shapes_through(model.graph, t, attn) or len(x.uses()) != 1:
+                continue
+            attn.replace_input_with(i, t.inputs[0])
+            model.graph.remove(t, safe=True)
+            flags[i] = 1
+        o = attn.outputs[0]
+        uses = list(o.uses())
+        if o not in outputs and len(uses) == 1 and _identity_reshape(uses[0][0]):
+            r = uses[0][0]
+            if r.outputs[0] not in outputs:
+                r.outputs[0].replace_all_uses_with(o)
+                model.graph.remove(r, safe=True)
+                uses = list(o.uses())
+        if o not in outputs and len(uses) == 1 and uses[0][1] == 0 and _heads_transpose(uses[0][0]):
+            t = uses[0][0]
+            t_out, name = t.outputs[0], t.outputs[0].name
+            o.shape = t_out.shape
+            t_out.replace_all_uses_with(o, replace_graph_outputs=True)
+            model.graph.remove(t, safe=True)
+            o.name = name
+            flags[3] = 1
+        if any(flags):
+            attn.attributes["bsnh"] = ir.AttrInt64s("bsnh", flags)
+            report.heads_transposes += sum(flags)
+
 
 class ModelFileError(ValueError):
     """A model path that is missing or does not hold an ONNX model; the message names the path and the fix."""

@@ -19,9 +19,10 @@ namespace {
 
 // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT. Format 2 added FusedAttention's kernels (entries with "op");
 // format 3 gave them their trailing zero_nan_rows argument; format 4 lists several kernel libraries under "kernels"
-// (one compiled a part, in parallel). An older bundle still serves FusedGemmSoftmax; its
-// FusedAttention kernels (another signature) are left out, so a FusedAttention node asks for a rebuild.
-constexpr int64_t kManifestFormat = 4;
+// (one compiled a part, in parallel); format 5's FusedAttention kernels take any row strides of Q, K, V and O (the
+// op's BSNH views). An older bundle still serves FusedGemmSoftmax; its FusedAttention kernels (another signature)
+// are left out before format 3, so a FusedAttention node asks for a rebuild, and serve only compact tensors before 5.
+constexpr int64_t kManifestFormat = 5;
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
 std::string FixHint(bool cuda_build) {
   return std::string("run flashgemm-build --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
@@ -217,6 +218,7 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
       throw BundleError("flashgemm: " + so_names + " has no function " + k.name + " listed in " + manifest_path +
                         "; the two files are out of sync. " + fix);
     k.fn = *f;
+    k.row_strides = op == "FusedAttention" && format >= 5;
     if (op == "FusedAttention") {
       if (k.schedule == "generic") {
         b->attention_generic_.emplace(v.Key(), std::move(k));

@@ -52,6 +52,8 @@ struct Kernel {
   // manifest "min_n", "first_max_n", "min_m" (FusedGemmSoftmax's tensor-core kernels): preferred to every other
   // kernel where min_n <= N <= first_max_n and M >= min_m, to all but the tuned ones where N > first_max_n
   int64_t min_n = 0, first_max_n = 0, min_m = 0;
+  // FusedAttention's kernels from manifest format 5 on: any row strides (BSNH views); older ones compact tensors only
+  bool row_strides = false;
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.

@@ -56,6 +56,22 @@ Shape AlignedStrides(const Shape& shape, const Shape& full) {
   return out;
 }
 
+// A BSNH tensor [batch, sequence, heads, head size] read as [batch, heads, sequence, head size]: that shape, the
+// strides of its two batch dims (0 where 1: broadcast) and its row stride (heads * head size).
+struct BsnhView {
+  std::array<int64_t, 2> batch_strides{};
+  int64_t row = 0;
+};
+
+BsnhView ViewBsnh(Shape& shape, const char* name) {
+  if (shape.size() != 4)
+    throw ShapeError(std::string(name) + " is BSNH (attribute bsnh), so it must be [batch, sequence, heads, head "
+                     "size], got shape " + ShapeStr(shape));
+  const int64_t b = shape[0], s = shape[1], h = shape[2], d = shape[3];
+  shape = {b, h, s, d};
+  return {{b == 1 ? 0 : SatMul(SatMul(s, h), d), h == 1 ? 0 : d}, SatMul(h, d)};
+}
+
 }  // namespace
 
 std::string ShapeStr(const Shape& s) {
@@ -66,11 +82,20 @@ std::string ShapeStr(const Shape& s) {
   return os.str();
 }
 
-CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool trans_b, const Shape* bias_shape,
-                            const Shape* mask_shape, const Shape* v_shape) {
-  for (const Shape* s : {&a_shape, &b_shape})
+CanonicalShape Canonicalize(const Shape& a_shape_in, const Shape& b_shape_in, bool trans_b, const Shape* bias_shape,
+                            const Shape* mask_shape, const Shape* v_shape_in, Bsnh bsnh) {
+  for (const Shape* s : {&a_shape_in, &b_shape_in})
     for (int64_t d : *s)
       if (d < 0) throw ShapeError("negative dimension");
+  const bool bq = bsnh[0], bk = bsnh[1], bv = bsnh[2], bo = bsnh[3];
+  if ((bq || bk || bv || bo) && !v_shape_in) throw ShapeError("bsnh is FusedAttention's (it needs V)");
+  if (bk && !trans_b)
+    throw ShapeError("K is BSNH (attribute bsnh), which is [batch, sequence, heads, head size]: that needs "
+                     "transB=1");
+  Shape a_shape = a_shape_in, b_shape = b_shape_in;
+  std::optional<BsnhView> view[kNumTensors];  // where BSNH
+  if (bq) view[kA] = ViewBsnh(a_shape, "Q");
+  if (bk) view[kB] = ViewBsnh(b_shape, "K");
   if (a_shape.size() < 2) throw ShapeError("A must have rank >= 2 ([..., M, K]), got shape " + ShapeStr(a_shape));
   if (b_shape.size() < 2)
     throw ShapeError("B must have rank >= 2 ([..., K, N] or [..., N, K] with transB=1), got shape " +
@@ -89,10 +114,14 @@ CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool tra
   out_shape.push_back(m);
   out_shape.push_back(n);
   int64_t dv = -1;  // V's D
-  Shape v_batch;
-  if (v_shape) {
-    for (int64_t d : *v_shape)
+  Shape v_batch, v_shape_own;
+  const Shape* v_shape = nullptr;
+  if (v_shape_in) {
+    for (int64_t d : *v_shape_in)
       if (d < 0) throw ShapeError("negative dimension");
+    v_shape_own = *v_shape_in;
+    if (bv) view[kV] = ViewBsnh(v_shape_own, "V");
+    v_shape = &v_shape_own;
     if (v_shape->size() < 2 || (*v_shape)[v_shape->size() - 2] != n)
       throw ShapeError("V must be [..., N, D] with N=" + std::to_string(n) + " (the columns of Q·K), got shape " +
                        ShapeStr(*v_shape));
@@ -140,6 +169,15 @@ CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool tra
       bs[i][kP] = SatMul(sp[i], p_blk);
     }
   }
+  if (bo) {
+    if (nb != 2)
+      throw ShapeError("O is BSNH (attribute bsnh), so Q·K must have two batch dims [batch, heads], got " +
+                       ShapeStr(batch));
+    view[kP] = BsnhView{{SatMul(SatMul(m, batch[1]), dv), dv}, SatMul(batch[1], dv)};
+  }
+  for (int t = 0; t < kNumTensors; ++t)  // a BSNH tensor's batch strides are its own (rank 4: the last two dims)
+    if (view[t])
+      for (size_t i = 0; i < nb; ++i) bs[i][t] = i + 2 < nb ? 0 : view[t]->batch_strides[i + 2 - nb];
   // Coalesce batch dims: drop size-1 dims, merge neighbours that every tensor walks contiguously.
   std::vector<std::pair<int64_t, BatchStrides>> merged;  // outermost last while building
   for (size_t i = nb; i-- > 0;) {  // innermost first
@@ -174,14 +212,16 @@ CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool tra
   c.n = n;
   c.k = k;
   c.out_shape = out_shape;
-  c.a_strides = {s0[kA], s1[kA], k, 1};
-  c.b_strides = {s0[kB], s1[kB], trans_b ? k : n, 1};
+  c.a_strides = {s0[kA], s1[kA], view[kA] ? view[kA]->row : k, 1};
+  c.b_strides = {s0[kB], s1[kB], view[kB] ? view[kB]->row : trans_b ? k : n, 1};
+  c.out_strides = {s0[kP], s1[kP], view[kP] ? view[kP]->row : v_shape ? dv : n, 1};
   if (extra[0]) c.bias_strides = Strides4{s0[kBias], s1[kBias], (*extra[0])[nb], (*extra[0])[nb + 1]};
   if (extra[1]) c.mask_strides = Strides4{s0[kMask], s1[kMask], (*extra[1])[nb], (*extra[1])[nb + 1]};
   if (v_shape) {
-    c.v_strides = Strides4{s0[kV], s1[kV], dv, 1};
+    c.v_strides = Strides4{s0[kV], s1[kV], view[kV] ? view[kV]->row : dv, 1};
     c.d = dv;
     c.out_shape[c.out_shape.size() - 1] = dv;
+    if (bo) c.out_shape = {batch[0], m, batch[1], dv};
   }
 
   const int64_t bb = SatMul(b0, b1);

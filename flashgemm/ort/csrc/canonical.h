@@ -33,15 +33,19 @@ struct CanonicalShape {
   // FusedAttention (Canonicalize with v_shape): V [B0, B1, N, D]'s strides and D; out_shape is then O's
   std::optional<Strides4> v_strides;
   int64_t d = 0;
+  Strides4 out_strides{};  // P's (or O's) strides: compact unless O is BSNH
 
   std::array<int64_t, 5> sizes() const { return {b0, b1, m, n, k}; }
 };
 
 // ONNX-level input shapes -> the canonical problem. Throws ShapeError with the reason.
 // v_shape: FusedAttention's V [..., N, D], whose batch dims must broadcast to P's; the output is then O [.., M, D].
+// bsnh: FusedAttention's flags for Q, K, V, O: a flagged tensor is [batch, sequence, heads, head size], read through
+// strides as [batch, heads, sequence, head size] (K needs trans_b, O two batch dims; O is then [batch, M, heads, D]).
+using Bsnh = std::array<bool, 4>;
 CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool trans_b,
                             const Shape* bias_shape = nullptr, const Shape* mask_shape = nullptr,
-                            const Shape* v_shape = nullptr);
+                            const Shape* v_shape = nullptr, Bsnh bsnh = {false, false, false, false});
 
 // "[2, 3, 4]" (Python list formatting, used in every message).
 std::string ShapeStr(const Shape& s);

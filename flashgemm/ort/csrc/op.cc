@@ -101,6 +101,26 @@ bool BoolAttr(const OrtKernelInfo* info, const char* name) {
   return v == 1;
 }
 
+// FusedAttention's bsnh: absent, or four 0/1 flags for Q, K, V, O (flashgemm/ort/op_schema.py)
+Bsnh BsnhAttr(const OrtKernelInfo* info) {
+  size_t n = 0;
+  OrtStatus* st = Ort::GetApi().KernelInfoGetAttributeArray_int64(info, "bsnh", nullptr, &n);
+  if (st != nullptr) {
+    Ort::Status status(st);
+    if (status.GetErrorMessage().find("No attribute") != std::string::npos) return {false, false, false, false};
+    throw Ort::Exception("attribute bsnh: " + status.GetErrorMessage(), ORT_INVALID_ARGUMENT);
+  }
+  std::vector<int64_t> v(n);
+  if (n) Ort::ThrowOnError(Ort::GetApi().KernelInfoGetAttributeArray_int64(info, "bsnh", v.data(), &n));
+  bool ok = v.size() == 4;
+  for (int64_t x : v) ok = ok && (x == 0 || x == 1);
+  if (!ok)
+    throw Ort::Exception("attribute bsnh must be four 0/1 flags (Q, K, V, O), got " + std::to_string(v.size()) +
+                             " value(s)",
+                         ORT_INVALID_ARGUMENT);
+  return {v[0] == 1, v[1] == 1, v[2] == 1, v[3] == 1};
+}
+
 // A scale for the verbose dispatch line: 9 significant digits read back as the same float32
 std::string ScaleText(float x) {
   char buf[32];
@@ -150,7 +170,13 @@ FusedKernel::FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool a
                            ORT_INVALID_ARGUMENT);
     trans_b_ = BoolAttr(info, "transB");
     causal_ = BoolAttr(info, "causal");
-    if (attention_) zero_nan_rows_ = BoolAttr(info, "zero_nan_rows");
+    if (attention_) {
+      zero_nan_rows_ = BoolAttr(info, "zero_nan_rows");
+      bsnh_ = BsnhAttr(info);
+      if (bsnh_[1] && !trans_b_)
+        throw Ort::Exception("attribute bsnh flags K as [batch, sequence, heads, head size], which needs transB=1",
+                             ORT_INVALID_ARGUMENT);
+    }
   } catch (const Ort::Exception& e) {
     throw Ort::Exception(node_ + ": " + e.what(), ORT_INVALID_ARGUMENT);
   }
@@ -216,7 +242,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   CanonicalShape c;
   try {
     c = Canonicalize(a.shape, b.shape, trans_b_, bias.present ? &bias.shape : nullptr,
-                     mask.present ? &mask.shape : nullptr, attention_ ? &v.shape : nullptr);
+                     mask.present ? &mask.shape : nullptr, attention_ ? &v.shape : nullptr, bsnh_);
   } catch (const ShapeError& e) {
     return fail(e.what());
   }
@@ -244,6 +270,13 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                         (attention_ ? kAttentionOpName : kOpName) + " kernel for variant " + key.Key() +
                         "; rebuild it with every variant (run flashgemm-build --target " + bundle_.target() +
                         (attention_ ? " --attention)" : ")"))
+                           .c_str(),
+                       ORT_FAIL);
+  if (attention_ && (bsnh_[0] || bsnh_[1] || bsnh_[2] || bsnh_[3]) && !kernel->row_strides)
+    return Ort::Status((node_ + ": attribute bsnh (tensors read and written in place as [batch, sequence, heads, "
+                        "head size]) needs a bundle whose FusedAttention kernels take row strides, and " +
+                        bundle_.dir() + " was built before them; rebuild it (flashgemm-build --target " +
+                        bundle_.target() + " --attention)")
                            .c_str(),
                        ORT_FAIL);
   if (verbose_) {
@@ -350,7 +383,9 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (mask.present)
     vmask.emplace(mask.data, dev, DLType(mask.type), std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.mask_strides);
   const int64_t cols = attention_ ? c.d : c.n;  // P's N or O's D
-  View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, cols}, {c.b1 * c.m * cols, c.m * cols, cols, 1});
+  // P compact (its kernels declare no strides); O through its strides (BSNH or compact)
+  View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, cols},
+          attention_ ? c.out_strides : Strides4{c.b1 * c.m * cols, c.m * cols, cols, 1});
 
   // fn(A, B, [bias], [mask], P, scale); FusedAttention's fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows)
   tvm::ffi::AnyView args[8];
@@ -471,8 +506,25 @@ OrtStatusPtr ORT_API_CALL FusedOp::InferShape(const OrtCustomOp*, OrtShapeInferC
       Ort::ThrowOnError(api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &v, sizeof(v), &bytes));
       trans_b = v == 1;
     }
+    Bsnh bsnh{false, false, false, false};  // FusedAttention's BSNH tensors: dims 1 and 2 swapped
+    if (OrtStatus* st = api.ShapeInferContext_GetAttribute(ctx, "bsnh", &attr)) {
+      api.ReleaseStatus(st);
+    } else if (kAttention && attr != nullptr) {
+      int64_t v[4] = {0, 0, 0, 0};
+      size_t bytes = 0;
+      if (OrtStatus* rs = api.ReadOpAttr(attr, ORT_OP_ATTR_INTS, v, sizeof(v), &bytes)) {
+        api.ReleaseStatus(rs);
+        return nullptr;  // (not four flags: the kernel's attribute error at session load)
+      }
+      for (int i = 0; i < 4; ++i) bsnh[i] = bytes == sizeof(v) && v[i] == 1;
+    }
+    auto swap12 = [](std::vector<Dim>& x, bool flagged) {
+      if (flagged && x.size() == 4) std::swap(x[1], x[2]);
+    };
     ONNXTensorElementDataType type{};
-    const std::vector<Dim> a = InputDims(api, ctx, 0, &type), b = InputDims(api, ctx, 1);
+    std::vector<Dim> a = InputDims(api, ctx, 0, &type), b = InputDims(api, ctx, 1);
+    swap12(a, bsnh[0]);
+    swap12(b, bsnh[1]);
     if (a.size() < 2 || b.size() < 2) return nullptr;  // (unknown rank, or Compute's rank error at the call)
     const Dim &m = a[a.size() - 2], &k = a.back();
     const Dim &n = trans_b ? b[b.size() - 2] : b.back(), &kb = trans_b ? b.back() : b[b.size() - 2];
@@ -489,9 +541,11 @@ OrtStatusPtr ORT_API_CALL FusedOp::InferShape(const OrtCustomOp*, OrtShapeInferC
     out[rank - 2] = m;
     out[rank - 1] = n;
     if (kAttention) {  // O: [batch..., M, D]; V's batch dims must broadcast to P's (Compute's error otherwise)
-      const std::vector<Dim> v = InputDims(api, ctx, 2);
+      std::vector<Dim> v = InputDims(api, ctx, 2);
+      swap12(v, bsnh[2]);
       if (v.size() < 2 || v.size() > rank) return nullptr;
       out[rank - 1] = v.back();
+      swap12(out, bsnh[3]);  // O as [batch, M, heads, D]
     }
     std::vector<int64_t> sizes;
     std::vector<const char*> syms;

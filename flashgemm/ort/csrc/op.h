@@ -15,6 +15,7 @@
 #include <string>
 
 #include "bundle.h"
+#include "canonical.h"
 #include "ort_api.h"
 
 namespace flashgemm {
@@ -41,6 +42,7 @@ class FusedKernel {
   float scale_ = 1.0f;
   bool trans_b_ = false, causal_ = false, verbose_ = false;
   bool zero_nan_rows_ = false;  // FusedAttention: a NaN row of P is 0 (the SDPA export's Where(IsNaN(P), 0, P))
+  Bsnh bsnh_{false, false, false, false};  // FusedAttention: which of Q, K, V, O are [batch, seq, heads, head size]
   // FLASHGEMM_VERBOSE: each (kernel, sizes) is reported once per node, not on every run.
   mutable std::mutex logged_mu_;
   mutable std::set<std::string> logged_;
