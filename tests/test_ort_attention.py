@@ -585,6 +585,7 @@ def test_rewrite_attention_absorbs_heads_transposes(sess_opts, device, tmp_path)
     nodes = [helper.make_node("Transpose", ["Xq"], ["Q"], perm=[0, 2, 1, 3]),
              helper.make_node("Transpose", ["Xk"], ["Kh"], perm=[0, 2, 1, 3]),
              helper.make_node("Shape", ["Kh"], ["Kshape"], start=-2),
+             helper.make_node("Shape", ["Kh"], ["Kshape2"], end=2),  # unnamed, like the one above
              helper.make_node("Transpose", ["Kh"], ["Kt"], perm=[0, 1, 3, 2]),
              helper.make_node("Transpose", ["Xv"], ["V"], perm=[0, 2, 1, 3]),
              helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
@@ -595,7 +596,8 @@ def test_rewrite_attention_absorbs_heads_transposes(sess_opts, device, tmp_path)
     inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Xq", [2, 5, 3, 64]), ("Xk", [2, 7, 3, 64]),
                                                                   ("Xv", [2, 7, 3, 64]))]
     outputs = [helper.make_tensor_value_info("Out", t, None), helper.make_tensor_value_info("Q", t, None),
-               helper.make_tensor_value_info("Kshape", TensorProto.INT64, None)]
+               helper.make_tensor_value_info("Kshape", TensorProto.INT64, None),
+               helper.make_tensor_value_info("Kshape2", TensorProto.INT64, None)]
     init = [helper.make_tensor("c", t, [], np.array([0.125], np.float16).view(np.uint16).tobytes(), raw=True)]
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
     onnx.save(helper.make_model(helper.make_graph(nodes, "heads", inputs, outputs, initializer=init),
@@ -610,6 +612,7 @@ def test_rewrite_attention_absorbs_heads_transposes(sess_opts, device, tmp_path)
     o0 = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
     o1 = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     np.testing.assert_array_equal(o1[2], o0[2])  # K's shape [7, 64], read from Xk now
+    np.testing.assert_array_equal(o1[3], o0[3])  # [2, 3]
     np.testing.assert_array_equal(o1[1], o0[1])
     np.testing.assert_allclose(o1[0].astype(np.float64), o0[0].astype(np.float64), rtol=0, atol=ATOL["float16"])
 

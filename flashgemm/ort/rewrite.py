@@ -1008,12 +1008,15 @@ def _shapes_through(graph: ir.Graph, t: ir.Node, keep: ir.Node) -> bool:
     for shape_node in others:
         start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", 4)
         start, end = (min(max(x + 4 if x < 0 else x, 0), 4) for x in (start, end))
-        dims = ir.Value(name=f"{shape_node.name or 'shape'}_heads_dims",
-                        const_value=ir.tensor(np.array(HEADS_PERM[start:end], dtype=np.int64)))
+        base = shape_node.name or "shape"
+        name = f"{base}_heads_dims"
+        while name in graph.initializers:  # (unnamed or like-named Shape nodes)
+            name += "_"
+        dims = ir.Value(name=name, const_value=ir.tensor(np.array(HEADS_PERM[start:end], dtype=np.int64)))
         graph.register_initializer(dims)
-        shp = ir.Node("", "Shape", [t.inputs[0]], name=f"{shape_node.name or 'shape'}_of_bsnh", num_outputs=1)
+        shp = ir.Node("", "Shape", [t.inputs[0]], name=f"{base}_of_bsnh", num_outputs=1)
         gather = ir.Node("", "Gather", [shp.outputs[0], dims], attributes=[ir.AttrInt64("axis", 0)],
-                         name=f"{shape_node.name or 'shape'}_heads_gather", num_outputs=1)
+                         name=f"{base}_heads_gather", num_outputs=1)
         graph.insert_before(shape_node, [shp, gather])
         old = shape_node.outputs[0]
         gather.outputs[0].shape, gather.outputs[0].dtype = old.shape, old.dtype
