@@ -400,17 +400,22 @@ def test_bundle_without_attention_kernels(device, tmp_path):
         run(sess, {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 2, 8)), ("K", (1, 3, 8)), ("V", (1, 3, 4)))})
 
 
+def _bundle_of_format(bundle: Path, tmp_path: Path, fmt: int) -> Path:
+    """`bundle`'s kernels under a manifest that says format `fmt` (an older build's)."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["format"] = fmt
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    for so in kernel_libraries(bundle):
+        (tmp_path / so.name).symlink_to(so)
+    return tmp_path
+
+
 def test_format_2_bundle_attention_kernels_left_out(bundle, device, tmp_path):
     """A format-2 bundle's FusedAttention kernels predate the zero_nan_rows argument: they are left out (a
     FusedAttention node asks for a rebuild) while its FusedGemmSoftmax kernels still serve."""
     if device != "cpu":
         pytest.skip("the bundle's contents, not the device, are under test")
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["format"] = 2
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    for so in kernel_libraries(bundle):
-        (tmp_path / so.name).symlink_to(so)
-    opts = session_options(tmp_path)
+    opts = session_options(_bundle_of_format(bundle, tmp_path, 2))
     feeds = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 2, 8)), ("K", (1, 3, 8)), ("V", (1, 3, 4)))}
     sess = session(opts, device, make_attention_model("float16", (1, 2, 8), (1, 3, 8), (1, 3, 4), trans_b=1))
     with pytest.raises(Exception, match="no FusedAttention kernel for variant f16_tb1_bias0_masknone_causal0"):
@@ -425,12 +430,7 @@ def test_format_4_bundle_refuses_bsnh(bundle, device, tmp_path):
     with bsnh gets an error asking for a rebuild (not the kernel's stride check)."""
     if device != "cpu":
         pytest.skip("the bundle's contents, not the device, are under test")
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    manifest["format"] = 4
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    for so in kernel_libraries(bundle):
-        (tmp_path / so.name).symlink_to(so)
-    opts = session_options(tmp_path)
+    opts = session_options(_bundle_of_format(bundle, tmp_path, 4))
     plain = {k: np.zeros(s, np.float16) for k, s in (("Q", (1, 3, 2, 8)), ("K", (1, 3, 5, 8)), ("V", (1, 3, 5, 8)))}
     (o,) = run(session(opts, device, make_attention_model("float16", (1, 3, 2, 8), (1, 3, 5, 8), (1, 3, 5, 8),
                                                           trans_b=1)), plain)
