@@ -8,7 +8,9 @@ kernels, runs at its own sizes (a tuned kernel's workload; an any-batch one at t
 (flashgemm.bundle.bundle_check.inputs), after both outputs are checked to agree within the dtype's tolerance. The two
 are timed in --rounds rounds of alternating order with python -m benchmarks.bench's protocol
 (benchmarks.peers.time_in_rounds: groups of back-to-back calls between CUDA events); "us" is each side's median
-round, B / A their ratio.
+round, B / A their ratio. FusedAttention's tensor-core kernels (no sizes of their own: they serve any length) run at
+each shape of benchmarks.attention.SHAPES they serve (their causality and head size, N up to their max_n), with V,
+the kernel alone (no ORT Run around it).
 """
 from __future__ import annotations
 
@@ -24,6 +26,18 @@ def _load(bundle: Path):
     return KernelLibraries(kernel_libraries(bundle)), {f["name"]: f for f in manifest["functions"]}
 
 
+def _timed_sizes(fn: dict) -> list:
+    """The (B0, B1, M, N, K) a function is timed at: its own sizes, or for a FusedAttention tensor-core kernel each
+    benchmarks.attention shape it serves; none for the generic kernels."""
+    if fn.get("sizes") is not None:
+        return [tuple(fn["sizes"])]
+    if fn.get("op") != "FusedAttention" or fn.get("head_size") is None:
+        return []
+    from benchmarks.attention import SHAPES  # noqa: PLC0415
+    return [(b, h, length, length, d) for b, h, length, d, causal in SHAPES.values()
+            if d == fn["head_size"] and causal == bool(fn["causal"]) and length <= (fn.get("max_n") or length)]
+
+
 def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 100, log=print, dev=None,
                     timer=None) -> list:
     """One row per shared function (module doc). dev: the bundles' device (default cuda:0); timer: as
@@ -36,15 +50,19 @@ def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 1
     (mod_a, fns_a), (mod_b, fns_b) = _load(Path(a_dir)), _load(Path(b_dir))
     dev = dev or tvm.cuda(0)
     rows = []
-    for name in fns_a:
+    for name, sizes in ((name, sizes) for name in fns_a if name in fns_b and (not only or only in name)
+                        for sizes in _timed_sizes(fns_a[name])):
         fn = fns_a[name]
-        if name not in fns_b or fn.get("sizes") is None or (only and only not in name):
-            continue
-        b0, b1, m, n, k = sizes = tuple(fn["sizes"])
+        b0, b1, m, n, k = sizes
         a, b, bias, mask, scale = inputs(fn, sizes)
         args = device_args(dev, a, b, bias, mask)
-        outs = {side: tvm.runtime.empty((b0, b1, m, n), fn["dtype"], dev) for side in "AB"}
-        calls = {side: (lambda f=mod[name], p=outs[side]: f(*args, p, np.float32(scale)))
+        extra = ()
+        if fn.get("op") == "FusedAttention":  # V after K, O as [B0, B1, M, D]; zero_nan_rows after the scale
+            v = np.random.default_rng(1).standard_normal((b0, b1, n, k)).astype(a.dtype)
+            args.insert(2, tvm.runtime.tensor(v, dev))
+            extra = (fn.get("zero_nan_rows") or 0,)
+        outs = {side: tvm.runtime.empty((b0, b1, m, k if extra else n), fn["dtype"], dev) for side in "AB"}
+        calls = {side: (lambda f=mod[name], p=outs[side]: f(*args, p, np.float32(scale), *extra))
                  for side, mod in (("A", mod_a), ("B", mod_b))}
         for call in calls.values():
             call()

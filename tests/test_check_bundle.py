@@ -83,6 +83,42 @@ def test_two_builds_timed_against_each_other(llvm_bundle, tmp_path):
     assert len(rows[0]["a_rounds_us"]) == 2
 
 
+def test_two_builds_of_attention_kernels_timed(tmp_path, monkeypatch):
+    """benchmarks/bundle_ab on FusedAttention: a kernel with a head size and no sizes of its own (a tensor-core
+    kernel's manifest form, pointed here at the llvm generic function) is timed at each benchmarks.attention shape
+    it serves (its causality, head size, and N up to its max_n), with V, O as [B, H, M, D]."""
+    import shutil
+    import time
+
+    import tvm
+
+    import benchmarks.attention
+    from benchmarks.bundle_ab import compare_bundles
+    from flashgemm.bundle.kernel_library import export_bundle
+    from flashgemm.op.variant import Variant
+    monkeypatch.setattr(benchmarks.attention, "SHAPES", {"short": (1, 2, 24, 16, False), "long": (1, 2, 40, 16, False),
+                                                         "causal": (1, 2, 24, 16, True), "d8": (1, 2, 24, 8, False)})
+    export_bundle(tmp_path / "a", "llvm", variants=[Variant("float16", True, False, "none", False)], attention=True,
+                  log=lambda *a: None)
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    (generic,) = [f for f in m["functions"] if f.get("op") == "FusedAttention"]
+    m["functions"].append({**generic, "name": generic["name"], "schedule": "default", "form": "mma", "head_size": 16,
+                           "max_n": 32})
+    m["functions"].remove(generic)
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(m))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+
+    def wall(fn, reps):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return {"median_us": (time.perf_counter() - t0) * 1e6 / reps}
+    rows = compare_bundles(tmp_path / "a", tmp_path / "b", only="fa_", rounds=1, reps=2, log=lambda *a: None,
+                           dev=tvm.cpu(0), timer=wall)
+    assert [r["sizes"] for r in rows] == [[1, 2, 24, 24, 16]], rows  # not past max_n, causal or another head size
+    assert rows[0]["max_abs_diff"] == 0 and rows[0]["a_us"] > 0
+
+
 def test_fused_attention_kernels_are_checked(tmp_path):
     """FusedAttention's kernels run with V (D != K for the generic one) against fused_attention_ref, V's NaN
     included; a kernel of the wrong variant fails (here the causal kernel named as the non-causal one)."""

@@ -249,6 +249,29 @@ def test_a_tuned_tile_serves_up_to_its_length(device, tmp_path, monkeypatch, cap
         assert f"_{tile.form}_d{d}" in err  # past it, a shipped tile of the head size
 
 
+@pytest.mark.parametrize("v", [VARIANTS[0], VARIANTS[5], VARIANTS[3]], ids=lambda v: v.key)
+@pytest.mark.parametrize("d", [64, 128])
+def test_tensor_core_kernel_scales_and_rising_logits(sess_opts, device, v, d):
+    """The tensor-core kernels' lean online softmax (fused_attention_mma.Parts): chunks without masking keep S
+    unscaled (a negative or zero scale takes the scaled path, a positive one the unscaled), and the running max
+    moves only when a chunk raises it by more than RESCALE_AT. Rows whose logits rise along N by more than that a
+    chunk, by less (the stale max), or fall, over several chunks and a partial last one, match FP64 at every scale."""
+    b, h, m, n = 1, 2, 130, 300
+    rising = np.linspace(-1.0, 1.0, n)
+
+    for scale in (-0.7 * d ** -0.5, 0.0, d ** -0.5, 3 * d ** -0.5):
+        def poke(feeds):
+            # rows whose logits run over N (K's column 0) by 40 (~12 log2 units a 64-column chunk), 6 and -24
+            for row, rate in ((0, 20.0), (1, 3.0), (2, -12.0)):
+                feeds["Q"][0, :, row] = 0
+                feeds["Q"][0, :, row, 0] = rate / (abs(scale) or 1.0)
+            k = feeds["K"] if v.trans_b else np.swapaxes(feeds["K"], -1, -2)  # (a view: writes reach K)
+            k[0, :, :, 0] = rising
+        k_shape = (b, h, n, d) if v.trans_b else (b, h, d, n)
+        check(sess_opts, device, v, (b, h, m, d), k_shape, (b, h, n, d), (b, 1, 1, n) if v.has_bias else None,
+              _mask(v, (b, 1, m, n), np.random.default_rng(d)), scale=scale, seed=d, poke=poke)
+
+
 def test_tensor_core_kernel_head_sizes_and_fallbacks(sess_opts, device, monkeypatch, capfd):
     """Every shipped head size serves on CUDA; K != D, N not a multiple of 8 with K as [D, N], or a head size
     without a kernel go to the generic kernel."""
