@@ -252,10 +252,9 @@ def test_a_tuned_tile_serves_up_to_its_length(device, tmp_path, monkeypatch, cap
 @pytest.mark.parametrize("v", [VARIANTS[0], VARIANTS[5], VARIANTS[3]], ids=lambda v: v.key)
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_core_kernel_scales_and_rising_logits(sess_opts, device, v, d):
-    """The tensor-core kernels' lean online softmax (fused_attention_mma.Parts): chunks without masking keep S
-    unscaled (a negative or zero scale takes the scaled path, a positive one the unscaled), and the running max
-    moves only when a chunk raises it by more than RESCALE_AT. Rows whose logits rise along N by more than that a
-    chunk, by less (the stale max), or fall, over several chunks and a partial last one, match FP64 at every scale."""
+    """Negative, zero and positive scales, and rows whose logits rise along N by about 12 log2 units a 64-column
+    chunk, by 2, or fall, over several chunks and a partial last one (the online softmax's running max and O's
+    rescaling, in every chunk or none), match FP64."""
     b, h, m, n = 1, 2, 130, 300
     rising = np.linspace(-1.0, 1.0, n)
 

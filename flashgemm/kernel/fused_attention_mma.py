@@ -13,8 +13,7 @@ cp.async):
         S = Q K^T: mma.sync, B fragments by ldmatrix (K as [N, D]: plain; as [D, N]: .trans)
         the logits in registers, log2-scaled, masked only in a chunk that needs it (past N, across the
         diagonal, or a bias or mask); row max across the quad (lanes 4g..4g+3 hold row g's columns) by shuffles;
-        running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new) (Parts' lean form: a
-        chunk without masking scaled inside the exp2's FMA, the max moved and O rescaled only past RESCALE_AT)
+        running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new)
         P = exp2(logit - m) cast to the input type in registers: the S accumulator's layout is the A fragment's
         O += P V: mma.sync, B fragments by ldmatrix.trans of V's [BN, D] chunk
     O = O / (l summed over the quad); a zero row (fully masked, l = 0, or NaN with zero_nan_rows) 0 * V
@@ -58,7 +57,6 @@ ALIGN = 16  # bytes: every pointer (cp.async copies 16-byte chunks)
 LOG2E = 1.4426950408889634
 LOWEST = -3.4028234663852886e38
 PAD = 8  # elements of padding after each shared row
-RESCALE_AT = 8.0  # lean online softmax: the running max moves when a chunk raises it by more (log2 units; P <= 2^8)
 # causal: V's non-finite values past a tile's diagonal are found by a first kernel, in V_SPLITS bands of rows a head
 # (a block of V_THREADS threads a band, V_BATCH rows a thread in flight)
 V_SPLITS, V_THREADS, V_BATCH = 16, 256, 4
@@ -73,18 +71,10 @@ def n_multiple(variant: Variant) -> int:
     return 1 if variant.trans_b else ATTENTION_N_MULTIPLE_KN
 
 
-def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, lean: bool = False) -> SimpleNamespace:
+def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> SimpleNamespace:
     """What the tensor-core kernels (this one, fused_attention_wgmma's and fused_gemm_softmax_wgmma's) share, for
     head size D, chunks of BN columns, NT threads and mt 16-row tiles a warp (all keep S and O in mma.sync's m16n8
-    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue.
-
-    lean (FusedAttention's kernels): the online softmax with fewer instructions and shorter dependency chains, as
-    FlashAttention-3 and -4 do. The row max and sum over a thread's elements are balanced trees (what pays: the
-    chains, not the instruction count, bound the wgmma kernel; results/h200/attention-lean-softmax-2026-12-04). A
-    chunk without masking keeps S unscaled (for a scale >= 0, which keeps S's order): its row max is taken on S and
-    scaled once, each probability is one FMA and one exp2. The running max moves only when a chunk raises it by
-    more than RESCALE_AT (log2 units); otherwise the chunk's probabilities are taken against the stale max (at most
-    2^RESCALE_AT, which fp16 and bf16 hold at full precision; l and O share it) and O is not rescaled."""
+    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue."""
     dt, has_bias, mask_kind, causal = variant.dtype, variant.has_bias, variant.mask, variant.causal
     NTS, DTS = BN // 8, D // 8
     VR = V_THREADS // (D // 8)  # the V_last pass: rows of a band read at once
@@ -117,11 +107,6 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, lea
             return True
         past = n0 + BN > N
         return tvm.tirx.Or(past, n0 + BN - 1 > m0 + (N - M)) if causal else past
-
-    def scaled_first(n0, m0, scale_l2):
-        """Lean: whether the chunk's logits are formed before the statistics (masked, or a negative scale)."""
-        e = edge(n0, m0)
-        return True if e is True else tvm.tirx.Or(e, scale_l2 < T.float32(0))
 
     def v_bad_at(v_bad, c):
         return v_bad[c] != 0 if causal else False
@@ -187,87 +172,34 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, lea
             for i in T.unroll(mt * NTS * 4):
                 s_acc[i] = s_acc[i] * scale_l2
 
-    def tree(op, xs):  # a balanced reduction: log2(len(xs)) dependent steps instead of len(xs) - 1
-        while len(xs) > 1:
-            xs = [op(xs[i], xs[i + 1]) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
-        return xs[0]
-
-    def row_values(s_acc, mi, h):  # the thread's elements of the chunk's row (mi, h)
-        return [s_acc[(mi * NTS + i // 2) * 4 + h * 2 + i % 2] for i in range(NTS * 2)]
-
-    def stats_macro(unscaled: bool):
-        @T.macro
-        def chunk_stats(s_acc, m_run, l_run, m_chunk, alpha, scale_l2):
-            """The online softmax over the chunk's logits (unscaled: S, logits = scale_l2 S): s_acc becomes
-            P = exp2(logit - m), m_run and l_run (thread-partial) move on, alpha = O's rescale factor."""
-            for mi in T.unroll(mt):
-                for h in T.unroll(2):
-                    if lean:
-                        m_chunk[mi * 2 + h] = tree(T.max, row_values(s_acc, mi, h))
-                    else:
-                        m_chunk[mi * 2 + h] = T.float32(LOWEST)
-                        for i in T.unroll(NTS * 2):
-                            m_chunk[mi * 2 + h] = T.max(m_chunk[mi * 2 + h],
-                                                        s_acc[(mi * NTS + i // 2) * 4 + h * 2 + i % 2])
-                    m_chunk[mi * 2 + h] = T.cuda.warp_max(m_chunk[mi * 2 + h], 4)
-                    if unscaled:
-                        m_chunk[mi * 2 + h] = m_chunk[mi * 2 + h] * scale_l2
-                    if lean:  # the max moves only by more than RESCALE_AT (NaN: it stays)
-                        m_chunk[mi * 2 + h] = T.Select(
-                            m_chunk[mi * 2 + h] > m_run[mi * 2 + h] + T.float32(RESCALE_AT), m_chunk[mi * 2 + h],
-                            m_run[mi * 2 + h])
-                        alpha[mi * 2 + h] = T.Select(m_chunk[mi * 2 + h] == m_run[mi * 2 + h], T.float32(1),
-                                                     T.exp2(m_run[mi * 2 + h] - m_chunk[mi * 2 + h]))
-                    else:
-                        m_chunk[mi * 2 + h] = T.max(m_run[mi * 2 + h], m_chunk[mi * 2 + h])
-                        alpha[mi * 2 + h] = T.exp2(m_run[mi * 2 + h] - m_chunk[mi * 2 + h])
-                    m_run[mi * 2 + h] = m_chunk[mi * 2 + h]
-                    l_run[mi * 2 + h] = l_run[mi * 2 + h] * alpha[mi * 2 + h]
-                    for nt in T.unroll(NTS):
-                        for e in T.unroll(2):
-                            if unscaled:  # one FMA
-                                s_acc[(mi * NTS + nt) * 4 + h * 2 + e] = T.exp2(
-                                    s_acc[(mi * NTS + nt) * 4 + h * 2 + e] * scale_l2 - m_run[mi * 2 + h])
-                            else:
-                                s_acc[(mi * NTS + nt) * 4 + h * 2 + e] = T.exp2(
-                                    s_acc[(mi * NTS + nt) * 4 + h * 2 + e] - m_run[mi * 2 + h])
-                            if not lean:
-                                l_run[mi * 2 + h] = l_run[mi * 2 + h] + s_acc[(mi * NTS + nt) * 4 + h * 2 + e]
-                    if lean:
-                        l_run[mi * 2 + h] = l_run[mi * 2 + h] + tree(lambda a, b: a + b, row_values(s_acc, mi, h))
-        return chunk_stats
-
-    stats, stats_unscaled = stats_macro(False), stats_macro(True)
-
     @T.macro
     def softmax_chunk(s_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
         """The chunk's logits, then the online softmax: s_acc becomes P = exp2(logit - m), m_run and l_run
         (thread-partial) move on, alpha = O's rescale factor."""
-        if lean:
-            if scaled_first(n0, m0, scale_l2):
-                logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4)
-                stats(s_acc, m_run, l_run, m_chunk, alpha, scale_l2)
-            else:
-                stats_unscaled(s_acc, m_run, l_run, m_chunk, alpha, scale_l2)
-        else:
-            logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4)
-            stats(s_acc, m_run, l_run, m_chunk, alpha, scale_l2)
-
-    @T.macro
-    def rescale_row(o_acc, alpha, mi, h):
-        for dj in T.unroll(DTS):
-            for e in T.unroll(2):
-                o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = o_acc[(mi * DTS + dj) * 4 + h * 2 + e] * alpha[mi * 2 + h]
+        logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4)
+        for mi in T.unroll(mt):
+            for h in T.unroll(2):
+                m_chunk[mi * 2 + h] = T.float32(LOWEST)
+                for i in T.unroll(NTS * 2):
+                    m_chunk[mi * 2 + h] = T.max(m_chunk[mi * 2 + h], s_acc[(mi * NTS + i // 2) * 4 + h * 2 + i % 2])
+                m_chunk[mi * 2 + h] = T.max(m_run[mi * 2 + h], T.cuda.warp_max(m_chunk[mi * 2 + h], 4))
+                alpha[mi * 2 + h] = T.exp2(m_run[mi * 2 + h] - m_chunk[mi * 2 + h])
+                m_run[mi * 2 + h] = m_chunk[mi * 2 + h]
+                l_run[mi * 2 + h] = l_run[mi * 2 + h] * alpha[mi * 2 + h]
+                for nt in T.unroll(NTS):
+                    for e in T.unroll(2):
+                        s_acc[(mi * NTS + nt) * 4 + h * 2 + e] = T.exp2(
+                            s_acc[(mi * NTS + nt) * 4 + h * 2 + e] - m_run[mi * 2 + h])
+                        l_run[mi * 2 + h] = l_run[mi * 2 + h] + s_acc[(mi * NTS + nt) * 4 + h * 2 + e]
 
     @T.macro
     def rescale_o(o_acc, alpha):
         for mi in T.unroll(mt):
             for h in T.unroll(2):
-                if lean:
-                    if alpha[mi * 2 + h] != T.float32(1):  # exactly 1 while the max stays
-                        rescale_row(o_acc, alpha, mi, h)
-                else:
-                    rescale_row(o_acc, alpha, mi, h)
+                for dj in T.unroll(DTS):
+                    for e in T.unroll(2):
+                        o_acc[(mi * DTS + dj) * 4 + h * 2 + e] = (o_acc[(mi * DTS + dj) * 4 + h * 2 + e]
+                                                                  * alpha[mi * 2 + h])
 
     @T.macro
     def online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4,
@@ -349,7 +281,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     q_copies = BM * D // 8 // NT  # 16-byte copies a thread per Q tile
     k_copies = BN * D // 8 // NT  # ... per K or V chunk
 
-    parts = Parts(variant, D, BN, NT, mt, B0, B1, M, N, lean=True)
+    parts = Parts(variant, D, BN, NT, mt, B0, B1, M, N)
 
     @T.macro
     def copy_chunk(chunk, stage, Ks, Vs, Km, V, b0, b1, tid):

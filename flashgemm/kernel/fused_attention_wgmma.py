@@ -147,8 +147,9 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
 
     @T.macro
     def issue_s(s_acc, addr0, wgi, st):
-        """S = Q K^T for the chunk in stage st: D/16 wgmmas from shared memory, committed as one group. The first
-        one's scale-d is 0 (S = Q K^T, not S += Q K^T): s_acc needs no zeroing."""
+        """S = Q K^T for the chunk in stage st: D/16 wgmmas from shared memory, committed as one group."""
+        for i in T.unroll(NTS * 4):
+            s_acc[i] = T.float32(0)
         fence_operands(s_acc, NTS * 4)
         T.ptx.wgmma.fence.sync.aligned()
         for ks in T.unroll(KS):
@@ -158,14 +159,14 @@ def Pipeline(variant: Variant, d: int, wg: int, bn: int, stages: int, with_v: bo
                     q_descriptor(addr0, wgi, ks),
                     smem_descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * BN * 64 + (ks % 4) * 16) * 2,
                                                    "uint32")),
-                    ks != 0, 1, 1, 0, 0)
+                    True, 1, 1, 0, 0)
             else:  # K as [D, N]: MN-major, transposed by the descriptor
                 T.ptx[s_mma](
                     *[s_acc[i] for i in range(NTS * 4)],
                     q_descriptor(addr0, wgi, ks),
                     smem_descriptor(addr0 + T.cast((K_OFF + st * BN * D + (ks // 4) * 64 * BN + (ks % 4) * 1024) * 2,
                                                    "uint32"), lbo=8192),
-                    ks != 0, 1, 1, 0, 1)
+                    True, 1, 1, 0, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
 
     return SimpleNamespace(BM=BM, BN=BN, D=D, NT=NT, NTS=NTS, V_OFF=V_OFF, POOL=POOL, B0=B0, B1=B1, M=M, N=N,
@@ -194,7 +195,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     B0, B1, M, N = pipe.B0, pipe.B1, pipe.M, pipe.N
     sq, sv = pipe.sq, pipe.sv
     copy_chunk, fence_operands, issue_s = pipe.copy_chunk, pipe.fence_operands, pipe.issue_s
-    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, lean=True)
+    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
 
     def bits(x):
         return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
