@@ -111,10 +111,32 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
     return out
 
 
-def _portable_attention_kernels(target_name: str, variant: Variant, tuned) -> tuple:
-    """attention_tensor_core_kernels for workers.made_in_workers: the functions as JSON, and no lines."""
+def variant_kernels(target_name: str, variant: Variant, attention: bool, tensor_core: bool, tuned=()) -> list:
+    """The kernels a bundle ships for every shape of `variant`, in manifest order: (name, PrimFunc, manifest entry).
+    FusedGemmSoftmax's generic kernel; with `attention` FusedAttention's, and with `tensor_core` (CUDA) its
+    tensor-core kernels (attention_tensor_core_kernels, the tuned tiles of `tuned` among them)."""
+    name = generic_name(variant)
+    out = [(name, generic_schedule(target_name, runtime_func(variant, name=name)).mod["main"].with_attr(
+        "global_symbol", name), _entry(name, variant))]
+    if attention:
+        name = attention_generic_name(variant)
+        out.append((name, attention_generic_func(target_name, variant, name),
+                    _entry(name, variant, op="FusedAttention")))
+        if tensor_core:
+            out += [(name, func, _entry(name, variant, op="FusedAttention", **fields))
+                    for name, func, fields in attention_tensor_core_kernels(target_name, variant, tuned)]
+    return out
+
+
+def _portable_variant_kernels(*args) -> tuple:
+    """variant_kernels for workers.made_in_workers: the functions as JSON, and no lines."""
+    return [(name, tvm.ir.save_json(func), entry) for name, func, entry in variant_kernels(*args)], []
+
+
+def _portable_gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, k: int) -> tuple:
+    """gemm_softmax_tensor_core_kernels of (variant, k) for workers.made_in_workers: as JSON, and no lines."""
     return [(name, tvm.ir.save_json(func), fields)
-            for name, func, fields in attention_tensor_core_kernels(target_name, variant, tuned)], []
+            for name, func, fields in gemm_softmax_tensor_core_kernels(target_name, variant, (k,))], []
 
 
 ZERO_NAN_ROWS_SUFFIX = "_zeronan"  # the name of a tensor-core kernel's zero_nan_rows = 1 specialization
@@ -539,30 +561,28 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
         {v.key for v in attention_tensor_core} | {t.variant.key for t in attention_tuned})
     funcs, entries = {}, []
     variants = list(variants) if variants is not None else Variant.all()
-    # FusedAttention's tensor-core kernels take about half a second each to make (a variant has 10-12 of each
-    # zero_nan_rows form): each variant's in a worker process
-    tc_variants = [v for v in variants if attention and targets.is_cuda(target_name)
-                   and (tc_keys is None or v.key in tc_keys)]
-    tc_made = dict(zip((v.key for v in tc_variants), made_in_workers(
-        _portable_attention_kernels, [(target_name, v, attention_tuned) for v in tc_variants], log,
-        "FusedAttention tensor-core kernels, variants")))
-    for v in variants:
-        name = generic_name(v)
-        funcs[name] = generic_schedule(target_name, runtime_func(v, name=name)).mod["main"].with_attr(
-            "global_symbol", name)
-        entries.append(_entry(name, v))
-        if attention:
-            name = attention_generic_name(v)
-            funcs[name] = attention_generic_func(target_name, v, name)
-            entries.append(_entry(name, v, op="FusedAttention"))
-            for name, func, fields in tc_made.get(v.key, ()):
-                funcs[name] = from_json(func)
-                entries.append(_entry(name, v, op="FusedAttention", **fields))
+    cuda = targets.is_cuda(target_name)
+    tasks = [(target_name, v, attention, cuda and (tc_keys is None or v.key in tc_keys), attention_tuned)
+             for v in variants]
     tuned = list(tuned)
     pairs = {(v.key, k): (v, k) for v, k in [(tk.variant, tk.shape.sizes[4]) for tk in tuned] + list(tensor_core)}
-    for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1])):
-        for name, func, fields in gemm_softmax_tensor_core_kernels(target_name, v, (k,)):
-            funcs[name] = func
+    pair_tasks = [(target_name, v, k) for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1]))]
+    if cuda:  # seconds a variant (a FusedAttention tensor-core kernel takes ~0.5 s, a variant has 20-24), a pair:
+        # made in worker processes; an llvm bundle's few and quick kernels here
+        made = made_in_workers(_portable_variant_kernels, tasks, log, "generic and FusedAttention tensor-core "
+                               "kernels, variants")
+        made_pairs = made_in_workers(_portable_gemm_softmax_tensor_core_kernels, pair_tasks, log,
+                                     "FusedGemmSoftmax tensor-core kernels, (variant, K) pairs")
+    else:
+        made = [variant_kernels(*task) for task in tasks]
+        made_pairs = [gemm_softmax_tensor_core_kernels(t, v, (k,)) for t, v, k in pair_tasks]
+    for kernels in made:
+        for name, func, entry in kernels:
+            funcs[name] = from_json(func) if isinstance(func, str) else func
+            entries.append(entry)
+    for (_, v, _), kernels in zip(pair_tasks, made_pairs):
+        for name, func, fields in kernels:
+            funcs[name] = from_json(func) if isinstance(func, str) else func
             entries.append(_entry(name, v, schedule="default", **fields))
     for tk in tuned:
         if tk.bound is not None:
