@@ -133,6 +133,11 @@ def _portable_variant_kernels(*args) -> tuple:
     return [(name, tvm.ir.save_json(func), entry) for name, func, entry in variant_kernels(*args)], []
 
 
+def _functions(made: list) -> list:
+    """The _portable_* workers' results with their functions made again (from JSON)."""
+    return [[(name, from_json(func), x) for name, func, x in kernels] for kernels in made]
+
+
 def _portable_gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, k: int) -> tuple:
     """gemm_softmax_tensor_core_kernels of (variant, k) for workers.made_in_workers: as JSON, and no lines."""
     return [(name, tvm.ir.save_json(func), fields)
@@ -569,20 +574,20 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     pair_tasks = [(target_name, v, k) for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1]))]
     if cuda:  # seconds a variant (a FusedAttention tensor-core kernel takes ~0.5 s, a variant has 20-24), a pair:
         # made in worker processes; an llvm bundle's few and quick kernels here
-        made = made_in_workers(_portable_variant_kernels, tasks, log, "generic and FusedAttention tensor-core "
-                               "kernels, variants")
-        made_pairs = made_in_workers(_portable_gemm_softmax_tensor_core_kernels, pair_tasks, log,
-                                     "FusedGemmSoftmax tensor-core kernels, (variant, K) pairs")
+        made = _functions(made_in_workers(_portable_variant_kernels, tasks, log,
+                                          "generic and FusedAttention tensor-core kernels, variants"))
+        made_pairs = _functions(made_in_workers(_portable_gemm_softmax_tensor_core_kernels, pair_tasks, log,
+                                                "FusedGemmSoftmax tensor-core kernels, (variant, K) pairs"))
     else:
         made = [variant_kernels(*task) for task in tasks]
         made_pairs = [gemm_softmax_tensor_core_kernels(t, v, (k,)) for t, v, k in pair_tasks]
     for kernels in made:
         for name, func, entry in kernels:
-            funcs[name] = from_json(func) if isinstance(func, str) else func
+            funcs[name] = func
             entries.append(entry)
     for (_, v, _), kernels in zip(pair_tasks, made_pairs):
         for name, func, fields in kernels:
-            funcs[name] = from_json(func) if isinstance(func, str) else func
+            funcs[name] = func
             entries.append(_entry(name, v, schedule="default", **fields))
     for tk in tuned:
         if tk.bound is not None:
