@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import commands
 import pytest
@@ -56,11 +57,16 @@ def test_missing_or_corrupt_bundle_is_a_clear_error(tmp_path):
     assert proc.returncode == 2 and "unknown tools" in proc.stderr
 
 
+def _wall_clock(fn, reps):  # bundle_ab's timer on the CPU
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return {"median_us": (time.perf_counter() - t0) * 1e6 / reps}
+
+
 def test_two_builds_timed_against_each_other(llvm_bundle, tmp_path):
     """benchmarks/bundle_ab on two copies of one llvm bundle (the tool; its GPU runs time CUDA bundles): every
     shared non-generic function gets a row with both times and their ratio, after the outputs agree."""
-    import time
-
     import tvm
 
     from benchmarks.bundle_ab import compare_bundles
@@ -72,12 +78,7 @@ def test_two_builds_timed_against_each_other(llvm_bundle, tmp_path):
         m["functions"].append({**m["functions"][0], "sizes": [1, 2, 9, 13, 8], "tuned": True, "schedule": "tuned"})
         (d / "manifest.json").write_text(json.dumps(m))
 
-    def wall(fn, reps):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        return {"median_us": (time.perf_counter() - t0) * 1e6 / reps}
-    rows = compare_bundles(a, b, rounds=2, reps=3, log=lambda *a: None, dev=tvm.cpu(0), timer=wall)
+    rows = compare_bundles(a, b, rounds=2, reps=3, log=lambda *a: None, dev=tvm.cpu(0), timer=_wall_clock)
     assert len(rows) == 1 and rows[0]["sizes"] == [1, 2, 9, 13, 8] and rows[0]["max_abs_diff"] == 0
     assert rows[0]["a_us"] > 0 and rows[0]["b_over_a"] == rows[0]["b_us"] / rows[0]["a_us"]
     assert len(rows[0]["a_rounds_us"]) == 2
@@ -87,9 +88,6 @@ def test_two_builds_of_attention_kernels_timed(tmp_path, monkeypatch):
     """benchmarks/bundle_ab on FusedAttention: a kernel with a head size and no sizes of its own (a tensor-core
     kernel's manifest form, pointed here at the llvm generic function) is timed at each benchmarks.attention shape
     it serves (its causality, head size, and N up to its max_n), with V, O as [B, H, M, D]."""
-    import shutil
-    import time
-
     import tvm
 
     import benchmarks.attention
@@ -102,19 +100,12 @@ def test_two_builds_of_attention_kernels_timed(tmp_path, monkeypatch):
                   log=lambda *a: None)
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     (generic,) = [f for f in m["functions"] if f.get("op") == "FusedAttention"]
-    m["functions"].append({**generic, "name": generic["name"], "schedule": "default", "form": "mma", "head_size": 16,
-                           "max_n": 32})
-    m["functions"].remove(generic)
+    generic.update(schedule="default", form="mma", head_size=16, max_n=32)
     (tmp_path / "a" / "manifest.json").write_text(json.dumps(m))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
 
-    def wall(fn, reps):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        return {"median_us": (time.perf_counter() - t0) * 1e6 / reps}
     rows = compare_bundles(tmp_path / "a", tmp_path / "b", only="fa_", rounds=1, reps=2, log=lambda *a: None,
-                           dev=tvm.cpu(0), timer=wall)
+                           dev=tvm.cpu(0), timer=_wall_clock)
     assert [r["sizes"] for r in rows] == [[1, 2, 24, 24, 16]], rows  # not past max_n, causal or another head size
     assert rows[0]["max_abs_diff"] == 0 and rows[0]["a_us"] > 0
 
