@@ -138,10 +138,16 @@ def _functions(made: list) -> list:
     return [[(name, from_json(func), x) for name, func, x in kernels] for kernels in made]
 
 
-def _portable_gemm_softmax_tensor_core_kernels(target_name: str, variant: Variant, k: int) -> tuple:
-    """gemm_softmax_tensor_core_kernels of (variant, k) for workers.made_in_workers: as JSON, and no lines."""
-    return [(name, tvm.ir.save_json(func), fields)
-            for name, func, fields in gemm_softmax_tensor_core_kernels(target_name, variant, (k,))], []
+def pair_kernels(target_name: str, variant: Variant, k: int) -> list:
+    """FusedGemmSoftmax's tensor-core kernels of (variant, K) (gemm_softmax_tensor_core_kernels): (name, PrimFunc,
+    manifest entry)."""
+    return [(name, func, _entry(name, variant, schedule="default", **fields))
+            for name, func, fields in gemm_softmax_tensor_core_kernels(target_name, variant, (k,))]
+
+
+def _portable_pair_kernels(*args) -> tuple:
+    """pair_kernels for workers.made_in_workers: the functions as JSON, and no lines."""
+    return [(name, tvm.ir.save_json(func), entry) for name, func, entry in pair_kernels(*args)], []
 
 
 ZERO_NAN_ROWS_SUFFIX = "_zeronan"  # the name of a tensor-core kernel's zero_nan_rows = 1 specialization
@@ -572,23 +578,19 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
     tuned = list(tuned)
     pairs = {(v.key, k): (v, k) for v, k in [(tk.variant, tk.shape.sizes[4]) for tk in tuned] + list(tensor_core)}
     pair_tasks = [(target_name, v, k) for v, k in sorted(pairs.values(), key=lambda p: (p[0].key, p[1]))]
-    if cuda:  # seconds a variant (a FusedAttention tensor-core kernel takes ~0.5 s, a variant has 20-24), a pair:
-        # made in worker processes; an llvm bundle's few and quick kernels here
+    # CUDA: seconds a task (a FusedAttention tensor-core kernel takes ~0.5 s to make, a variant has 20-24), made in
+    # worker processes; an llvm bundle's few, quick kernels in this one
+    if cuda:
         made = _functions(made_in_workers(_portable_variant_kernels, tasks, log,
-                                          "generic and FusedAttention tensor-core kernels, variants"))
-        made_pairs = _functions(made_in_workers(_portable_gemm_softmax_tensor_core_kernels, pair_tasks, log,
-                                                "FusedGemmSoftmax tensor-core kernels, (variant, K) pairs"))
+                                          "generic and FusedAttention tensor-core kernels, variants")
+                          + made_in_workers(_portable_pair_kernels, pair_tasks, log,
+                                            "FusedGemmSoftmax tensor-core kernels, (variant, K) pairs"))
     else:
-        made = [variant_kernels(*task) for task in tasks]
-        made_pairs = [gemm_softmax_tensor_core_kernels(t, v, (k,)) for t, v, k in pair_tasks]
+        made = [variant_kernels(*task) for task in tasks] + [pair_kernels(*task) for task in pair_tasks]
     for kernels in made:
         for name, func, entry in kernels:
             funcs[name] = func
             entries.append(entry)
-    for (_, v, _), kernels in zip(pair_tasks, made_pairs):
-        for name, func, fields in kernels:
-            funcs[name] = func
-            entries.append(_entry(name, v, schedule="default", **fields))
     for tk in tuned:
         if tk.bound is not None:
             if not tk.any_batch:  # its trace tiles the batch loops: it cannot serve every batch as dispatch assumes
