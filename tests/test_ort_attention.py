@@ -141,6 +141,59 @@ def test_bsnh_errors(sess_opts, device):
         run(sess, feeds)
 
 
+@pytest.mark.parametrize("v, o_flag, sizes", [
+    (VARIANTS[0], 1, (2, 3, 9, 64)), (VARIANTS[0], 0, (2, 4, 130, 64)), (VARIANTS[5], 1, (2, 2, 65, 128)),
+    (VARIANTS[3], 1, (2, 3, 17, 64)), (VARIANTS[1], 0, (1, 2, 40, 32)), (VARIANTS[6], 1, (3, 2, 200, 64))],
+    ids=lambda x: x.key if isinstance(x, Variant) else str(x))
+def test_packed_qkv_tensor(sess_opts, device, v, o_flag, sizes):
+    """Attribute packed_qkv: one tensor [batch, sequence, 3, heads, head size] given as Q, K and V, each read in
+    place as its slice of dim 2; O equals the reference on the three slices transposed to [batch, heads, sequence,
+    head size] (ragged lengths past the tiles, causal, a bias and masks, bf16, head sizes 32, 64 and 128)."""
+    b, h, s, d = sizes
+    rng = np.random.default_rng(sum(sizes))
+    dt = NP[v.dtype]
+    qkv = rng.standard_normal((b, s, 3, h, d)).astype(dt)
+    q, k, vv = (np.ascontiguousarray(qkv[:, :, i].transpose(HEADS)) for i in range(3))
+    feeds = {"QKV": qkv}
+    if v.has_bias:
+        feeds["bias"] = rng.standard_normal((b, 1, 1, s)).astype(dt)
+    mask = _mask(v, (b, 1, s, s), rng)
+    if mask is not None:
+        with np.errstate(over="ignore"):
+            feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(dt)
+    model = make_attention_model(v.dtype, qkv.shape, qkv.shape, qkv.shape, feeds["bias"].shape if v.has_bias else None,
+                                 None if mask is None else mask.shape,
+                                 None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
+                                 scale=d ** -0.5, trans_b=1, causal=int(v.causal), bsnh=(1, 1, 1, o_flag),
+                                 packed_qkv=1)
+    (o,) = run(session(sess_opts, device, model), feeds)
+    ref = fused_attention_ref(q, k, vv, feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5, trans_b=True,
+                              causal=v.causal)
+    if o_flag:
+        ref = ref.transpose(HEADS)
+    assert o.shape == ref.shape, (o.shape, ref.shape)
+    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+
+
+def test_packed_qkv_errors(sess_opts, device):
+    """packed_qkv without bsnh flagging Q, K and V fails the session load; Q, K and V that are not one tensor, or a
+    tensor that is not [batch, sequence, 3, heads, head size], fail the call; each names the fix."""
+    v, qkv = VARIANTS[0], (2, 5, 3, 2, 64)
+    with pytest.raises(Exception, match=r"packed_qkv .* needs bsnh = \[1, 1, 1, 0 or 1\]"):
+        session(sess_opts, device, make_attention_model(v.dtype, qkv, qkv, qkv, trans_b=1, bsnh=(1, 1, 0, 0),
+                                                        packed_qkv=1))
+    model = make_attention_model(v.dtype, qkv, qkv, qkv, trans_b=1, bsnh=(1, 1, 1, 0))
+    model.graph.node[0].attribute.append(helper.make_attribute("packed_qkv", 1))
+    feeds = {n: np.zeros(qkv, np.float16) for n in ("Q", "K", "V")}
+    with pytest.raises(Exception, match=r"Q, K and V must be the same tensor .*give its name as all three inputs"):
+        run(session(sess_opts, device, model), feeds)
+    bad = (2, 5, 2, 64)
+    sess = session(sess_opts, device, make_attention_model(v.dtype, bad, bad, bad, trans_b=1, bsnh=(1, 1, 1, 0),
+                                                           packed_qkv=1))
+    with pytest.raises(Exception, match=r"Q is packed with K and V .* \[batch, sequence, 3, heads, head size\]"):
+        run(sess, {"QKV": np.zeros(bad, np.float16)})
+
+
 def _mask(v: Variant, shape, rng):
     if v.mask == "bool":
         return rng.random(shape) < 0.7
@@ -509,13 +562,22 @@ def _model_feeds(sess, seed=0, padded_out=False):
 @pytest.mark.parametrize("name", TINY)
 def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
     """Every site of the tiny seed models (static and dynamic batch + sequence) becomes FusedAttention, P's Casts to
-    float32 and back (ViT) included, and the rewritten model computes what the original does."""
+    float32 and back (ViT) included, its Q, K and V projections one MatMul, and the rewritten model computes what the
+    original does."""
     dst = tmp_path / f"{name}.attention.onnx"
     report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
     assert report.attention == 2 and not report.attention_left, report.text()
     assert report.heads_transposes == 8, report.text()  # Q, K, V and O of both sites in place (attribute bsnh)
     assert count_ops(dst, "FusedAttention", "flashgemm") == 2 and count_ops(dst, "FusedGemmSoftmax", "flashgemm") == 0
     assert count_ops(dst, "Softmax") == 0
+    # each site's Q, K and V projections one MatMul (K's missing bias in Whisper zeros; the dynamo exports' Shape of
+    # K read from the packed tensor)
+    assert report.qkv_packed == 2, report.text()
+    # a site: three projections become one, Q K^T and P V go into the op
+    assert count_ops(dst, "MatMul") == count_ops(DATA / f"{name}.onnx", "MatMul") - 2 * (2 + 2)
+    for node in onnx.load(str(dst)).graph.node:
+        if node.op_type == "FusedAttention":
+            assert len(set(node.input[:3])) == 1 and helper.get_node_attr_value(node, "packed_qkv") == 1
     original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
     feeds = _model_feeds(original)
     o0 = run(original, feeds)
@@ -654,6 +716,57 @@ def test_rewrite_attention_matches_the_unfused_graph(sess_opts, device, tmp_path
     if zeroed:
         feeds["Q"][0, 1, 2, 4] = np.nan  # a NaN row
         feeds["K"][1, 2, 3, :] = np.inf  # every row of batch 1, head 2 reads an inf logit
+    (o0,) = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    np.testing.assert_allclose(o1.astype(np.float64), o0.astype(np.float64), rtol=0, atol=ATOL["float16"])
+
+
+def _projections_graph(kv_source: str) -> onnx.ModelProto:
+    """Attention over heads of X [2, 7, 64] (2 heads of 32) as the TorchScript exporter writes it: Q, K, V =
+    Reshape(Add(b, MatMul(src, W)), [2, -1, 2, 32]) -> Transpose, K with no bias; K and V from `kv_source` (X, or Y
+    [2, 7, 64]: cross-attention)."""
+    t = TensorProto.FLOAT16
+    rng = np.random.default_rng(7)
+    init = [helper.make_tensor("c", t, [], np.array([0.125], np.float16).view(np.uint16).tobytes(), raw=True),
+            helper.make_tensor("shape", TensorProto.INT64, [4], [2, -1, 2, 32])]
+    nodes = []
+    for p in "qkv":
+        w = (rng.standard_normal((64, 64)) * 0.1).astype(np.float16)
+        init.append(helper.make_tensor(f"W{p}", t, [64, 64], w.view(np.uint16).tobytes(), raw=True))
+        src = "X" if p == "q" else kv_source
+        nodes.append(helper.make_node("MatMul", [src, f"W{p}"], [f"{p}mm"]))
+        y = f"{p}mm"
+        if p != "k":
+            b = rng.standard_normal(64).astype(np.float16)
+            init.append(helper.make_tensor(f"b{p}", t, [64], b.view(np.uint16).tobytes(), raw=True))
+            nodes.append(helper.make_node("Identity", [f"b{p}"], [f"b{p}_id"]))
+            nodes.append(helper.make_node("Add", [f"b{p}_id", f"{p}mm"], [f"{p}y"]))
+            y = f"{p}y"
+        nodes += [helper.make_node("Reshape", [y, "shape"], [f"{p}r"]),
+                  helper.make_node("Transpose", [f"{p}r"], [f"{p}h"], perm=[0, 2, 3, 1] if p == "k" else [0, 2, 1, 3])]
+    nodes += [helper.make_node("MatMul", ["qh", "kh"], ["S"]), helper.make_node("Mul", ["S", "c"], ["Ss"]),
+              helper.make_node("Softmax", ["Ss"], ["P"], axis=-1), helper.make_node("MatMul", ["P", "vh"], ["O"]),
+              helper.make_node("Transpose", ["O"], ["Out"], perm=[0, 2, 1, 3])]
+    inputs = [helper.make_tensor_value_info(n, t, [2, 7, 64]) for n in ("X", "Y")]
+    return helper.make_model(helper.make_graph(nodes, "proj", inputs, [helper.make_tensor_value_info("Out", t, None)],
+                                               initializer=init),
+                             opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("kv_source", ["X", "Y"], ids=["self", "cross"])
+def test_rewrite_packs_self_attention_projections(sess_opts, device, tmp_path, kv_source):
+    """Self-attention's three projections of one X become one MatMul with the weights side by side (K's missing
+    bias zeros), read by the op as packed_qkv; cross-attention's (K and V of another tensor) stay three. Outputs
+    match the original graph either way."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_projections_graph(kv_source), str(src))
+    report = rewrite_file(src, dst, attention=True)
+    packed = kv_source == "X"
+    assert report.attention == 1 and report.heads_transposes == 4, report.text()
+    assert report.qkv_packed == int(packed), report.text()
+    assert count_ops(dst, "MatMul") == (1 if packed else 3) and count_ops(dst, "Add") == (1 if packed else 2)
+    rng = np.random.default_rng(8)
+    feeds = {n: rng.standard_normal((2, 7, 64)).astype(np.float16) for n in ("X", "Y")}
     (o0,) = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     np.testing.assert_allclose(o1.astype(np.float64), o0.astype(np.float64), rtol=0, atol=ATOL["float16"])

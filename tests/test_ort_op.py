@@ -1232,6 +1232,53 @@ def test_canonical_cpp_matches_python_bsnh(canonical_cli):
     assert 50 < n_err < len(cases) - 500  # both paths exercised
 
 
+def _packed_case(rng):
+    """FusedAttention with packed_qkv: one [batch, sequence, 3, heads, head size] tensor as Q, K and V, O BSNH or
+    not, batch or heads 1 now and then; now and then a case the op refuses (bsnh not flagging Q, K and V, K another
+    tensor's shape, a rank-4 or 2-slice tensor)."""
+    b, s, h, d = rng.choice([1, 2, 3]), rng.randint(1, 9), rng.choice([1, 2, 4]), rng.choice([8, 16])
+    qkv = [b, s, 3, h, d]
+    k, v, flags = list(qkv), list(qkv), [1, 1, 1, int(rng.random() < 0.5)]
+    bias = [b, 1, s, s] if rng.random() < 0.3 else None
+    mask = [1, h, 1, s] if rng.random() < 0.2 else None
+    r = rng.random()
+    if r < 0.04:
+        flags[rng.randint(0, 2)] = 0
+    elif r < 0.08:
+        k = [b, s + 1, 3, h, d]
+    elif r < 0.12:
+        qkv = k = v = [b, s, 2, h, d]
+    elif r < 0.16:
+        qkv = k = v = [b, s, h, d]
+    return qkv, k, bias, mask, v, flags
+
+
+def test_canonical_cpp_matches_python_packed_qkv(canonical_cli):
+    """packed_qkv: the two ports agree on shapes, strides, K's and V's offsets and refusals."""
+    rng = random.Random(3)
+    cases = [_packed_case(rng) for _ in range(800)]
+    stdin = "".join(f"{_fmt(q)};{_fmt(k)};1;{_fmt(bias)};{_fmt(mask)};{_fmt(v)};{_fmt(flags)};1\n"
+                    for q, k, bias, mask, v, flags in cases)
+    lines = subprocess.run([str(canonical_cli)], input=stdin, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert len(lines) == len(cases)
+    n_err = 0
+    j = lambda t: ",".join(map(str, t))  # noqa: E731
+    for (q, k, bias, mask, v, flags), line in zip(cases, lines):
+        try:
+            c = canonicalize(q, k, True, bias, mask, v_shape=v, bsnh=flags, packed_qkv=True)
+        except ShapeError as e:
+            n_err += 1
+            assert line == f"err {e}", (q, k, bias, mask, v, flags)
+            continue
+        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
+                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
+                  f"{'none' if c.mask_strides is None else j(c.mask_strides)};{j(c.v_strides)};{c.d};"
+                  f"{j(c.out_strides)};{c.k_offset},{c.v_offset}")
+        assert line == expect, (q, k, bias, mask, v, flags)
+    assert 30 < n_err < len(cases) - 500  # both paths exercised
+
+
 # ------------------------------------------------------------------------------------ CUDA EP specifics
 
 def _cuda_value(x: np.ndarray, device_id: int = 0) -> ort.OrtValue:

@@ -110,3 +110,35 @@ def test_bsnh_refusals():
         canonicalize((4, 2, 3, 5, 8), (4, 2, 3, 7, 8), True, v_shape=(4, 2, 3, 7, 8), bsnh=(0, 0, 0, 1))
     with pytest.raises(ShapeError, match="it needs V"):
         canonicalize((2, 5, 3, 8), (2, 7, 3, 8), True, bsnh=(1, 0, 0, 0))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_packed_qkv_strides_read_each_slice(seed):
+    """packed_qkv: Q, K and V are one tensor [batch, sequence, 3, heads, head size]; through the canonical strides
+    and offsets its flat buffer gives exactly slice 0, 1 and 2 of dim 2, each transposed to [batch, heads, sequence,
+    head size] (batch and heads merged or not)."""
+    import numpy as np  # noqa: PLC0415
+    rng = np.random.default_rng(seed)
+    b, s, h, d = (int(rng.choice(x)) for x in ([1, 2, 3], [1, 5, 7], [1, 2, 4], [8, 16]))
+    qkv = rng.standard_normal((b, s, 3, h, d))
+    o_bsnh = int(rng.integers(0, 2))
+    c = canonicalize(qkv.shape, qkv.shape, True, v_shape=qkv.shape, bsnh=(1, 1, 1, o_bsnh), packed_qkv=True)
+    bb = (c.b0, c.b1)
+    assert bb[0] * bb[1] == b * h and (c.m, c.n, c.k, c.d) == (s, s, d, d)
+    assert (c.k_offset, c.v_offset) == (h * d, 2 * h * d)
+    flat = qkv.ravel()
+    for i, (strides, offset) in enumerate(((c.a_strides, 0), (c.b_strides, c.k_offset), (c.v_strides, c.v_offset))):
+        want = qkv[:, :, i].transpose(0, 2, 1, 3).reshape(bb + (s, d))
+        np.testing.assert_array_equal(_read(flat[offset:], strides, bb + (s, d)), want, err_msg=str(i))
+    assert c.out_shape == ((b, s, h, d) if o_bsnh else (b, h, s, d))
+
+
+def test_packed_qkv_refusals():
+    qkv = (2, 5, 3, 4, 8)
+    with pytest.raises(ShapeError, match=r"bsnh must flag Q, K and V"):
+        canonicalize(qkv, qkv, True, v_shape=qkv, bsnh=(1, 1, 0, 0), packed_qkv=True)
+    with pytest.raises(ShapeError, match=r"must be the one tensor .* got shapes \[2, 5, 3, 4, 8\], \[2, 6, 3, 4, 8\]"):
+        canonicalize(qkv, (2, 6, 3, 4, 8), True, v_shape=qkv, bsnh=(1, 1, 1, 0), packed_qkv=True)
+    with pytest.raises(ShapeError, match=r"Q is packed with K and V .* got shape \[2, 5, 2, 4, 8\]"):
+        canonicalize((2, 5, 2, 4, 8), (2, 5, 2, 4, 8), True, v_shape=(2, 5, 2, 4, 8), bsnh=(1, 1, 1, 0),
+                     packed_qkv=True)

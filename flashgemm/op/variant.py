@@ -81,6 +81,8 @@ class CanonicalShape:
     v_strides: Optional[tuple] = None
     d: Optional[int] = None
     out_strides: Optional[tuple] = None  # P's (or O's) strides, compact unless O is BSNH
+    k_offset: int = 0  # packed_qkv: where K and V start in the one Q/K/V tensor, in elements (Q at 0)
+    v_offset: int = 0
 
     @property
     def sizes(self) -> tuple:
@@ -118,25 +120,35 @@ def _aligned_strides(shape: Sequence[int], full: Sequence[int]) -> list[int]:
 BSNH_NAMES = ("Q", "K", "V", "O")  # FusedAttention's tensors that its bsnh attribute may flag, in its order
 
 
-def _bsnh_view(shape: list, name: str) -> tuple:
+def _bsnh_view(shape: list, name: str, packed: bool = False) -> tuple:
     """A BSNH tensor [batch, sequence, heads, head size] read as [batch, heads, sequence, head size]: that shape,
-    the strides of its two batch dims (0 where 1: broadcast) and its row stride (heads * head size)."""
+    the strides of its two batch dims (0 where 1: broadcast) and its row stride (heads * head size). packed: the
+    tensor is [batch, sequence, 3, heads, head size] (packed_qkv), whose rows hold Q's, K's and V's heads in turn."""
+    if packed and (len(shape) != 5 or shape[2] != 3):
+        raise ShapeError(f"{name} is packed with K and V (attribute packed_qkv), so Q, K and V must be one tensor "
+                         f"[batch, sequence, 3, heads, head size], got shape {shape}")
+    if packed:
+        shape = shape[:2] + shape[3:]
     if len(shape) != 4:
         raise ShapeError(f"{name} is BSNH (attribute bsnh), so it must be [batch, sequence, heads, head size], "
                          f"got shape {shape}")
     b, s, h, d = shape
-    return [b, h, s, d], [0 if b == 1 else s * h * d, 0 if h == 1 else d], h * d
+    row = h * d * (3 if packed else 1)
+    return [b, h, s, d], [0 if b == 1 else s * row, 0 if h == 1 else d], row
 
 
 def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=None,
-                 v_shape=None, bsnh=(False, False, False, False)) -> CanonicalShape:
+                 v_shape=None, bsnh=(False, False, False, False), packed_qkv=False) -> CanonicalShape:
     """ONNX-level input shapes -> the canonical problem. Raises ShapeError with the reason.
     v_shape: FusedAttention's V [..., N, D], whose batch dims must broadcast to P's (MatMul(P, V) then keeps P's);
     the output is then O [batch..., M, D].
     bsnh: FusedAttention's flags for Q, K, V and O (BSNH_NAMES): a flagged tensor is [batch, sequence, heads, head
     size] (ONNX Runtime's BSNH), read through strides as its Transpose [batch, heads, sequence, head size] - the
     layout the projections produce, so that the Transposes around attention need not run. K needs transB=1 for it,
-    O two batch dims (it is then [batch, M, heads, D])."""
+    O two batch dims (it is then [batch, M, heads, D]).
+    packed_qkv: Q, K and V are one tensor [batch, sequence, 3, heads, head size] (a_shape, b_shape and v_shape all
+    its shape; one MatMul's output with the three projections' weights side by side), Q, K and V its slices 0, 1 and
+    2 of dim 2, each read as BSNH (bsnh must flag all three); K and V start k_offset and v_offset elements in."""
     a_shape, b_shape = [int(d) for d in a_shape], [int(d) for d in b_shape]
     if any(d < 0 for d in a_shape + b_shape):
         raise ShapeError("negative dimension")
@@ -146,11 +158,18 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
     if bk and not trans_b:
         raise ShapeError("K is BSNH (attribute bsnh), which is [batch, sequence, heads, head size]: that needs "
                          "transB=1")
+    if packed_qkv and not (bq and bk and bv and v_shape is not None):
+        raise ShapeError("packed_qkv reads Q, K and V as [batch, sequence, heads, head size]: attribute bsnh must "
+                         "flag Q, K and V (bsnh = [1, 1, 1, 0 or 1])")
+    if packed_qkv and not (a_shape == b_shape == [int(x) for x in v_shape]):
+        raise ShapeError(f"packed_qkv: Q, K and V must be the one tensor [batch, sequence, 3, heads, head size], got "
+                         f"shapes {a_shape}, {b_shape}, {[int(x) for x in v_shape]}")
+    qkv_shape = list(a_shape)
     views = {}  # tensor -> (its batch dims' strides, row stride) where BSNH
     if bq:
-        a_shape, *views["a"] = _bsnh_view(a_shape, "Q")
+        a_shape, *views["a"] = _bsnh_view(a_shape, "Q", packed_qkv)
     if bk:
-        b_shape, *views["b"] = _bsnh_view(b_shape, "K")
+        b_shape, *views["b"] = _bsnh_view(b_shape, "K", packed_qkv)
     if len(a_shape) < 2:
         raise ShapeError(f"A must have rank >= 2 ([..., M, K]), got shape {a_shape}")
     if len(b_shape) < 2:
@@ -167,7 +186,7 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
         if any(x < 0 for x in v_shape):
             raise ShapeError("negative dimension")
         if bv:
-            v_shape, *views["v"] = _bsnh_view(v_shape, "V")
+            v_shape, *views["v"] = _bsnh_view(v_shape, "V", packed_qkv)
         if len(v_shape) < 2 or v_shape[-2] != n:
             raise ShapeError(f"V must be [..., N, D] with N={n} (the columns of Q·K), got shape {v_shape}")
         v_batch = v_shape[:-2]
@@ -243,6 +262,8 @@ def canonicalize(a_shape, b_shape, trans_b=False, bias_shape=None, mask_shape=No
     if dv is not None:
         o_shape = [batch[0], m, batch[1], dv] if bo else batch + [m, dv]
         shape = dataclasses.replace(shape, out_shape=tuple(o_shape))
+    if packed_qkv:
+        shape = dataclasses.replace(shape, k_offset=qkv_shape[3] * qkv_shape[4], v_offset=2 * qkv_shape[3] * qkv_shape[4])
     if max(b0 * b1 * m * max(n, k, dv or 0), b0 * b1 * n * max(k, dv or 0)) > INT32_MAX:
         raise ShapeError(f"problem {shape.sizes} has tensors of more than 2^31 elements; the kernels index in int32")
     if math.prod(shape.out_shape) > INT32_MAX:

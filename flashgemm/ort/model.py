@@ -67,19 +67,24 @@ def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape
 def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int],
                          bias_shape: Optional[Sequence[int]] = None, mask_shape: Optional[Sequence[int]] = None,
                          mask_dtype=None, scale: float = 1.0, trans_b: int = 0, causal: int = 0,
-                         zero_nan_rows: int = 0, bsnh: Optional[Sequence[int]] = None):
+                         zero_nan_rows: int = 0, bsnh: Optional[Sequence[int]] = None, packed_qkv: int = 0):
     """Graph inputs Q, K, V, [bias], [mask] -> output O, one FusedAttention node (its attributes are
     FusedGemmSoftmax's, transB being K's layout, and zero_nan_rows and bsnh when given): make_model's graph with V
-    inserted after B and the node retyped. O's shape is left symbolic."""
+    inserted after B and the node retyped. O's shape is left symbolic. packed_qkv: one graph input QKV (q_shape, the
+    others ignored) given as Q, K and V."""
     model = make_model(dtype, q_shape, k_shape, bias_shape, mask_shape, mask_dtype, scale, trans_b, causal,
-                       out_shape=[f"o{i}" for i in range(max(len(q_shape), len(k_shape)))])
+                       out_shape=[f"o{i}" for i in range(4 if packed_qkv else max(len(q_shape), len(k_shape)))])
     graph = model.graph
     for value, name in zip(graph.input, ("Q", "K")):
         value.name = name
     graph.input.insert(2, helper.make_tensor_value_info("V", elem_type(dtype), list(v_shape)))
     node = graph.node[0]
     node.op_type, node.name = ATTENTION_OP_TYPE, "fa"
-    inputs = ["Q", "K", "V"] + list(node.input[2:])
+    inputs = (["QKV"] * 3 if packed_qkv else ["Q", "K", "V"]) + list(node.input[2:])
+    if packed_qkv:
+        graph.input[0].name = "QKV"
+        del graph.input[1:3]
+        node.attribute.append(helper.make_attribute("packed_qkv", 1))
     del node.input[:]
     node.input.extend(inputs)
     node.output[0] = graph.output[0].name = "O"

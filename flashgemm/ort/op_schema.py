@@ -14,7 +14,9 @@ N = B[-2] with transB else B[-1]; a batch dim whose size cannot be decided (two 
 FusedAttention's O has the same batch dims and [M, D], D = V[-1]. Its attribute bsnh (four 0/1 flags: Q, K, V, O)
 marks tensors that are [batch, sequence, heads, head size] (ONNX Runtime's BSNH) rather than [batch, heads, sequence,
 head size]: they are read (O written) through strides, so the Transposes an export puts around attention need not
-run; a flagged O is [batch, M, heads, D].
+run; a flagged O is [batch, M, heads, D]. Its attribute packed_qkv (0/1) marks Q, K and V as one tensor [batch, sequence,
+3, heads, head size] given as all three inputs (one MatMul's output with the three projections' weights side by
+side): Q, K and V are its slices 0, 1 and 2 of dim 2, each BSNH (bsnh flags all three).
 """
 from __future__ import annotations
 
@@ -66,14 +68,19 @@ def infer(ctx, attention: bool = False) -> None:
     trans_b = bool(attr.i) if attr is not None else False
     attr = ctx.get_attribute("bsnh") if attention else None
     bsnh = [bool(x) for x in attr.ints] if attr is not None and len(attr.ints) == 4 else [False] * 4
-    a, b = _heads_second(a, bsnh[0]), _heads_second(b, bsnh[1])
+    attr = ctx.get_attribute("packed_qkv") if attention else None
+    packed = attr is not None and attr.i == 1
+
+    def unpacked(dims):  # a packed_qkv tensor's dims as one of Q, K, V (BSNH)
+        return dims[:2] + dims[3:] if packed and dims is not None and len(dims) == 5 else dims
+    a, b = _heads_second(unpacked(a), bsnh[0]), _heads_second(unpacked(b), bsnh[1])
     if a is not None and b is not None and len(a) >= 2 and len(b) >= 2:
         ba, bb = a[:-2], b[:-2]
         n = max(len(ba), len(bb))
         ba, bb = [1] * (n - len(ba)) + ba, [1] * (n - len(bb)) + bb
         dims = [_broadcast(x, y) for x, y in zip(ba, bb)] + [a[-2], b[-2] if trans_b else b[-1]]
         if attention:  # O: P's batch dims + [M, D]; D from V (unknown when V's shape is)
-            v = _dims(ctx.get_input_type(2)) if ctx.get_num_inputs() > 2 and ctx.has_input(2) else None
+            v = unpacked(_dims(ctx.get_input_type(2))) if ctx.get_num_inputs() > 2 and ctx.has_input(2) else None
             dims[-1] = v[-1] if v else None
             dims = _heads_second(dims, bsnh[3])  # a BSNH O: [batch, M, heads, D]
         shape = out.tensor_type.shape
@@ -111,6 +118,9 @@ def _schema(attention: bool = False) -> defs.OpSchema:
                                     "a NaN row of P is 0 (Where(IsNaN(P), 0, P) before P V)", required=False),
             defs.OpSchema.Attribute("bsnh", defs.OpSchema.AttrType.INTS,
                                     "Q, K, V, O: 1 where [batch, sequence, heads, head size] (module doc)",
+                                    required=False),
+            defs.OpSchema.Attribute("packed_qkv", defs.OpSchema.AttrType.INT,
+                                    "Q, K, V are one tensor [batch, sequence, 3, heads, head size] (module doc)",
                                     required=False)]
            if attention else []))
     schema.set_type_and_shape_inference_function(lambda ctx: infer(ctx, attention))

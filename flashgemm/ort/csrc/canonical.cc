@@ -57,19 +57,24 @@ Shape AlignedStrides(const Shape& shape, const Shape& full) {
 }
 
 // A BSNH tensor [batch, sequence, heads, head size] read as [batch, heads, sequence, head size]: that shape, the
-// strides of its two batch dims (0 where 1: broadcast) and its row stride (heads * head size).
+// strides of its two batch dims (0 where 1: broadcast) and its row stride (heads * head size). packed: the tensor is
+// [batch, sequence, 3, heads, head size] (packed_qkv), whose rows hold Q's, K's and V's heads one after another.
 struct BsnhView {
   std::array<int64_t, 2> batch_strides{};
   int64_t row = 0;
 };
 
-BsnhView ViewBsnh(Shape& shape, const char* name) {
+BsnhView ViewBsnh(Shape& shape, const char* name, bool packed) {
+  if (packed && (shape.size() != 5 || shape[2] != 3))
+    throw ShapeError(std::string(name) + " is packed with K and V (attribute packed_qkv), so Q, K and V must be one "
+                     "tensor [batch, sequence, 3, heads, head size], got shape " + ShapeStr(shape));
+  if (packed) shape = {shape[0], shape[1], shape[3], shape[4]};
   if (shape.size() != 4)
     throw ShapeError(std::string(name) + " is BSNH (attribute bsnh), so it must be [batch, sequence, heads, head "
                      "size], got shape " + ShapeStr(shape));
-  const int64_t b = shape[0], s = shape[1], h = shape[2], d = shape[3];
+  const int64_t b = shape[0], s = shape[1], h = shape[2], d = shape[3], row = SatMul(SatMul(h, d), packed ? 3 : 1);
   shape = {b, h, s, d};
-  return {{b == 1 ? 0 : SatMul(SatMul(s, h), d), h == 1 ? 0 : d}, SatMul(h, d)};
+  return {{b == 1 ? 0 : SatMul(s, row), h == 1 ? 0 : d}, row};
 }
 
 }  // namespace
@@ -83,7 +88,7 @@ std::string ShapeStr(const Shape& s) {
 }
 
 CanonicalShape Canonicalize(const Shape& a_shape_in, const Shape& b_shape_in, bool trans_b, const Shape* bias_shape,
-                            const Shape* mask_shape, const Shape* v_shape_in, Bsnh bsnh) {
+                            const Shape* mask_shape, const Shape* v_shape_in, Bsnh bsnh, bool packed_qkv) {
   for (const Shape* s : {&a_shape_in, &b_shape_in})
     for (int64_t d : *s)
       if (d < 0) throw ShapeError("negative dimension");
@@ -92,10 +97,16 @@ CanonicalShape Canonicalize(const Shape& a_shape_in, const Shape& b_shape_in, bo
   if (bk && !trans_b)
     throw ShapeError("K is BSNH (attribute bsnh), which is [batch, sequence, heads, head size]: that needs "
                      "transB=1");
+  if (packed_qkv && !(bq && bk && bv && v_shape_in))
+    throw ShapeError("packed_qkv reads Q, K and V as [batch, sequence, heads, head size]: attribute bsnh must flag "
+                     "Q, K and V (bsnh = [1, 1, 1, 0 or 1])");
+  if (packed_qkv && (a_shape_in != b_shape_in || a_shape_in != *v_shape_in))
+    throw ShapeError("packed_qkv: Q, K and V must be the one tensor [batch, sequence, 3, heads, head size], got "
+                     "shapes " + ShapeStr(a_shape_in) + ", " + ShapeStr(b_shape_in) + ", " + ShapeStr(*v_shape_in));
   Shape a_shape = a_shape_in, b_shape = b_shape_in;
   std::optional<BsnhView> view[kNumTensors];  // where BSNH
-  if (bq) view[kA] = ViewBsnh(a_shape, "Q");
-  if (bk) view[kB] = ViewBsnh(b_shape, "K");
+  if (bq) view[kA] = ViewBsnh(a_shape, "Q", packed_qkv);
+  if (bk) view[kB] = ViewBsnh(b_shape, "K", packed_qkv);
   if (a_shape.size() < 2) throw ShapeError("A must have rank >= 2 ([..., M, K]), got shape " + ShapeStr(a_shape));
   if (b_shape.size() < 2)
     throw ShapeError("B must have rank >= 2 ([..., K, N] or [..., N, K] with transB=1), got shape " +
@@ -120,7 +131,7 @@ CanonicalShape Canonicalize(const Shape& a_shape_in, const Shape& b_shape_in, bo
     for (int64_t d : *v_shape_in)
       if (d < 0) throw ShapeError("negative dimension");
     v_shape_own = *v_shape_in;
-    if (bv) view[kV] = ViewBsnh(v_shape_own, "V");
+    if (bv) view[kV] = ViewBsnh(v_shape_own, "V", packed_qkv);
     v_shape = &v_shape_own;
     if (v_shape->size() < 2 || (*v_shape)[v_shape->size() - 2] != n)
       throw ShapeError("V must be [..., N, D] with N=" + std::to_string(n) + " (the columns of Q·K), got shape " +
@@ -222,6 +233,10 @@ CanonicalShape Canonicalize(const Shape& a_shape_in, const Shape& b_shape_in, bo
     c.d = dv;
     c.out_shape[c.out_shape.size() - 1] = dv;
     if (bo) c.out_shape = {batch[0], m, batch[1], dv};
+    if (packed_qkv) {
+      c.k_offset = SatMul(a_shape_in[3], a_shape_in[4]);
+      c.v_offset = SatMul(c.k_offset, 2);
+    }
   }
 
   const int64_t bb = SatMul(b0, b1);

@@ -34,6 +34,8 @@ struct CanonicalShape {
   std::optional<Strides4> v_strides;
   int64_t d = 0;
   Strides4 out_strides{};  // P's (or O's) strides: compact unless O is BSNH
+  // packed_qkv: where K and V start in the one Q/K/V tensor, in elements (Q at 0)
+  int64_t k_offset = 0, v_offset = 0;
 
   std::array<int64_t, 5> sizes() const { return {b0, b1, m, n, k}; }
 };
@@ -42,10 +44,13 @@ struct CanonicalShape {
 // v_shape: FusedAttention's V [..., N, D], whose batch dims must broadcast to P's; the output is then O [.., M, D].
 // bsnh: FusedAttention's flags for Q, K, V, O: a flagged tensor is [batch, sequence, heads, head size], read through
 // strides as [batch, heads, sequence, head size] (K needs trans_b, O two batch dims; O is then [batch, M, heads, D]).
+// packed_qkv: Q, K and V are one tensor [batch, sequence, 3, heads, head size] (a_shape, b_shape and v_shape all its
+// shape), Q, K and V its slices 0, 1 and 2 of dim 2, each read as BSNH (bsnh must flag all three).
 using Bsnh = std::array<bool, 4>;
 CanonicalShape Canonicalize(const Shape& a_shape, const Shape& b_shape, bool trans_b,
                             const Shape* bias_shape = nullptr, const Shape* mask_shape = nullptr,
-                            const Shape* v_shape = nullptr, Bsnh bsnh = {false, false, false, false});
+                            const Shape* v_shape = nullptr, Bsnh bsnh = {false, false, false, false},
+                            bool packed_qkv = false);
 
 // "[2, 3, 4]" (Python list formatting, used in every message).
 std::string ShapeStr(const Shape& s);

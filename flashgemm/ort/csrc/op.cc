@@ -176,6 +176,11 @@ FusedKernel::FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool a
       if (bsnh_[1] && !trans_b_)
         throw Ort::Exception("attribute bsnh flags K as [batch, sequence, heads, head size], which needs transB=1",
                              ORT_INVALID_ARGUMENT);
+      packed_qkv_ = BoolAttr(info, "packed_qkv");
+      if (packed_qkv_ && !(bsnh_[0] && bsnh_[1] && bsnh_[2]))
+        throw Ort::Exception("attribute packed_qkv reads Q, K and V as [batch, sequence, heads, head size] slices of "
+                             "one tensor: it needs bsnh = [1, 1, 1, 0 or 1] and transB=1",
+                             ORT_INVALID_ARGUMENT);
     }
   } catch (const Ort::Exception& e) {
     throw Ort::Exception(node_ + ": " + e.what(), ORT_INVALID_ARGUMENT);
@@ -242,10 +247,16 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   CanonicalShape c;
   try {
     c = Canonicalize(a.shape, b.shape, trans_b_, bias.present ? &bias.shape : nullptr,
-                     mask.present ? &mask.shape : nullptr, attention_ ? &v.shape : nullptr, bsnh_);
+                     mask.present ? &mask.shape : nullptr, attention_ ? &v.shape : nullptr, bsnh_, packed_qkv_);
   } catch (const ShapeError& e) {
     return fail(e.what());
   }
+  if (packed_qkv_ && (a.data != b.data || a.data != v.data))
+    return fail("attribute packed_qkv: Q, K and V must be the same tensor [batch, sequence, 3, heads, head size] "
+                "(give its name as all three inputs)");
+  // packed_qkv: K and V start k_offset and v_offset elements into the one tensor (2-byte elements)
+  const void* k_in = static_cast<const char*>(b.data) + c.k_offset * 2;
+  const void* v_in = static_cast<const char*>(v.data) + c.v_offset * 2;
 
   Ort::UnownedValue out = ctx.GetOutput(0, c.out_shape);
   // empty output: nothing to compute (FusedAttention's N = 0 is not: every row is fully masked, O is zeros)
@@ -258,8 +269,8 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   key.mask = !mask.present ? "none" : mask.type == kBool ? "bool" : "add";
   key.causal = causal_;
   const Sizes sizes = c.sizes();
-  uintptr_t bits = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(b.data) |
-                   reinterpret_cast<uintptr_t>(v.data) | reinterpret_cast<uintptr_t>(bias.data) |
+  uintptr_t bits = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(k_in) |
+                   reinterpret_cast<uintptr_t>(v_in) | reinterpret_cast<uintptr_t>(bias.data) |
                    reinterpret_cast<uintptr_t>(mask.data) | reinterpret_cast<uintptr_t>(out.GetTensorMutableRawData()) |
                    uintptr_t{256};
   const int64_t ptr_align = static_cast<int64_t>(bits & (~bits + 1));  // lowest set bit (absent inputs: null)
@@ -312,7 +323,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   // K == 0: A @ B is all zeros, but a reduction of extent 0 never runs its init. Feed K = 1 with zero rows
   // instead (A and B read a zero vector of max(M, N) elements through stride-0 batch dims).
   const void* a_data = a.data;
-  const void* b_data = b.data;
+  const void* b_data = k_in;
   int64_t k = c.k;
   std::vector<uint16_t> zeros;
   const size_t zero_count = static_cast<size_t>(std::max(c.m, c.n));
@@ -378,7 +389,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   View vb(b_data, dev, dt, trans_b_ ? std::array<int64_t, 4>{c.b0, c.b1, c.n, k} : std::array<int64_t, 4>{c.b0, c.b1, k, c.n},
           c.b_strides);
   std::optional<View> vv, vbias, vmask;
-  if (attention_) vv.emplace(v.data, dev, dt, std::array<int64_t, 4>{c.b0, c.b1, c.n, c.d}, *c.v_strides);
+  if (attention_) vv.emplace(v_in, dev, dt, std::array<int64_t, 4>{c.b0, c.b1, c.n, c.d}, *c.v_strides);
   if (bias.present) vbias.emplace(bias.data, dev, dt, std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.bias_strides);
   if (mask.present)
     vmask.emplace(mask.data, dev, DLType(mask.type), std::array<int64_t, 4>{c.b0, c.b1, c.m, c.n}, *c.mask_strides);
@@ -518,7 +529,17 @@ OrtStatusPtr ORT_API_CALL FusedOp::InferShape(const OrtCustomOp*, OrtShapeInferC
       }
       for (int i = 0; i < 4; ++i) bsnh[i] = bytes == sizeof(v) && v[i] == 1;
     }
-    auto swap12 = [](std::vector<Dim>& x, bool flagged) {
+    bool packed = false;  // packed_qkv: Q, K, V [batch, sequence, 3, heads, head size], each a BSNH slice
+    if (OrtStatus* st = api.ShapeInferContext_GetAttribute(ctx, "packed_qkv", &attr)) {
+      api.ReleaseStatus(st);
+    } else if (kAttention && attr != nullptr) {
+      int64_t v = 0;
+      size_t bytes = 0;
+      Ort::ThrowOnError(api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &v, sizeof(v), &bytes));
+      packed = v == 1;
+    }
+    auto swap12 = [packed](std::vector<Dim>& x, bool flagged) {
+      if (packed && x.size() == 5) x.erase(x.begin() + 2);
       if (flagged && x.size() == 4) std::swap(x[1], x[2]);
     };
     ONNXTensorElementDataType type{};
@@ -545,7 +566,7 @@ OrtStatusPtr ORT_API_CALL FusedOp::InferShape(const OrtCustomOp*, OrtShapeInferC
       swap12(v, bsnh[2]);
       if (v.size() < 2 || v.size() > rank) return nullptr;
       out[rank - 1] = v.back();
-      swap12(out, bsnh[3]);  // O as [batch, M, heads, D]
+      if (bsnh[3] && out.size() == 4) std::swap(out[1], out[2]);  // O as [batch, M, heads, D]
     }
     std::vector<int64_t> sizes;
     std::vector<const char*> syms;

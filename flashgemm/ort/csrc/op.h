@@ -43,6 +43,7 @@ class FusedKernel {
   bool trans_b_ = false, causal_ = false, verbose_ = false;
   bool zero_nan_rows_ = false;  // FusedAttention: a NaN row of P is 0 (the SDPA export's Where(IsNaN(P), 0, P))
   Bsnh bsnh_{false, false, false, false};  // FusedAttention: which of Q, K, V, O are [batch, seq, heads, head size]
+  bool packed_qkv_ = false;  // FusedAttention: Q, K, V one tensor [batch, seq, 3, heads, head size], given thrice
   // FLASHGEMM_VERBOSE: each (kernel, sizes) is reported once per node, not on every run.
   mutable std::mutex logged_mu_;
   mutable std::set<std::string> logged_;
