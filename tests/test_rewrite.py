@@ -628,3 +628,57 @@ def test_site_past_a_contrib_op_is_typed(tmp_path):
     report, _, dst = _rewrite_proto(m, tmp_path)
     assert len(report.fused) == 1, report.text()
     assert [n.op_type for n in onnx.load(str(dst)).graph.node] == ["Gelu", "FusedGemmSoftmax"]
+
+
+def _constant_mask_graph(kind: str) -> onnx.ModelProto:
+    """softmax(Q K^T * 0.125 + mask) with the mask transformers 5 writes for a model without padding (ViT):
+    Where(Expand(arange(S)[:, None] >= t, [B, 1, S, S]), 0, -65504) in float16, t a Constant 0 (kind "zeros"), a
+    graph input ("input"), or 3 (kind "partial": rows 0-2 masked)."""
+    t16 = TensorProto.FLOAT16
+    b, s, d = 2, 6, 16
+    thr = [] if kind == "input" else [helper.make_node("Constant", [], ["t"], value=helper.make_tensor(
+        "t", TensorProto.INT64, [], [3 if kind == "partial" else 0]))]
+    nodes = thr + [
+        helper.make_node("Constant", [], ["ar"], value=helper.make_tensor("ar", TensorProto.INT64, [1, 1, s, 1],
+                                                                            list(range(s)))),
+        helper.make_node("GreaterOrEqual", ["ar", "t"], ["ge"]),
+        helper.make_node("Constant", [], ["shp"], value=helper.make_tensor("shp", TensorProto.INT64, [4],
+                                                                             [b, 1, s, s])),
+        helper.make_node("Expand", ["ge", "shp"], ["keep"]),
+        helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", t16, [], [0.0])),
+        helper.make_node("Constant", [], ["low"], value=helper.make_tensor("low", t16, [], [-65504.0])),
+        helper.make_node("Where", ["keep", "zero", "low"], ["mask"]),
+        helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+        helper.make_node("Mul", ["S", "c"], ["Ss"]),
+        helper.make_node("Add", ["Ss", "mask"], ["Sm"]),
+        helper.make_node("Softmax", ["Sm"], ["P"], axis=-1)]
+    inputs = [helper.make_tensor_value_info(n, t16, [b, 2, s, d]) for n in ("Q", "K")]
+    if kind == "input":
+        inputs.append(helper.make_tensor_value_info("t", TensorProto.INT64, []))
+    init = [helper.make_tensor("c", t16, [], np.array([0.125], np.float16).view(np.uint16).tobytes(), raw=True)]
+    return helper.make_model(helper.make_graph(nodes, "mask", inputs, [helper.make_tensor_value_info("P", t16, None)],
+                                               initializer=init),
+                             opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("kind", ["zeros", "input", "partial"])
+def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
+    """A mask that is zeros everywhere and made of constants alone (transformers 5's for a model without padding)
+    is dropped from the fused site with the nodes that computed it; one that reads a graph input, or masks
+    something, stays. P matches the original graph either way."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_constant_mask_graph(kind), str(src))
+    report = rewrite.rewrite_file(src, dst)
+    assert len(report.fused) == 1, report.text()
+    assert report.constant_masks_dropped == int(kind == "zeros"), report.text()
+    (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedGemmSoftmax"]
+    assert len(node.input) == (2 if kind == "zeros" else 3)
+    assert rewrite.count_ops(dst, "Where") == int(kind != "zeros")
+    rng = np.random.default_rng(4)
+    feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
+    if kind == "input":
+        feeds["t"] = np.array(0, np.int64)
+    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)

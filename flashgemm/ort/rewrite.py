@@ -98,6 +98,7 @@ class Report:
     attention_left: list = dataclasses.field(default_factory=list)  # (site, why P was kept)
     heads_transposes: int = 0  # Transposes around FusedAttention absorbed into its BSNH views (fold_heads_transposes)
     qkv_packed: int = 0  # FusedAttention nodes whose Q, K, V projections became one MatMul (pack_qkv_projections)
+    constant_masks_dropped: int = 0  # all-zero biases / all-true masks made of constants (drop_constant_masks)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -115,7 +116,9 @@ class Report:
         lines = [f"{self.model}: {len(self.fused)} site(s) fused, {len(self.left_alone)} candidate site(s) left "
                  f"alone (scores dtype {self.dtype}); transB folded at {self.transb_folded}, "
                  f"query-side scale folded at {self.qscale_folded}"
-                 f"{f', key-side at {self.kscale_folded}' if self.kscale_folded else ''}"]
+                 f"{f', key-side at {self.kscale_folded}' if self.kscale_folded else ''}"
+                 + (f"; a bias of zeros or an all-true mask, made of constants, dropped at "
+                    f"{self.constant_masks_dropped}" if self.constant_masks_dropped else "")]
         for s in self.fused:
             d = s.details
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
@@ -150,7 +153,8 @@ class Report:
                 "left_alone": len(self.left_alone), "transb_folded": self.transb_folded,
                 "qscale_folded": self.qscale_folded, "kscale_folded": self.kscale_folded, "attention": self.attention,
                 "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
-                "qkv_packed": self.qkv_packed, "notes": self.notes,
+                "qkv_packed": self.qkv_packed,
+                "constant_masks_dropped": self.constant_masks_dropped, "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
 
@@ -838,6 +842,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     pattern.RewriteRuleSet([FoldBatchedTransposeB.rule(report)]).apply_to_model(model)
     pattern.RewriteRuleSet([FoldTransposeB.rule(report)]).apply_to_model(model)
     pattern.RewriteRuleSet([FoldQueryScale.rule(report)], commute=True).apply_to_model(model)
+    drop_constant_masks(model, report)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)
     for n in used_constants:
@@ -961,6 +966,77 @@ def _attention_obstacle(fgs: ir.Node, matmul: ir.Node, k=None) -> Optional[str]:
         return (f"K as [D, N] with N = {n}, not a multiple of {ATTENTION_N_MULTIPLE_KN} (the tensor-core kernels "
                 f"copy K's rows in 16 bytes)")
     return None
+
+
+CONSTANT_INPUT_LIMIT = (64, 1 << 24)  # the most nodes and elements drop_constant_masks evaluates for one input
+
+
+def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
+    """The value of `v` when it is computed from constants alone (initializers, Constant nodes; no graph input), by
+    a handful of standard ops (CONSTANT_INPUT_LIMIT), evaluated with onnx's reference evaluator; else None."""
+    import onnx  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    nodes, inits, todo = set(), {}, [v]
+    while todo:
+        x = todo.pop()
+        if x.is_graph_input():
+            return None
+        if x.const_value is not None:
+            inits[x.name] = x
+            continue
+        p = x.producer()
+        if p is None or p.domain not in ("", "ai.onnx") or any(
+                a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in p.attributes.values()):
+            return None
+        if p not in nodes:
+            nodes.add(p)
+            if len(nodes) > CONSTANT_INPUT_LIMIT[0]:
+                return None
+            todo += [i for i in p.inputs if i is not None]
+    order = [n for n in v.graph if n in nodes] if v.graph is not None else []
+    if len(order) != len(nodes):
+        return None
+    graph = onnx.helper.make_graph(
+        [ir.serde.serialize_node(n) for n in order], "constant", [],
+        [onnx.helper.make_empty_tensor_value_info(v.name)],
+        initializer=[ir.serde.serialize_tensor(x.const_value) for x in inits.values()])
+    for t, x in zip(graph.initializer, inits.values()):
+        t.name = x.name
+    try:
+        (out,) = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]))\
+            .run(None, {})
+    except Exception:  # noqa: BLE001  (an op the reference evaluator lacks, or fails on: leave the input)
+        return None
+    out = np.asarray(out)
+    return out if out.size <= CONSTANT_INPUT_LIMIT[1] else None
+
+
+def drop_constant_masks(model: ir.Model, report: Report) -> None:
+    """A fused site's bias (or additive mask) that is zeros everywhere, or a boolean mask that keeps everything,
+    computed from constants alone: dropped. Exporters write one for a model without padding (transformers 5's
+    bidirectional mask for ViT: Where(arange(S) >= 0, 0, -65504), expanded to [B, 1, S, S]); ONNX Runtime cannot
+    constant-fold it (fp16 Where has no CPU kernel), so every Run would compute it and every site read it."""
+    opset = model.opset_imports.get("", 17)
+    seen = {}
+    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        for slot in (2, 3):  # bias, mask
+            x = node.inputs[slot] if len(node.inputs) > slot else None
+            if x is None:
+                continue
+            if x.name not in seen:
+                seen[x.name] = _constant_value(x, opset)
+            val = seen[x.name]
+            if val is None or not (np.all(val) if val.dtype == np.bool_ else np.all(val == 0)):
+                continue
+            node.replace_input_with(slot, None)
+            report.constant_masks_dropped += 1
+        inputs = list(node.inputs)
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        if len(inputs) != len(node.inputs):
+            node.resize_inputs(len(inputs))
+    if report.constant_masks_dropped:  # the masks' computations, unless something else reads them
+        RemoveUnusedNodesPass()(model)
 
 
 def fuse_attention(model: ir.Model, report: Report) -> None:
