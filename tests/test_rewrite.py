@@ -672,6 +672,7 @@ def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
     report = rewrite.rewrite_file(src, dst)
     assert len(report.fused) == 1, report.text()
     assert report.constant_masks_dropped == int(kind == "zeros"), report.text()
+    assert ("(bias dropped: zeros made of constants)" in report.text()) == (kind == "zeros")
     (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedGemmSoftmax"]
     assert len(node.input) == (2 if kind == "zeros" else 3)
     assert rewrite.count_ops(dst, "Where") == int(kind != "zeros")

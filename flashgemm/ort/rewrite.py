@@ -124,7 +124,8 @@ class Report:
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
                          f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
-                         f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}")
+                         f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
+                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -1023,13 +1024,16 @@ def drop_constant_masks(model: ir.Model, report: Report) -> None:
             x = node.inputs[slot] if len(node.inputs) > slot else None
             if x is None:
                 continue
-            if x.name not in seen:
-                seen[x.name] = _constant_value(x, opset)
-            val = seen[x.name]
+            if id(x) not in seen:
+                seen[id(x)] = _constant_value(x, opset)
+            val = seen[id(x)]
             if val is None or not (np.all(val) if val.dtype == np.bool_ else np.all(val == 0)):
                 continue
             node.replace_input_with(slot, None)
             report.constant_masks_dropped += 1
+            site = _site_of(report, node)
+            if site is not None:
+                site.details.setdefault("dropped", []).append("bias" if slot == 2 else "mask")
         inputs = list(node.inputs)
         while inputs and inputs[-1] is None:
             inputs.pop()
