@@ -1080,6 +1080,29 @@ def _heads_transpose(node: Optional[ir.Node]) -> bool:
     return perm is not None and list(perm.as_ints()) == HEADS_PERM
 
 
+def _read_shape_from(graph: ir.Graph, shape_node: ir.Node, source: ir.Value, positions: list, tag: str) -> None:
+    """Shape(x)[start:end] of a rank-4 x whose dims are dims `positions` of `source` -> Gather(Shape(source), those
+    positions) (the same int64 values), so that the Shape no longer reads x. tag names the new nodes."""
+    start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", 4)
+    start, end = (min(max(v + 4 if v < 0 else v, 0), 4) for v in (start, end))
+    base = shape_node.name or "shape"
+    name = f"{base}_{tag}_dims"
+    while name in graph.initializers:  # (unnamed or like-named Shape nodes)
+        name += "_"
+    dims = ir.Value(name=name, const_value=ir.tensor(np.array(positions[start:end], dtype=np.int64)))
+    graph.register_initializer(dims)
+    shp = ir.Node("", "Shape", [source], name=f"{base}_of_{tag}", num_outputs=1)
+    gather = ir.Node("", "Gather", [shp.outputs[0], dims], attributes=[ir.AttrInt64("axis", 0)],
+                     name=f"{base}_{tag}_gather", num_outputs=1)
+    graph.insert_before(shape_node, [shp, gather])
+    old = shape_node.outputs[0]
+    gather.outputs[0].shape, gather.outputs[0].dtype = old.shape, old.dtype
+    old.replace_all_uses_with(gather.outputs[0], replace_graph_outputs=True)
+    name = old.name
+    graph.remove(shape_node, safe=True)
+    gather.outputs[0].name = name
+
+
 def _shapes_through(graph: ir.Graph, t: ir.Node, keep: ir.Node) -> bool:
     """Whether every consumer of Transpose `t`'s output but `keep` is a Shape node; if so, each becomes
     Gather(Shape(X), its dims' positions in X) of `t`'s input X (the same int64 values), so that only `keep` reads
@@ -1089,24 +1112,7 @@ def _shapes_through(graph: ir.Graph, t: ir.Node, keep: ir.Node) -> bool:
     if any(n.op_type != "Shape" or n.domain != "" for n in others):
         return False
     for shape_node in others:
-        start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", 4)
-        start, end = (min(max(x + 4 if x < 0 else x, 0), 4) for x in (start, end))
-        base = shape_node.name or "shape"
-        name = f"{base}_heads_dims"
-        while name in graph.initializers:  # (unnamed or like-named Shape nodes)
-            name += "_"
-        dims = ir.Value(name=name, const_value=ir.tensor(np.array(HEADS_PERM[start:end], dtype=np.int64)))
-        graph.register_initializer(dims)
-        shp = ir.Node("", "Shape", [t.inputs[0]], name=f"{base}_of_bsnh", num_outputs=1)
-        gather = ir.Node("", "Gather", [shp.outputs[0], dims], attributes=[ir.AttrInt64("axis", 0)],
-                         name=f"{base}_heads_gather", num_outputs=1)
-        graph.insert_before(shape_node, [shp, gather])
-        old = shape_node.outputs[0]
-        gather.outputs[0].shape, gather.outputs[0].dtype = old.shape, old.dtype
-        old.replace_all_uses_with(gather.outputs[0], replace_graph_outputs=True)
-        name = old.name
-        graph.remove(shape_node, safe=True)
-        gather.outputs[0].name = name
+        _read_shape_from(graph, shape_node, t.inputs[0], HEADS_PERM, "heads")
     return True
 
 
@@ -1278,7 +1284,7 @@ def pack_qkv_projections(model: ir.Model, report: Report) -> None:
         model.graph.insert_before(attn, new)
         for i, f in enumerate(found):
             for shape_node in f[4]:
-                _read_shape_of_packed(model.graph, shape_node, packed)
+                _read_shape_from(model.graph, shape_node, packed, QKV_DIMS, "qkv")
             attn.replace_input_with(i, packed)
             for node in f[5]:  # Reshape, [Add], MatMul: consumer first
                 model.graph.remove(node, safe=True)
@@ -1290,28 +1296,6 @@ def pack_qkv_projections(model: ir.Model, report: Report) -> None:
         for name, v in list(model.graph.initializers.items()):
             if not v.uses() and not v.is_graph_input() and v not in outputs:
                 del model.graph.initializers[name]
-
-
-def _read_shape_of_packed(graph: ir.Graph, shape_node: ir.Node, packed: ir.Value) -> None:
-    """Shape(Q|K|V)[start:end] -> Gather(Shape(packed), those dims' positions in it) (the same int64 values)."""
-    start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", 4)
-    start, end = (min(max(v + 4 if v < 0 else v, 0), 4) for v in (start, end))
-    base = shape_node.name or "shape"
-    name = f"{base}_qkv_dims"
-    while name in graph.initializers:
-        name += "_"
-    dims = ir.Value(name=name, const_value=ir.tensor(np.array(QKV_DIMS[start:end], dtype=np.int64)))
-    graph.register_initializer(dims)
-    shp = ir.Node("", "Shape", [packed], name=f"{base}_of_qkv", num_outputs=1)
-    gather = ir.Node("", "Gather", [shp.outputs[0], dims], attributes=[ir.AttrInt64("axis", 0)],
-                     name=f"{base}_qkv_gather", num_outputs=1)
-    graph.insert_before(shape_node, [shp, gather])
-    old = shape_node.outputs[0]
-    gather.outputs[0].shape, gather.outputs[0].dtype = old.shape, old.dtype
-    old.replace_all_uses_with(gather.outputs[0], replace_graph_outputs=True)
-    name = old.name
-    graph.remove(shape_node, safe=True)
-    gather.outputs[0].name = name
 
 
 class ModelFileError(ValueError):
