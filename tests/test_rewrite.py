@@ -631,9 +631,10 @@ def test_site_past_a_contrib_op_is_typed(tmp_path):
 
 
 def _constant_mask_graph(kind: str) -> onnx.ModelProto:
-    """softmax(Q K^T * 0.125 + mask) with the mask transformers 5 writes for a model without padding (ViT):
-    Where(Expand(arange(S)[:, None] >= t, [B, 1, S, S]), 0, -65504) in float16, t a Constant 0 (kind "zeros"), a
-    graph input ("input"), or 3 (kind "partial": rows 0-2 masked)."""
+    """softmax(Q K^T * 0.125 + mask) with the mask transformers 5 writes for a model without padding (ViT), as the
+    TorchScript exporter writes it: Where(Expand(arange(S)[:, None] >= t, shape), 0, -65504) in float16, shape the
+    exporter's Where(Equal) computation of [B, 1, S, S], t a Constant 0 (kind "zeros"), a graph input ("input"), or 3
+    (kind "partial": rows 0-2 masked)."""
     t16 = TensorProto.FLOAT16
     b, s, d = 2, 6, 16
     thr = [] if kind == "input" else [helper.make_node("Constant", [], ["t"], value=helper.make_tensor(
@@ -642,8 +643,16 @@ def _constant_mask_graph(kind: str) -> onnx.ModelProto:
         helper.make_node("Constant", [], ["ar"], value=helper.make_tensor("ar", TensorProto.INT64, [1, 1, s, 1],
                                                                             list(range(s)))),
         helper.make_node("GreaterOrEqual", ["ar", "t"], ["ge"]),
-        helper.make_node("Constant", [], ["shp"], value=helper.make_tensor("shp", TensorProto.INT64, [4],
-                                                                             [b, 1, s, s])),
+        # the exporter's expand(b, -1, s, s): Where(shape == -1, 1, shape), the -1s made by ConstantOfShape * -1
+        helper.make_node("Constant", [], ["want"], value=helper.make_tensor("want", TensorProto.INT64, [4],
+                                                                              [b, -1, s, s])),
+        helper.make_node("Constant", [], ["four"], value=helper.make_tensor("four", TensorProto.INT64, [1], [4])),
+        helper.make_node("ConstantOfShape", ["four"], ["ones"],
+                         value=helper.make_tensor("one", TensorProto.INT64, [1], [1])),
+        helper.make_node("Constant", [], ["neg"], value=helper.make_tensor("neg", TensorProto.INT64, [], [-1])),
+        helper.make_node("Mul", ["ones", "neg"], ["negs"]),
+        helper.make_node("Equal", ["want", "negs"], ["is_neg"]),
+        helper.make_node("Where", ["is_neg", "ones", "want"], ["shp"]),
         helper.make_node("Expand", ["ge", "shp"], ["keep"]),
         helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", t16, [], [0.0])),
         helper.make_node("Constant", [], ["low"], value=helper.make_tensor("low", t16, [], [-65504.0])),
@@ -675,7 +684,7 @@ def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
     assert ("(bias dropped: zeros made of constants)" in report.text()) == (kind == "zeros")
     (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedGemmSoftmax"]
     assert len(node.input) == (2 if kind == "zeros" else 3)
-    assert rewrite.count_ops(dst, "Where") == int(kind != "zeros")
+    assert rewrite.count_ops(dst, "Where") == (0 if kind == "zeros" else 2)  # the mask's and its shape's
     rng = np.random.default_rng(4)
     feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
     if kind == "input":

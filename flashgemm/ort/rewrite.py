@@ -974,9 +974,13 @@ CONSTANT_INPUT_LIMIT = (64, 1 << 24)  # the most nodes and elements drop_constan
 
 def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
     """The value of `v` when it is computed from constants alone (initializers, Constant nodes; no graph input), by
-    a handful of standard ops (CONSTANT_INPUT_LIMIT), evaluated with onnx's reference evaluator; else None."""
+    a handful of standard ops, into a tensor of known static shape (CONSTANT_INPUT_LIMIT), evaluated with onnx's
+    reference evaluator; else None."""
     import onnx  # noqa: PLC0415
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    shape = _shape(v)  # bounded before anything is computed: a static shape of at most the limit's elements
+    if shape is None or not all(isinstance(d, int) for d in shape) or math.prod(shape) > CONSTANT_INPUT_LIMIT[1]:
+        return None
     nodes, inits, todo = set(), {}, [v]
     while todo:
         x = todo.pop()
@@ -1008,8 +1012,7 @@ def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
             .run(None, {})
     except Exception:  # noqa: BLE001  (an op the reference evaluator lacks, or fails on: leave the input)
         return None
-    out = np.asarray(out)
-    return out if out.size <= CONSTANT_INPUT_LIMIT[1] else None
+    return np.asarray(out)
 
 
 def drop_constant_masks(model: ir.Model, report: Report) -> None:
