@@ -87,6 +87,32 @@ def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=N
 HEADS = (0, 2, 1, 3)  # [batch, sequence, heads, head size] <-> [batch, heads, sequence, head size]
 
 
+def check_in_place(sess_opts, device, v: Variant, feeds, shapes, x, flags, rng, packed_qkv=0):
+    """FusedAttention on `feeds` (Q, K and V as the op reads them in place, of `shapes`: BSNH where `flags` says, or
+    one packed tensor), with a bias [B, 1, 1, N] and a mask [B, 1, M, N] where v has them, against the reference on
+    x, the same Q, K and V as [batch, heads, sequence, head size] (O transposed to BSNH where flags[3])."""
+    b, _, m, d = x["Q"].shape
+    n = x["V"].shape[2]
+    if v.has_bias:
+        feeds["bias"] = rng.standard_normal((b, 1, 1, n)).astype(NP[v.dtype])
+    mask = _mask(v, (b, 1, m, n), rng)
+    if mask is not None:
+        with np.errstate(over="ignore"):
+            feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(NP[v.dtype])
+    model = make_attention_model(v.dtype, *shapes, feeds["bias"].shape if v.has_bias else None,
+                                 None if mask is None else mask.shape,
+                                 None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
+                                 scale=d ** -0.5, trans_b=int(v.trans_b), causal=int(v.causal), bsnh=flags,
+                                 packed_qkv=packed_qkv)
+    (o,) = run(session(sess_opts, device, model), feeds)
+    ref = fused_attention_ref(x["Q"], x["K"], x["V"], feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5,
+                              trans_b=v.trans_b, causal=v.causal)
+    if flags[3]:
+        ref = ref.transpose(HEADS)
+    assert o.shape == ref.shape, (o.shape, ref.shape)
+    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+
+
 @pytest.mark.parametrize("v, flags, sizes", [
     (VARIANTS[0], (1, 1, 1, 1), (2, 3, 9, 21, 64)), (VARIANTS[0], (1, 0, 1, 0), (2, 3, 70, 130, 64)),
     (VARIANTS[0], (0, 1, 0, 1), (1, 4, 1, 33, 64)), (VARIANTS[5], (1, 1, 1, 1), (2, 2, 65, 65, 128)),
@@ -98,28 +124,11 @@ def test_bsnh_tensors(sess_opts, device, v, flags, sizes):
     ragged M and N past the tiles, a bias [B, 1, 1, N], an additive mask [B, 1, M, N], causal, K as [D, N])."""
     b, h, m, n, d = sizes
     rng = np.random.default_rng(sum(sizes))
-    dt = NP[v.dtype]
     logical = {"Q": (b, h, m, d), "K": (b, h, n, d) if v.trans_b else (b, h, d, n), "V": (b, h, n, d)}
-    x = {name: rng.standard_normal(shape).astype(dt) for name, shape in logical.items()}
+    x = {name: rng.standard_normal(shape).astype(NP[v.dtype]) for name, shape in logical.items()}
     feeds = {name: np.ascontiguousarray(x[name].transpose(HEADS)) if f else x[name]
              for name, f in zip(("Q", "K", "V"), flags)}
-    if v.has_bias:
-        feeds["bias"] = rng.standard_normal((b, 1, 1, n)).astype(dt)
-    mask = _mask(v, (b, 1, m, n), rng)
-    if mask is not None:
-        with np.errstate(over="ignore"):
-            feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(dt)
-    model = make_attention_model(v.dtype, feeds["Q"].shape, feeds["K"].shape, feeds["V"].shape,
-                                 feeds["bias"].shape if v.has_bias else None, None if mask is None else mask.shape,
-                                 None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
-                                 scale=d ** -0.5, trans_b=int(v.trans_b), causal=int(v.causal), bsnh=flags)
-    (o,) = run(session(sess_opts, device, model), feeds)
-    ref = fused_attention_ref(x["Q"], x["K"], x["V"], feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5,
-                              trans_b=v.trans_b, causal=v.causal)
-    if flags[3]:
-        ref = ref.transpose(HEADS)
-    assert o.shape == ref.shape, (o.shape, ref.shape)
-    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+    check_in_place(sess_opts, device, v, feeds, [feeds[name].shape for name in ("Q", "K", "V")], x, flags, rng)
 
 
 def test_bsnh_errors(sess_opts, device):
@@ -151,28 +160,9 @@ def test_packed_qkv_tensor(sess_opts, device, v, o_flag, sizes):
     head size] (ragged lengths past the tiles, causal, a bias and masks, bf16, head sizes 32, 64 and 128)."""
     b, h, s, d = sizes
     rng = np.random.default_rng(sum(sizes))
-    dt = NP[v.dtype]
-    qkv = rng.standard_normal((b, s, 3, h, d)).astype(dt)
-    q, k, vv = (np.ascontiguousarray(qkv[:, :, i].transpose(HEADS)) for i in range(3))
-    feeds = {"QKV": qkv}
-    if v.has_bias:
-        feeds["bias"] = rng.standard_normal((b, 1, 1, s)).astype(dt)
-    mask = _mask(v, (b, 1, s, s), rng)
-    if mask is not None:
-        with np.errstate(over="ignore"):
-            feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(dt)
-    model = make_attention_model(v.dtype, qkv.shape, qkv.shape, qkv.shape, feeds["bias"].shape if v.has_bias else None,
-                                 None if mask is None else mask.shape,
-                                 None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
-                                 scale=d ** -0.5, trans_b=1, causal=int(v.causal), bsnh=(1, 1, 1, o_flag),
-                                 packed_qkv=1)
-    (o,) = run(session(sess_opts, device, model), feeds)
-    ref = fused_attention_ref(q, k, vv, feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5, trans_b=True,
-                              causal=v.causal)
-    if o_flag:
-        ref = ref.transpose(HEADS)
-    assert o.shape == ref.shape, (o.shape, ref.shape)
-    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
+    qkv = rng.standard_normal((b, s, 3, h, d)).astype(NP[v.dtype])
+    x = {name: np.ascontiguousarray(qkv[:, :, i].transpose(HEADS)) for i, name in enumerate(("Q", "K", "V"))}
+    check_in_place(sess_opts, device, v, {"QKV": qkv}, [qkv.shape] * 3, x, (1, 1, 1, o_flag), rng, packed_qkv=1)
 
 
 def test_packed_qkv_errors(sess_opts, device):

@@ -1117,6 +1117,34 @@ def canonical_cli(tmp_path_factory):
     return native.build_dir() / native.CANONICAL_CLI
 
 
+def _cli_line(c, fields: int) -> str:
+    """canonical_cli's answer for Python's canonical shapes c: FusedGemmSoftmax's fields, then the first `fields` of
+    FusedAttention's (V's strides and D; O's strides; K's and V's offsets into a packed tensor)."""
+    j = lambda t: "none" if t is None else ",".join(map(str, t))  # noqa: E731
+    parts = [j(c.sizes), j(c.out_shape), j(c.a_strides), j(c.b_strides), j(c.bias_strides), j(c.mask_strides)]
+    parts += [f"{j(c.v_strides)};{c.d}", j(c.out_strides), f"{c.k_offset},{c.v_offset}"][:fields]
+    return "ok " + ";".join(parts)
+
+
+def _cli_refusals(cli, cases, rows, canon, fields: int = 0) -> int:
+    """Feeds `rows` (canonical_cli's input, a line a case) to the C++ driver and checks each answer against `canon`
+    (Python's canonicalize of a case): the same shapes and strides (_cli_line), or the same error. Returns how many
+    cases both refused."""
+    lines = subprocess.run([str(cli)], input="".join(r + "\n" for r in rows), capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert len(lines) == len(cases)
+    n_err = 0
+    for case, line in zip(cases, lines):
+        try:
+            c = canon(*case)
+        except ShapeError as e:
+            n_err += 1
+            assert line == f"err {e}", case
+            continue
+        assert line == _cli_line(c, fields), case
+    return n_err
+
+
 def test_canonical_cpp_matches_python(canonical_cli):
     rng = random.Random(0)
     cases = [_random_case(rng) for _ in range(3000)] + [
@@ -1126,25 +1154,9 @@ def test_canonical_cpp_matches_python(canonical_cli):
         ([3], [3, 4], False, None, None), ([2, 3], [3], False, None, None),
         ([2, 3], [3, 4], False, [], [1, 1, 1]),
     ]
-    cli = canonical_cli
-    stdin = "".join(f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)}\n" for a, b, tb, bias, mask in cases)
-    lines = subprocess.run([str(cli)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
-    assert len(lines) == len(cases)
-    n_err = 0
-    for (a, b, tb, bias, mask), line in zip(cases, lines):
-        try:
-            c = canonicalize(a, b, tb, bias, mask)
-        except ShapeError as e:
-            n_err += 1
-            assert line == f"err {e}", (a, b, tb, bias, mask)
-            continue
-        j = lambda t: ",".join(map(str, t))  # noqa: E731
-        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
-                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
-                  f"{'none' if c.mask_strides is None else j(c.mask_strides)}")
-        assert line == expect, (a, b, tb, bias, mask)
+    rows = [f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)}" for a, b, tb, bias, mask in cases]
+    n_err = _cli_refusals(canonical_cli, cases, rows, canonicalize)
     assert 50 < n_err < len(cases) - 1000  # both paths exercised
-
 
 
 def test_canonical_cpp_matches_python_with_v(canonical_cli):
@@ -1161,24 +1173,9 @@ def test_canonical_cpp_matches_python_with_v(canonical_cli):
         elif rng.random() < 0.05:
             v = [5] + v
         cases.append((a, b, tb, bias, mask, v))
-    stdin = "".join(f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)};{_fmt(v)}\n"
-                    for a, b, tb, bias, mask, v in cases)
-    lines = subprocess.run([str(canonical_cli)], input=stdin, capture_output=True, text=True,
-                           check=True).stdout.splitlines()
-    assert len(lines) == len(cases)
-    n_err = 0
-    j = lambda t: ",".join(map(str, t))  # noqa: E731
-    for case, line in zip(cases, lines):
-        try:
-            c = canonicalize(*case[:5], v_shape=case[5])
-        except ShapeError as e:
-            n_err += 1
-            assert line == f"err {e}", case
-            continue
-        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
-                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
-                  f"{'none' if c.mask_strides is None else j(c.mask_strides)};{j(c.v_strides)};{c.d}")
-        assert line == expect, case
+    rows = [f"{_fmt(a)};{_fmt(b)};{int(tb)};{_fmt(bias)};{_fmt(mask)};{_fmt(v)}" for a, b, tb, bias, mask, v in cases]
+    n_err = _cli_refusals(canonical_cli, cases, rows,
+                          lambda a, b, tb, bias, mask, v: canonicalize(a, b, tb, bias, mask, v_shape=v), fields=1)
     assert 50 < n_err < len(cases) - 500  # both paths exercised
 
 
@@ -1210,25 +1207,10 @@ def test_canonical_cpp_matches_python_bsnh(canonical_cli):
     """FusedAttention's BSNH tensors (attribute bsnh): the two ports agree on shapes, strides and refusals."""
     rng = random.Random(2)
     cases = [_bsnh_case(rng) for _ in range(1500)]
-    stdin = "".join(f"{_fmt(q)};{_fmt(k)};{tb};{_fmt(bias)};{_fmt(mask)};{_fmt(v)};{_fmt(flags)}\n"
-                    for q, k, tb, bias, mask, v, flags in cases)
-    lines = subprocess.run([str(canonical_cli)], input=stdin, capture_output=True, text=True,
-                           check=True).stdout.splitlines()
-    assert len(lines) == len(cases)
-    n_err = 0
-    j = lambda t: ",".join(map(str, t))  # noqa: E731
-    for (q, k, tb, bias, mask, v, flags), line in zip(cases, lines):
-        try:
-            c = canonicalize(q, k, tb, bias, mask, v_shape=v, bsnh=flags)
-        except ShapeError as e:
-            n_err += 1
-            assert line == f"err {e}", (q, k, tb, bias, mask, v, flags)
-            continue
-        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
-                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
-                  f"{'none' if c.mask_strides is None else j(c.mask_strides)};{j(c.v_strides)};{c.d};"
-                  f"{j(c.out_strides)}")
-        assert line == expect, (q, k, tb, bias, mask, v, flags)
+    rows = [f"{_fmt(q)};{_fmt(k)};{tb};{_fmt(bias)};{_fmt(mask)};{_fmt(v)};{_fmt(flags)}"
+            for q, k, tb, bias, mask, v, flags in cases]
+    n_err = _cli_refusals(canonical_cli, cases, rows, lambda q, k, tb, bias, mask, v, flags: canonicalize(
+        q, k, tb, bias, mask, v_shape=v, bsnh=flags), fields=2)
     assert 50 < n_err < len(cases) - 500  # both paths exercised
 
 
@@ -1257,25 +1239,10 @@ def test_canonical_cpp_matches_python_packed_qkv(canonical_cli):
     """packed_qkv: the two ports agree on shapes, strides, K's and V's offsets and refusals."""
     rng = random.Random(3)
     cases = [_packed_case(rng) for _ in range(800)]
-    stdin = "".join(f"{_fmt(q)};{_fmt(k)};1;{_fmt(bias)};{_fmt(mask)};{_fmt(v)};{_fmt(flags)};1\n"
-                    for q, k, bias, mask, v, flags in cases)
-    lines = subprocess.run([str(canonical_cli)], input=stdin, capture_output=True, text=True,
-                           check=True).stdout.splitlines()
-    assert len(lines) == len(cases)
-    n_err = 0
-    j = lambda t: ",".join(map(str, t))  # noqa: E731
-    for (q, k, bias, mask, v, flags), line in zip(cases, lines):
-        try:
-            c = canonicalize(q, k, True, bias, mask, v_shape=v, bsnh=flags, packed_qkv=True)
-        except ShapeError as e:
-            n_err += 1
-            assert line == f"err {e}", (q, k, bias, mask, v, flags)
-            continue
-        expect = (f"ok {j(c.sizes)};{j(c.out_shape)};{j(c.a_strides)};{j(c.b_strides)};"
-                  f"{'none' if c.bias_strides is None else j(c.bias_strides)};"
-                  f"{'none' if c.mask_strides is None else j(c.mask_strides)};{j(c.v_strides)};{c.d};"
-                  f"{j(c.out_strides)};{c.k_offset},{c.v_offset}")
-        assert line == expect, (q, k, bias, mask, v, flags)
+    rows = [f"{_fmt(q)};{_fmt(k)};1;{_fmt(bias)};{_fmt(mask)};{_fmt(v)};{_fmt(flags)};1"
+            for q, k, bias, mask, v, flags in cases]
+    n_err = _cli_refusals(canonical_cli, cases, rows, lambda q, k, bias, mask, v, flags: canonicalize(
+        q, k, True, bias, mask, v_shape=v, bsnh=flags, packed_qkv=True), fields=3)
     assert 30 < n_err < len(cases) - 500  # both paths exercised
 
 
