@@ -195,6 +195,25 @@ def _fmt(shape) -> str:
     return "?" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def _constant_array(v: Optional[ir.Value]) -> Optional[np.ndarray]:
+    """The value of a constant (an initializer that is not a graph input, a Constant node, either through an
+    Identity, as the TorchScript exporter writes biases), else None."""
+    for _ in range(2):
+        if v is None or v.is_graph_input():
+            return None
+        if v.const_value is not None:
+            return v.const_value.numpy()
+        p = v.producer()
+        if p is None or p.domain != "":
+            return None
+        if p.op_type == "Constant" and "value" in p.attributes:
+            return p.attributes["value"].as_tensor().numpy()
+        if p.op_type != "Identity":
+            return None
+        v = p.inputs[0]
+    return None
+
+
 def _constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
     """The value of a one-element constant (initializer or Constant, not a graph input); raises SiteRejected."""
     if v is None:
@@ -205,12 +224,12 @@ def _constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
     if producer is not None:
         from onnxscript import optimizer  # noqa: PLC0415
         optimizer.basic_constant_propagation([producer])
-    if v.const_value is None:
-        _fail(f"{what} ({v.name}) is not a constant", v)
     try:
-        arr = v.const_value.numpy()
+        arr = _constant_array(v)
     except Exception:  # noqa: BLE001  (external data not available)
         _fail(f"{what} ({v.name}): its value cannot be read", v)
+    if arr is None:
+        _fail(f"{what} ({v.name}) is not a constant", v)
     if arr.size != 1:
         _fail(f"{what} ({v.name}) has shape {list(arr.shape)}, not a single element", v)
     if arr.ndim > max_rank:
@@ -1167,25 +1186,6 @@ def fold_heads_transposes(model: ir.Model, report: Report) -> None:
         if any(flags):
             attn.attributes["bsnh"] = ir.AttrInt64s("bsnh", flags)
             report.heads_transposes += sum(flags)
-
-
-def _constant_array(v: Optional[ir.Value]) -> Optional[np.ndarray]:
-    """The value of a constant (an initializer that is not a graph input, a Constant node, either through an
-    Identity, as the TorchScript exporter writes biases), else None."""
-    for _ in range(2):
-        if v is None or v.is_graph_input():
-            return None
-        if v.const_value is not None:
-            return v.const_value.numpy()
-        p = v.producer()
-        if p is None or p.domain != "":
-            return None
-        if p.op_type == "Constant" and "value" in p.attributes:
-            return p.attributes["value"].as_tensor().numpy()
-        if p.op_type != "Identity":
-            return None
-        v = p.inputs[0]
-    return None
 
 
 def _projection(x: ir.Value, outputs: set):
