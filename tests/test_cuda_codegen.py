@@ -257,6 +257,13 @@ def test_generic_builds(results, arch):
         assert r["fatbin_archs"] and all(a == sm for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
+def _attention_epilogue_ok(src: str):
+    """O's epilogue: a division a row (its reciprocal), not one an element (IEEE division with its slow path), and a
+    thread's two adjacent columns in one 32-bit store."""
+    assert 0 < src.count("/ l_run_ptr[") <= 4, src.count("/ l_run_ptr[")
+    assert "O32_ptr[" in src
+
+
 # FusedAttention's tensor-core kernel (flashgemm/kernel/fused_attention_mma.py): one variant and head size per arch
 ATTENTION_MMA_CASES = [
     ("sm_80", {"dtype": "float16", "trans_b": True}, 64),
@@ -276,6 +283,7 @@ def test_attention_mma_builds(results, case):
     assert src.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32") > 0
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
+    _attention_epilogue_ok(src)
     assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
@@ -299,6 +307,7 @@ def test_attention_wgmma_builds(results, case):
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{d}k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, \{{", src)
     assert "fence.proxy.async.shared::cta" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
+    _attention_epilogue_ok(src)
     assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 

@@ -38,11 +38,13 @@ def zero_row(row_sum, zero_nan_rows):
     return tvm.tirx.Or(row_sum == T.float32(0), tvm.tirx.And(zero_nan_rows != 0, T.isnan(row_sum)))
 
 
-def zero_or_o(o_acc, row_sum, zero_nan_rows):
-    """O's element from its accumulator: o_acc / row_sum, or for a zero row (zero_row; its o_acc summed 0 * V
-    only, or finite multiples of V) 0 * V: 0, NaN where o_acc is not finite."""
+def zero_or_o(o_acc, row_sum, zero_nan_rows, inv_row_sum=None):
+    """O's element from its accumulator: o_acc / row_sum (o_acc * inv_row_sum where the caller has the row's
+    reciprocal: a row's elements then cost a multiply each, not a division), or for a zero row (zero_row; its o_acc
+    summed 0 * V only, or finite multiples of V) 0 * V: 0, NaN where o_acc is not finite."""
     return T.Select(zero_row(row_sum, zero_nan_rows),
-                    T.Select(T.isfinite(o_acc), T.float32(0), T.float32(math.nan)), o_acc / row_sum)
+                    T.Select(T.isfinite(o_acc), T.float32(0), T.float32(math.nan)),
+                    o_acc / row_sum if inv_row_sum is None else o_acc * inv_row_sum)
 
 
 def zeroed(e, zero_nan_rows):

@@ -216,32 +216,52 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
         rescale_o(o_acc, alpha)
 
     @T.macro
-    def store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid, zero_nan_rows):
-        """O = O / l (quad sum), NaN where l is; a zero row (zero_row: fully masked, or NaN with zero_nan_rows) is
-        the unfused graph's 0 * V: its accumulator summed only 0 * V, so it is 0, or non-finite in a column of V
-        holding a NaN or inf. Causal: the chunks past the tile's diagonal were skipped, but 0 * V is still NaN in each
-        column of V holding a NaN or inf from row n_end on (V_last)."""
+    def find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid):
+        """Causal: v_bad[c] = 1 where V's column c holds a NaN or inf in a row from n_end on (V_last's bands; the
+        tile's chunks skip those rows). Run before the chunks, so that the loads' latency hides behind theirs;
+        store_o reads v_bad after a barrier."""
         if causal:
             for i in T.serial((D - tid + NT - 1) // NT):
-                v_bad[i * NT + tid] = 0
-                for band in T.serial(V_SPLITS):
-                    if V_last[band, b0, b1, i * NT + tid] > n_end:
-                        v_bad[i * NT + tid] = 1
+                v_last[0] = 0
+                for band in T.unroll(V_SPLITS):
+                    v_last[0] = T.max(v_last[0], V_last[band, b0, b1, i * NT + tid])
+                v_bad[i * NT + tid] = T.Select(v_last[0] > n_end, 1, 0)
+
+    def bits(x):
+        return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
+
+    def pack(lo, hi):  # two values of the input type as one 32-bit word (lo in the low half)
+        return T.bitwise_or(T.shift_left(bits(hi), T.uint32(16)), bits(lo))
+
+    def o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, e, zero_nan_rows):
+        """O's element e of the thread's pair in n8 tile dj, half h of 16-row tile mi (float32)."""
+        return T.Select(v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
+                        zero_or_o(o_acc[(mi * DTS + dj) * 4 + h * 2 + e], l_run[mi * 2 + h], zero_nan_rows,
+                                  inv_l[mi * 2 + h]))
+
+    @T.macro
+    def store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows):
+        """O = O / l (quad sum; a reciprocal a row), NaN where l is; a zero row (zero_row: fully masked, or NaN with
+        zero_nan_rows) is the unfused graph's 0 * V: its accumulator summed only 0 * V, so it is 0, or non-finite in
+        a column of V holding a NaN or inf. Causal: the chunks past the tile's diagonal were skipped, but 0 * V is
+        still NaN in each column of V holding a NaN or inf in those rows (v_bad, from find_v_bad). A thread's two
+        adjacent columns leave as one 32-bit store through O32, O's words (O's strides and offset are even: D is)."""
+        if causal:
             T.tvm_storage_sync("shared")
         for mi in T.unroll(mt):
             for h in T.unroll(2):
                 l_run[mi * 2 + h] = T.cuda.warp_sum(l_run[mi * 2 + h], 4)
+                inv_l[mi * 2 + h] = T.float32(1) / l_run[mi * 2 + h]
                 row: T.let[T.int32] = m0 + (w * mt + mi) * 16 + h * 8 + g
                 if row < M:
                     for dj in T.unroll(DTS):
-                        for e in T.unroll(2):
-                            O[b0, b1, row, dj * 8 + t4 * 2 + e] = T.cast(T.Select(
-                                v_bad_at(v_bad, dj * 8 + t4 * 2 + e), T.float32(math.nan),
-                                zero_or_o(o_acc[(mi * DTS + dj) * 4 + h * 2 + e], l_run[mi * 2 + h],
-                                          zero_nan_rows)), dt)
+                        O32[(O.elem_offset + b0 * O.strides[0] + b1 * O.strides[1] + row * O.strides[2] + dj * 8
+                             + t4 * 2) // 2] = pack(
+                                 o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 0, zero_nan_rows),
+                                 o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 1, zero_nan_rows))
 
     return SimpleNamespace(record_v_last=record_v_last, logits=logits, softmax_chunk=softmax_chunk,
-                           online_softmax=online_softmax, store_o=store_o)
+                           online_softmax=online_softmax, find_v_bad=find_v_bad, pack=pack, store_o=store_o)
 
 
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
@@ -315,6 +335,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
                               offset_factor=1)
         O = T.match_buffer(o_h, (B0, B1, M, D), dt, strides=(*_strides("O", 3), 1), align=16, offset_factor=1)
+        O32 = T.decl_buffer((B0 * O.strides[0] // 2,), "uint32", data=O.data)  # two elements a word
         # causal: per V_SPLITS bands of V's rows, 1 + the last row of each column holding a NaN or inf (0: none)
         V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
         if causal:
@@ -341,6 +362,8 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 m_chunk = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
                                 alpha = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
                                 v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
+                                v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
+                                inv_l = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
                                 tid: T.let[T.int32] = w * 32 + lane
                                 g: T.let[T.int32] = lane // 4
                                 t4: T.let[T.int32] = lane % 4
@@ -367,6 +390,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                     if st < n_chunks:
                                         copy_chunk(st, st, Ks, Vs, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
+                                parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
                                 for j in T.serial(n_chunks):
                                     # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
                                     nj: T.let[T.int32] = j + stages - 1
@@ -426,7 +450,6 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                                         dtype="float32")
                                     T.tvm_storage_sync("shared")
                                 T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
-                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid,
-                                              zero_nan_rows)
+                                parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
 
     return finish(fused_attention_mma, variant, name)

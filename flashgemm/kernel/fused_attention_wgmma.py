@@ -197,12 +197,6 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     copy_chunk, fence_operands, issue_s = pipe.copy_chunk, pipe.fence_operands, pipe.issue_s
     parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
 
-    def bits(x):
-        return T.cast(T.reinterpret("uint16", T.cast(x, dt)), "uint32")
-
-    def pack(lo, hi):  # two probabilities as one 32-bit A-fragment register (lo in the low half)
-        return T.bitwise_or(T.shift_left(bits(hi), T.uint32(16)), bits(lo))
-
     @T.macro
     def issue_o(o_acc, p_frag, addr0, st):
         """O += P V for the chunk in stage st: BN/16 wgmmas, P's A fragment for k-step kk from registers (S's n8
@@ -231,6 +225,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=mma._strides("mask", 4), align=1,
                               offset_factor=1)
         O = T.match_buffer(o_h, (B0, B1, M, D), dt, strides=(*mma._strides("O", 3), 1), align=16, offset_factor=1)
+        O32 = T.decl_buffer((B0 * O.strides[0] // 2,), "uint32", data=O.data)  # two elements a word
         V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
         if causal:
             parts.record_v_last(V, V_last)
@@ -254,6 +249,8 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 m_chunk = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 alpha = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
+                                v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
+                                inv_l = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 tid: T.let[T.int32] = w * 32 + lane
                                 g: T.let[T.int32] = lane // 4
                                 t4: T.let[T.int32] = lane % 4
@@ -278,6 +275,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     if st < n_chunks:
                                         copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
+                                parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
                                 for j in T.serial(n_chunks):
                                     nj: T.let[T.int32] = j + stages - 1
                                     if nj < n_chunks:
@@ -293,13 +291,12 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
                                                          scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
                                     for i in T.unroll(NTS * 2):
-                                        p_frag[i] = pack(s_acc[i * 2], s_acc[i * 2 + 1])
+                                        p_frag[i] = parts.pack(s_acc[i * 2], s_acc[i * 2 + 1])  # P's A fragment
                                     issue_o(o_acc, p_frag, addr0, j % stages)
                                     T.ptx.wgmma.wait_group.sync.aligned(0)
                                     fence_operands(o_acc, DTS * 4)
                                     T.tvm_storage_sync("shared")
                                 T.ptx.cp.async_.wait_group(0)
-                                parts.store_o(O, o_acc, l_run, v_bad, V_last, b0, b1, m0, n_end, w, g, t4, tid,
-                                              zero_nan_rows)
+                                parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
 
     return mma.finish(fused_attention_wgmma, variant, name)
