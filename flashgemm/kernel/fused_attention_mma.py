@@ -71,10 +71,13 @@ def n_multiple(variant: Variant) -> int:
     return 1 if variant.trans_b else ATTENTION_N_MULTIPLE_KN
 
 
-def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> SimpleNamespace:
+def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, prefetch: bool = False) -> SimpleNamespace:
     """What the tensor-core kernels (this one, fused_attention_wgmma's and fused_gemm_softmax_wgmma's) share, for
     head size D, chunks of BN columns, NT threads and mt 16-row tiles a warp (all keep S and O in mma.sync's m16n8
-    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue."""
+    accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue.
+    prefetch: the kernel reads a chunk's bias and mask into registers (fetch_bias_mask) while its S is computed, and
+    passes those (a thread's elements of the chunk, in S's accumulator order) where the others pass Bias and Mask: the
+    loads' latency leaves each chunk's serial chain."""
     dt, has_bias, mask_kind, causal = variant.dtype, variant.has_bias, variant.mask, variant.causal
     NTS, DTS = BN // 8, D // 8
     VR = V_THREADS // (D // 8)  # the V_last pass: rows of a band read at once
@@ -83,18 +86,22 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
     def not_finite(x):  # on the bits (the simplifier folds x - x != 0 to false)
         return T.bitwise_and(T.reinterpret("uint16", x), T.uint16(exponent)) == T.uint16(exponent)
 
-    def logit(s, Bias, Mask, scale_l2, b0, b1, i, j):
-        """The masked logit (log2-scaled) of S's element s at row i, column j (reads clamped to row M - 1, column
-        N - 1)."""
-        ic, jc = T.min(i, M - 1), T.min(j, N - 1)
+    def at(X, b0, b1, i, j, k):
+        """Bias's or Mask's element at row i, column j (clamped to row M - 1, column N - 1), or with prefetch the
+        fetched element k."""
+        return X[k] if prefetch else X[b0, b1, T.min(i, M - 1), T.min(j, N - 1)]
+
+    def logit(s, Bias, Mask, scale_l2, b0, b1, i, j, k):
+        """The masked logit (log2-scaled) of S's element s at row i, column j (the thread's element k of the
+        chunk)."""
         x = s * scale_l2
         if has_bias:
-            x = x + T.cast(Bias[b0, b1, ic, jc], "float32") * T.float32(LOG2E)
+            x = x + T.cast(at(Bias, b0, b1, i, j, k), "float32") * T.float32(LOG2E)
         if mask_kind == "add":
-            mv = T.cast(Mask[b0, b1, ic, jc], "float32")
+            mv = T.cast(at(Mask, b0, b1, i, j, k), "float32")
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(-math.inf), x + mv * T.float32(LOG2E))
         elif mask_kind == "bool":
-            x = T.Select(Mask[b0, b1, ic, jc] != T.uint8(0), x, T.float32(-math.inf))
+            x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x, T.float32(-math.inf))
         ok = j < N
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             ok = tvm.tirx.all(ok, j <= i + (N - M))
@@ -159,6 +166,19 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                     V_last[band, c0, c1, cr * (D // 8) + cc] = last[0]
 
     @T.macro
+    def fetch_bias_mask(bias_r, mask_r, Bias, Mask, b0, b1, m0, n0, w, g, t4):
+        """prefetch: the thread's elements of the chunk at column n0 of Bias and Mask (where the variant has them)
+        into bias_r and mask_r, in S's accumulator order (reads clamped to row M - 1, column N - 1)."""
+        for mi in T.unroll(mt):
+            for i in T.unroll(NTS * 4):
+                if has_bias:
+                    bias_r[mi * NTS * 4 + i] = Bias[b0, b1, T.min(m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, M - 1),
+                                                    T.min(n0 + i // 4 * 8 + t4 * 2 + i % 2, N - 1)]
+                if mask_kind != "none":
+                    mask_r[mi * NTS * 4 + i] = Mask[b0, b1, T.min(m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, M - 1),
+                                                    T.min(n0 + i // 4 * 8 + t4 * 2 + i % 2, N - 1)]
+
+    @T.macro
     def logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
         """The chunk's logits in place (log2-scaled; masked where a column may be past N or the diagonal, or with a
         bias or mask)."""
@@ -167,7 +187,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                 for i in T.unroll(NTS * 4):
                     s_acc[mi * NTS * 4 + i] = logit(
                         s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
-                        m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, n0 + i // 4 * 8 + t4 * 2 + i % 2)
+                        m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, n0 + i // 4 * 8 + t4 * 2 + i % 2,
+                        mi * NTS * 4 + i)
         else:
             for i in T.unroll(mt * NTS * 4):
                 s_acc[i] = s_acc[i] * scale_l2
@@ -260,7 +281,7 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N) -> 
                                  o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 0, zero_nan_rows),
                                  o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 1, zero_nan_rows))
 
-    return SimpleNamespace(record_v_last=record_v_last, logits=logits, softmax_chunk=softmax_chunk,
+    return SimpleNamespace(record_v_last=record_v_last, fetch_bias_mask=fetch_bias_mask, logits=logits, softmax_chunk=softmax_chunk,
                            online_softmax=online_softmax, find_v_bad=find_v_bad, pack=pack, store_o=store_o)
 
 

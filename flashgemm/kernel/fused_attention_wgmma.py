@@ -24,7 +24,8 @@ wgmmas are retired before the softmax reads S and before the next chunk (wait_gr
 the SM fill the gaps. Issuing the next chunk's S ahead of O += P V so that the softmax runs beside it
 (FlashAttention-3's intra-warpgroup overlap) measured 8-45 % slower with cp.async copies issued by the same warps
 (results/h200/attention-wgmma-2026-12-02, sweep-4): that design wants TMA, a producer warp and register
-reallocation, which this kernel does not have.
+reallocation, which this kernel does not have. What it does overlap with S's wgmmas: a one-warpgroup tile's mask
+reads (mma.Parts' prefetch), so that the logits' Selects wait on no load.
 """
 from __future__ import annotations
 
@@ -195,7 +196,11 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     B0, B1, M, N = pipe.B0, pipe.B1, pipe.M, pipe.N
     sq, sv = pipe.sq, pipe.sv
     copy_chunk, fence_operands, issue_s = pipe.copy_chunk, pipe.fence_operands, pipe.issue_s
-    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N)
+    # a mask fetched into registers while S is computed (its Select then waits on no load): where the registers allow
+    # it, one warpgroup a block (two at 128 registers each would drop to one block an SM), and not beside a bias
+    # (bias-only variants measured slower so: BENCHMARKS.md)
+    prefetch = mask_kind != "none" and not variant.has_bias and wg == 1
+    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, prefetch=prefetch)
 
     @T.macro
     def issue_o(o_acc, p_frag, addr0, st):
@@ -249,6 +254,9 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 m_chunk = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 alpha = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
+                                # prefetch: the chunk's bias and mask, fetched while its S is computed
+                                bias_r = T.sblock_alloc_buffer((NTS * 4 if prefetch else 1,), dt, scope="local")
+                                mask_r = T.sblock_alloc_buffer((NTS * 4 if prefetch else 1,), mask_dtype, scope="local")
                                 v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 inv_l = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 tid: T.let[T.int32] = w * 32 + lane
@@ -286,10 +294,17 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     T.ptx.fence.proxy.async_.shared__cta()
                                     T.tvm_storage_sync("shared")
                                     issue_s(s_acc, addr0, wgi, j % stages)
+                                    if prefetch:
+                                        parts.fetch_bias_mask(bias_r, mask_r, Bias, Mask, b0, b1, m0, j * BN, w, g,
+                                                              t4)
                                     T.ptx.wgmma.wait_group.sync.aligned(0)
                                     fence_operands(s_acc, NTS * 4)
-                                    parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                         scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
+                                    if prefetch:
+                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_r, mask_r,
+                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
+                                    else:
+                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
+                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
                                     for i in T.unroll(NTS * 2):
                                         p_frag[i] = parts.pack(s_acc[i * 2], s_acc[i * 2 + 1])  # P's A fragment
                                     issue_o(o_acc, p_frag, addr0, j % stages)
