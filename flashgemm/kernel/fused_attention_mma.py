@@ -71,7 +71,8 @@ def n_multiple(variant: Variant) -> int:
     return 1 if variant.trans_b else ATTENTION_N_MULTIPLE_KN
 
 
-def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, prefetch: bool = False) -> SimpleNamespace:
+def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
+          prefetch: bool = False) -> SimpleNamespace:
     """What the tensor-core kernels (this one, fused_attention_wgmma's and fused_gemm_softmax_wgmma's) share, for
     head size D, chunks of BN columns, NT threads and mt 16-row tiles a warp (all keep S and O in mma.sync's m16n8
     accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue.
@@ -85,6 +86,12 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, pre
 
     def not_finite(x):  # on the bits (the simplifier folds x - x != 0 to false)
         return T.bitwise_and(T.reinterpret("uint16", x), T.uint16(exponent)) == T.uint16(exponent)
+
+    def row_of(m0, w, g, mi, i):  # the row of the thread's accumulator element i of 16-row tile mi
+        return m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g
+
+    def col_of(n0, t4, i):  # ... and its column
+        return n0 + i // 4 * 8 + t4 * 2 + i % 2
 
     def at(X, b0, b1, i, j, k):
         """Bias's or Mask's element at row i, column j (clamped to row M - 1, column N - 1), or with prefetch the
@@ -172,11 +179,11 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, pre
         for mi in T.unroll(mt):
             for i in T.unroll(NTS * 4):
                 if has_bias:
-                    bias_r[mi * NTS * 4 + i] = Bias[b0, b1, T.min(m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, M - 1),
-                                                    T.min(n0 + i // 4 * 8 + t4 * 2 + i % 2, N - 1)]
+                    bias_r[mi * NTS * 4 + i] = Bias[b0, b1, T.min(row_of(m0, w, g, mi, i), M - 1),
+                                                    T.min(col_of(n0, t4, i), N - 1)]
                 if mask_kind != "none":
-                    mask_r[mi * NTS * 4 + i] = Mask[b0, b1, T.min(m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, M - 1),
-                                                    T.min(n0 + i // 4 * 8 + t4 * 2 + i % 2, N - 1)]
+                    mask_r[mi * NTS * 4 + i] = Mask[b0, b1, T.min(row_of(m0, w, g, mi, i), M - 1),
+                                                    T.min(col_of(n0, t4, i), N - 1)]
 
     @T.macro
     def logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
@@ -185,10 +192,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, pre
         if edge(n0, m0):
             for mi in T.unroll(mt):
                 for i in T.unroll(NTS * 4):
-                    s_acc[mi * NTS * 4 + i] = logit(
-                        s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
-                        m0 + (w * mt + mi) * 16 + i % 4 // 2 * 8 + g, n0 + i // 4 * 8 + t4 * 2 + i % 2,
-                        mi * NTS * 4 + i)
+                    s_acc[mi * NTS * 4 + i] = logit(s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
+                                                    row_of(m0, w, g, mi, i), col_of(n0, t4, i), mi * NTS * 4 + i)
         else:
             for i in T.unroll(mt * NTS * 4):
                 s_acc[i] = s_acc[i] * scale_l2
@@ -281,8 +286,9 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N, pre
                                  o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 0, zero_nan_rows),
                                  o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 1, zero_nan_rows))
 
-    return SimpleNamespace(record_v_last=record_v_last, fetch_bias_mask=fetch_bias_mask, logits=logits, softmax_chunk=softmax_chunk,
-                           online_softmax=online_softmax, find_v_bad=find_v_bad, pack=pack, store_o=store_o)
+    return SimpleNamespace(record_v_last=record_v_last, fetch_bias_mask=fetch_bias_mask, logits=logits,
+                           softmax_chunk=softmax_chunk, online_softmax=online_softmax, find_v_bad=find_v_bad, pack=pack,
+                           store_o=store_o)
 
 
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
