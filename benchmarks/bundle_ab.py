@@ -3,19 +3,20 @@ compile path costs, measured on the binaries a bundle ships.
 
   python -m benchmarks.bundle_ab BUNDLE_A BUNDLE_B --only m512_n512 --rounds 5 --json OUT.json
 
-Every function that both manifests list under one name (those whose name contains --only), except the generic
-kernels, runs at its own sizes (a tuned kernel's workload; an any-batch one at the tuned batch) on the same inputs
-(flashgemm.bundle.bundle_check.inputs), after both outputs are checked to agree within the dtype's tolerance. The two
-are timed in --rounds rounds of alternating order with python -m benchmarks.bench's protocol
-(benchmarks.peers.time_in_rounds: groups of back-to-back calls between CUDA events); "us" is each side's median
-round, B / A their ratio. FusedAttention's tensor-core kernels (no sizes of their own: they serve any length) run at
-each shape of benchmarks.attention.SHAPES they serve (their causality and head size, N up to their max_n), with V,
-the kernel alone (no ORT Run around it).
+Every function that both manifests list under one name (those whose name the regular expression --only matches
+somewhere in), except the generic kernels, runs at its own sizes (a tuned kernel's workload; an any-batch one at the
+tuned batch) on the same inputs (flashgemm.bundle.bundle_check.inputs), after both outputs are checked to agree
+within the dtype's tolerance. The two are timed in --rounds rounds of alternating order with python -m
+benchmarks.bench's protocol (benchmarks.peers.time_in_rounds: groups of back-to-back calls between CUDA events);
+"us" is each side's median round, B / A their ratio. FusedAttention's tensor-core kernels (no sizes of their own:
+they serve any length) run at each shape of benchmarks.attention.SHAPES they serve (their causality and head size, N
+up to their max_n), with V, the kernel alone (no ORT Run around it).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 1
     (mod_a, fns_a), (mod_b, fns_b) = _load(Path(a_dir)), _load(Path(b_dir))
     dev = dev or tvm.cuda(0)
     rows = []
-    for name, sizes in ((name, sizes) for name in fns_a if name in fns_b and (not only or only in name)
+    for name, sizes in ((name, sizes) for name in fns_a if name in fns_b and (not only or re.search(only, name))
                         for sizes in _timed_sizes(fns_a[name])):
         fn = fns_a[name]
         b0, b1, m, n, k = sizes
@@ -85,7 +86,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bundle_a", type=Path)
     ap.add_argument("bundle_b", type=Path)
-    ap.add_argument("--only", default="", help="only functions whose name contains this")
+    ap.add_argument("--only", default="", help="only functions whose name this regular expression matches somewhere "
+                    "in (as flashgemm-check-bundle's --only)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=100, help="calls timed a round (in groups of 10)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the GPU's description here")

@@ -104,10 +104,12 @@ def test_two_builds_of_attention_kernels_timed(tmp_path, monkeypatch):
     (tmp_path / "a" / "manifest.json").write_text(json.dumps(m))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
 
-    rows = compare_bundles(tmp_path / "a", tmp_path / "b", only="fa_", rounds=1, reps=2, log=lambda *a: None,
-                           dev=tvm.cpu(0), timer=_wall_clock)
+    rows = compare_bundles(tmp_path / "a", tmp_path / "b", only="^fa_f16_.*none", rounds=1, reps=2,
+                           log=lambda *a: None, dev=tvm.cpu(0), timer=_wall_clock)  # --only: a regular expression
     assert [r["sizes"] for r in rows] == [[1, 2, 24, 24, 16]], rows  # not past max_n, causal or another head size
     assert rows[0]["max_abs_diff"] == 0 and rows[0]["a_us"] > 0
+    assert not compare_bundles(tmp_path / "a", tmp_path / "b", only="^f16_", rounds=1, reps=2, log=lambda *a: None,
+                               dev=tvm.cpu(0), timer=_wall_clock)
 
 
 def test_fused_attention_kernels_are_checked(tmp_path):
