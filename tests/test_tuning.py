@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -227,6 +228,38 @@ def test_a_signal_repeated_at_once_is_one_stop_request(monkeypatch):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)
     assert killed == [True] and signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_second_signal_while_the_main_thread_waits_in_c_aborts(monkeypatch):
+    """While the main thread waits inside TVM for a batch, Python runs no signal handler; two signals a second apart
+    must still be two (the stop request, then the abort with the workers killed at once), not one merged call.
+    Here the main thread blocks the signal and sleeps, so the signals land on other threads, as they do then."""
+    monkeypatch.setattr(stopping, "SAME_SIGNAL_SECONDS", 0.3)
+    killed = []
+    monkeypatch.setattr(stopping, "_kill_workers", lambda: killed.append(time.monotonic()))
+    stop, said = stopping.StopRequest(None), []
+    go = threading.Event()
+
+    def send():
+        go.wait()
+        for pause in (0.2, 0.6):
+            time.sleep(pause)
+            os.kill(os.getpid(), signal.SIGTERM)
+    sender = threading.Thread(target=send)
+    with pytest.raises(KeyboardInterrupt):
+        with stopping.stop_on_signals(stop, said.append):
+            sender.start()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                go.set()
+                start = time.monotonic()
+                time.sleep(1.5)  # no handler runs in here
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            time.sleep(0.1)
+    sender.join()
+    assert stop.requested == "SIGTERM received" and len(said) == 1
+    assert len(killed) == 1 and killed[0] - start < 1.2, "the abort waited for the main thread"
 
 
 def test_tuning_workers_outlive_the_signal_that_stops_the_tuner():

@@ -2,6 +2,7 @@
 flight (a time budget, a signal), SIGTERM/SIGINT handling, and the lock that keeps one process tuning a workload."""
 from __future__ import annotations
 
+import _thread
 import contextlib
 import datetime
 import fcntl
@@ -171,31 +172,64 @@ def _kill_workers() -> None:
 
 @contextlib.contextmanager
 def stop_on_signals(stop: StopRequest, log: Callable):
-    """SIGTERM / SIGINT ask the run to stop after the batch in flight (a second one, a second later, kills as
-    usual). The builder and runner workers ignore both (flashgemm/codegen/worker_init): their batch finishes."""
+    """SIGTERM / SIGINT ask the run to stop after the batch in flight; a second one, a second later, aborts it at
+    once (KeyboardInterrupt, the workers killed). The builder and runner workers ignore both
+    (flashgemm/codegen/worker_init): their batch finishes.
+
+    Each signal is seen as it arrives: Python runs a handler only when the main thread is back in Python, and the
+    main thread waits inside TVM for a whole batch, where two signals would merge into one handler call and the
+    second be lost. So the handler only wakes a thread (signal.set_wakeup_fd: a byte a signal, written at delivery)
+    that decides; an abort interrupts the main thread (the workers killed first, so that its wait ends)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {}
-    first = {}
+    old, first, abort, raised = {}, {}, [], []
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
 
-    def handler(signum, frame):
+    def arrived(signum: int) -> None:  # in the reader thread, as the signal arrives
         name = signal.Signals(signum).name
         now = time.monotonic()
-        if stop.requested and now - first.get(signum, -math.inf) < SAME_SIGNAL_SECONDS:
-            return  # the group copy of the signal that asked to stop
+        if abort or (stop.requested and now - first.get(signum, -math.inf) < SAME_SIGNAL_SECONDS):
+            return  # aborting already, or the group copy of the signal that asked to stop
         if stop.requested:  # second signal: give up at once, with the workers (they ignore signals)
-            signal.signal(signum, old[signum])
             _kill_workers()
             aborted_by.append(name)
-            raise KeyboardInterrupt(name)
+            abort.append(name)
+            _thread.interrupt_main()  # the main thread's handler raises
+            return
         first[signum] = now
         stop.requested = f"{name} received"
         log(f"[tune] {name}: stopping after the batch in flight, then writing the database (again to abort)")
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(wake_r, 64)
+            except OSError:
+                return
+            if not data:  # the write end closed: the context is over
+                return
+            for signum in data:
+                if signum in (signal.SIGTERM, signal.SIGINT):
+                    arrived(signum)
+
+    def handler(signum, frame):  # in the main thread, whenever Python gets to it: raises the abort, once
+        if abort and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt(abort[0])
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         old[sig] = signal.signal(sig, handler)
+    old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    reader = threading.Thread(target=read, name="flashgemm-signals", daemon=True)
+    reader.start()
     try:
         yield
     finally:
+        signal.set_wakeup_fd(old_wakeup)
+        os.close(wake_w)
+        reader.join(timeout=5)
+        os.close(wake_r)
         for sig, h in old.items():
             signal.signal(sig, h)
