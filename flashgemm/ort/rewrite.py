@@ -215,7 +215,8 @@ def _constant_array(v: Optional[ir.Value]) -> Optional[np.ndarray]:
 
 
 def _constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
-    """The value of a one-element constant (initializer or Constant, not a graph input); raises SiteRejected."""
+    """The value of a one-element constant (_constant_array's: an initializer or a Constant, through an Identity; not
+    a graph input), after constant propagation at its producer; raises SiteRejected."""
     if v is None:
         _fail(f"{what} is missing")
     if v.is_graph_input():
