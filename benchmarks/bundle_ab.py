@@ -10,7 +10,8 @@ within the dtype's tolerance. The two are timed in --rounds rounds of alternatin
 benchmarks.bench's protocol (benchmarks.peers.time_in_rounds: groups of back-to-back calls between CUDA events);
 "us" is each side's median round, B / A their ratio. FusedAttention's tensor-core kernels (no sizes of their own:
 they serve any length) run at each shape of benchmarks.attention.SHAPES they serve (their causality and head size, N
-up to their max_n), with V, the kernel alone (no ORT Run around it).
+up to their max_n), with V, the kernel alone (no ORT Run around it). --one-row gives the bias and mask as one row
+broadcast over heads and rows ([B0, 1, 1, N] read through stride 0: a padding mask, as BERT's exports give it).
 """
 from __future__ import annotations
 
@@ -39,10 +40,25 @@ def _timed_sizes(fn: dict) -> list:
             if d == fn["head_size"] and causal == bool(fn["causal"]) and length <= (fn.get("max_n") or length)]
 
 
+def _one_row(x, shape, dev):
+    """x's last row of its first head (a [B0, 1, 1, N] copy) on dev, broadcast to `shape` through stride 0 (torch's
+    expand on a GPU, numpy's strides on the CPU)."""
+    import numpy as np  # noqa: PLC0415
+    import tvm_ffi  # noqa: PLC0415
+    row = np.ascontiguousarray(x[:, :1, -1:, :]).astype(np.uint8 if x.dtype == np.bool_ else x.dtype)
+    if dev.dlpack_device_type() == 1:  # kDLCPU
+        return tvm_ffi.from_dlpack(np.lib.stride_tricks.as_strided(
+            row, shape, (row.strides[0], 0, 0, row.strides[3]), writeable=True))
+    import torch  # noqa: PLC0415
+    t = torch.from_numpy(row) if row.dtype == np.uint8 else torch.from_numpy(row.view(np.int16)).view(
+        torch.float16 if row.dtype == np.float16 else torch.bfloat16)  # bfloat16 (ml_dtypes) through its bits
+    return tvm_ffi.from_dlpack(t.to(f"cuda:{dev.index}").expand(*shape))
+
+
 def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 100, log=print, dev=None,
-                    timer=None) -> list:
+                    timer=None, one_row: bool = False) -> list:
     """One row per shared function (module doc). dev: the bundles' device (default cuda:0); timer: as
-    benchmarks.peers.time_in_rounds takes it (default: CUDA events)."""
+    benchmarks.peers.time_in_rounds takes it (default: CUDA events); one_row: bias and mask [B0, 1, 1, N]."""
     import numpy as np  # noqa: PLC0415
     import tvm  # noqa: PLC0415
 
@@ -57,6 +73,9 @@ def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 1
         b0, b1, m, n, k = sizes
         a, b, bias, mask, scale = inputs(fn, sizes)
         args = device_args(dev, a, b, bias, mask)
+        if one_row:
+            for i, x in enumerate(x for x in (bias, mask) if x is not None):
+                args[2 + i] = _one_row(x, (b0, b1, m, n), dev)
         extra = ()
         if fn.get("op") == "FusedAttention":  # V after K, O as [B0, B1, M, D]; zero_nan_rows after the scale
             v = np.random.default_rng(1).standard_normal((b0, b1, n, k)).astype(a.dtype)
@@ -91,17 +110,20 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=100, help="calls timed a round (in groups of 10)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the GPU's description here")
+    ap.add_argument("--one-row", action="store_true", help="the bias and mask as one row [B0, 1, 1, N] broadcast "
+                    "through stride 0 (a padding mask), not the scores' full shape")
     args = ap.parse_args(argv)
     for d in (args.bundle_a, args.bundle_b):
         if not (d / "manifest.json").is_file():
             ap.error(f"{d} is not a bundle (no manifest.json): build one with flashgemm-build --out {d}")
-    rows = compare_bundles(args.bundle_a, args.bundle_b, args.only, args.rounds, args.reps)
+    rows = compare_bundles(args.bundle_a, args.bundle_b, args.only, args.rounds, args.reps, one_row=args.one_row)
     if not rows:
         ap.error("the two bundles share no non-generic function" + (f" matching {args.only!r}" if args.only else ""))
     if args.json:
         from benchmarks.peers import gpu_info  # noqa: PLC0415
         args.json.write_text(json.dumps({"gpu": gpu_info(), "a": str(args.bundle_a), "b": str(args.bundle_b),
-                                         "rounds": args.rounds, "reps": args.reps, "rows": rows}, indent=1) + "\n")
+                                         "rounds": args.rounds, "reps": args.reps, "one_row": args.one_row,
+                                         "rows": rows}, indent=1) + "\n")
     return 0
 
 

@@ -1,6 +1,7 @@
 """FusedAttention's tiles as a Meta-Schedule space (flashgemm/spaces/attention_tiles.py): the grid, the space's
 records, the kernel a candidate stands for, its build, and the evolutionary search over it."""
 import os
+import re
 import tempfile
 
 import pytest
@@ -155,3 +156,30 @@ def test_flashgemm_tune_tunes_attention_into_its_own_database(tmp_path, monkeypa
         tuner.tune(wl, "llvm", 4, db_root=tmp_path, progress=False, log=lambda *_: None)
     with pytest.raises(ValueError, match="head size .K. 48 has no FusedAttention tensor-core kernel"):
         parse("a=1x2x128x48,b=1x2x256x48,transB=1,attention=1")
+
+
+def _cuda_source(func) -> str:
+    from flashgemm.codegen import cuda_build
+    return cuda_build.compile_cuda(tvm.IRModule({"main": func}), targets.tvm_target("sm_90")).mod.imports[
+        0].inspect_source("cuda")
+
+
+def test_two_warpgroup_tiles_with_a_bias_or_mask_keep_two_blocks_an_sm():
+    """A bias's or mask's two-warpgroup wgmma tile is compiled with at most 128 registers a thread (two blocks of 256
+    threads an SM; uncapped its logits take up to 138); without either, and on one warpgroup, the launch bounds."""
+    two, one = at.Tile("wgmma", (2, 128, 3)), at.Tile("wgmma", (1, 64, 2))
+    for v in (Variant("float16", True, True, "none", False), Variant("bfloat16", True, False, "bool", False)):
+        assert "__maxnreg__(128)" in _cuda_source(two.kernel(v, 64))
+        assert "__maxnreg__" not in _cuda_source(one.kernel(v, 64))
+    src = _cuda_source(two.kernel(F16, 64))
+    assert "__maxnreg__" not in src and "__launch_bounds__(256)" in src
+
+
+def test_a_one_row_bias_and_mask_are_read_once_a_column():
+    """The one-warpgroup wgmma tile with a bias and mask: a uniform branch on their row strides (a padding mask
+    [B, 1, 1, N]), or M = 1, to a chunk loop that reads a thread's 2 NTS columns of each once for both its rows."""
+    src = _cuda_source(at.Tile("wgmma", (1, 64, 2)).kernel(Variant("float16", True, True, "bool", False), 64))
+    assert "if ((M == 1) || ((bias_s2 == 0) && (mask_s2 == 0)))" in src
+    nts = 64 // 8
+    for x in ("bias", "mask"):
+        assert len(re.findall(rf"{x}_c_ptr\[\d+\] = ", src)) == 2 * nts

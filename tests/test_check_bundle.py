@@ -112,6 +112,26 @@ def test_two_builds_of_attention_kernels_timed(tmp_path, monkeypatch):
                                dev=tvm.cpu(0), timer=_wall_clock)
 
 
+def test_attention_kernels_timed_with_one_row_bias_and_mask(tmp_path):
+    """bundle_ab --one-row: the bias and mask as [B0, 1, 1, N] read through stride 0 (a padding mask), both builds
+    agreeing on them."""
+    import tvm
+
+    from benchmarks.bundle_ab import compare_bundles
+    from flashgemm.bundle.kernel_library import export_bundle
+    from flashgemm.op.variant import Variant
+    export_bundle(tmp_path / "a", "llvm", variants=[Variant("float16", True, True, "bool", False)], attention=True,
+                  log=lambda *a: None)
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    (generic,) = [f for f in m["functions"] if f.get("op") == "FusedAttention" and not f.get("zero_nan_rows")]
+    generic.update(schedule="default", form="mma", head_size=64, sizes=[2, 3, 24, 40, 64])
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(m))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (row,) = compare_bundles(tmp_path / "a", tmp_path / "b", only=generic["name"], rounds=1, reps=2,
+                             log=lambda *a: None, dev=tvm.cpu(0), timer=_wall_clock, one_row=True)
+    assert row["sizes"] == [2, 3, 24, 40, 64] and row["max_abs_diff"] == 0
+
+
 def test_fused_attention_kernels_are_checked(tmp_path):
     """FusedAttention's kernels run with V (D != K for the generic one) against fused_attention_ref, V's NaN
     included; a kernel of the wrong variant fails (here the causal kernel named as the non-causal one)."""

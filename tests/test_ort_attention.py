@@ -231,6 +231,38 @@ def test_tensor_core_kernel(sess_opts, device, v, d, zero_nan_rows, monkeypatch,
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("v", [x for x in VARIANTS if x.has_bias or x.mask != "none"], ids=lambda v: v.key)
+@pytest.mark.parametrize("m", [77, 1])
+@pytest.mark.parametrize("d", [64, 80])
+def test_tensor_core_kernel_one_row_bias_and_mask(sess_opts, device, v, m, d, monkeypatch, capfd):
+    """A bias and a mask of one row for all of S's (a padding mask [B, 1, 1, N], read through row stride 0; at M = 1
+    any bias): the tensor-core kernels read a thread's columns once for its rows. Batch 1's mask masks every column
+    (its rows are 0 * V: zeros, NaN in V's NaN column); a NaN in batch 0's bias at a kept column makes its rows
+    NaN."""
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
+    b, h, n = 2, 3, 136
+    rng = np.random.default_rng(6)
+    mask = _mask(v, (b, 1, 1, n), rng)
+    if mask is not None:
+        mask[0, 0, 0, 7] = True if v.mask == "bool" else 0.0
+        mask[1] = False if v.mask == "bool" else -np.inf
+
+    def poke(feeds):
+        if "bias" in feeds:
+            feeds["bias"][0, ..., 7] = np.nan
+        feeds["V"][1, 0, n - 1, 1] = np.nan
+    k_shape = (b, h, n, d) if v.trans_b else (b, h, d, n)
+    bias_shape = (b, 1, 1, n) if m > 1 else (b, h, 1, n)
+    o, _ = check(sess_opts, device, v, (b, h, m, d), k_shape, (b, h, n, d), bias_shape if v.has_bias else None,
+                 mask, scale=d ** -0.5, poke=poke)
+    o = o.astype(np.float32)
+    assert np.isnan(o[0]).all() if v.has_bias else np.isfinite(o[0]).all()
+    if mask is not None:
+        assert np.isnan(o[1, 0, :, 1]).all() and not np.any(np.delete(o[1], 1, axis=-1)) and not np.any(o[1, 1:])
+    served = f"_{tensor_core_form(d)}_d{d}" if device == "cuda" else "_generic"
+    assert f"fa_{v.key}{served}" in capfd.readouterr().err
+
+
 def tensor_core_form(d: int) -> str:
     """The kernel form serving head size d on this machine's GPU (attention_tensor_core_kernels)."""
     from flashgemm import targets  # noqa: PLC0415

@@ -12,7 +12,8 @@ cp.async):
         K and V chunks -> shared by cp.async, the next chunk's copies in flight during this chunk's math
         S = Q K^T: mma.sync, B fragments by ldmatrix (K as [N, D]: plain; as [D, N]: .trans)
         the logits in registers, log2-scaled, masked only in a chunk that needs it (past N, across the
-        diagonal, or a bias or mask); row max across the quad (lanes 4g..4g+3 hold row g's columns) by shuffles;
+        diagonal, or a bias or mask; a bias and mask of one row, a padding mask [B, 1, 1, N], read a thread's
+        columns once for its 2 MT rows, in a chunk loop of its own behind a uniform branch); row max across the quad (lanes 4g..4g+3 hold row g's columns) by shuffles;
         running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new)
         P = exp2(logit - m) cast to the input type in registers: the S accumulator's layout is the A fragment's
         O += P V: mma.sync, B fragments by ldmatrix.trans of V's [BN, D] chunk
@@ -72,13 +73,19 @@ def n_multiple(variant: Variant) -> int:
 
 
 def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
-          prefetch: bool = False) -> SimpleNamespace:
+          fetched: str = "", bound_edges_only: bool = False) -> SimpleNamespace:
     """What the tensor-core kernels (this one, fused_attention_wgmma's and fused_gemm_softmax_wgmma's) share, for
     head size D, chunks of BN columns, NT threads and mt 16-row tiles a warp (all keep S and O in mma.sync's m16n8
     accumulator layout): logit masking, the online softmax over a chunk, the causal V_last pass and O's epilogue.
-    prefetch: the kernel reads a chunk's bias and mask into registers (fetch_bias_mask) while its S is computed, and
-    passes those (a thread's elements of the chunk, in S's accumulator order) where the others pass Bias and Mask: the
-    loads' latency leaves each chunk's serial chain."""
+    fetched: where the logits read Bias and Mask. "" in place, element by element; "elements": the kernel fetched a
+    chunk's into registers (fetch_bias_mask, a thread's elements in S's accumulator order) while its S was computed,
+    so that the loads' latency leaves each chunk's serial chain; "columns": Bias and Mask are one row broadcast (a
+    padding mask [B, 1, 1, N]: row stride 0, see one_row), and the kernel fetched a thread's columns of the chunk
+    once for all its rows (fetch_columns): 2 NTS values where "elements" reads 4 mt NTS.
+    bound_edges_only: with a bias or mask, only the chunks that may cross N or the diagonal test each column against
+    them (the others skip two instructions an element, for one more unrolled copy of the logits: registers)."""
+    if fetched not in ("", "elements", "columns"):
+        raise ValueError(f"fetched={fetched!r}")
     dt, has_bias, mask_kind, causal = variant.dtype, variant.has_bias, variant.mask, variant.causal
     NTS, DTS = BN // 8, D // 8
     VR = V_THREADS // (D // 8)  # the V_last pass: rows of a band read at once
@@ -94,13 +101,23 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
         return n0 + i // 4 * 8 + t4 * 2 + i % 2
 
     def at(X, b0, b1, i, j, k):
-        """Bias's or Mask's element at row i, column j (clamped to row M - 1, column N - 1), or with prefetch the
-        fetched element k."""
-        return X[k] if prefetch else X[b0, b1, T.min(i, M - 1), T.min(j, N - 1)]
+        """Bias's or Mask's element at row i, column j (clamped to row M - 1, column N - 1), or the fetched one for
+        the thread's element k of the chunk."""
+        if fetched == "elements":
+            return X[k]
+        if fetched == "columns":  # element k's column: pair k // 4 of its n8 tile, then k's half
+            return X[k % (NTS * 4) // 4 * 2 + k % 2]
+        return X[b0, b1, T.min(i, M - 1), T.min(j, N - 1)]
 
-    def logit(s, Bias, Mask, scale_l2, b0, b1, i, j, k):
+    def one_row(Bias, Mask):
+        """Whether Bias and Mask (those the variant has) are one row for every row of S (row stride 0, or M = 1):
+        the kernels then take the "columns" Parts."""
+        rows = [X.strides[2] == 0 for X, has in ((Bias, has_bias), (Mask, mask_kind != "none")) if has]
+        return tvm.tirx.Or(M == 1, tvm.tirx.all(*rows)) if rows else T.bool(False)
+
+    def logit(s, Bias, Mask, scale_l2, b0, b1, i, j, k, bounded=True):
         """The masked logit (log2-scaled) of S's element s at row i, column j (the thread's element k of the
-        chunk)."""
+        chunk); bounded: -inf past N and the diagonal (a chunk that edge says crosses neither needs no bound)."""
         x = s * scale_l2
         if has_bias:
             x = x + T.cast(at(Bias, b0, b1, i, j, k), "float32") * T.float32(LOG2E)
@@ -109,15 +126,17 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(-math.inf), x + mv * T.float32(LOG2E))
         elif mask_kind == "bool":
             x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x, T.float32(-math.inf))
+        if not bounded:
+            return x
         ok = j < N
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             ok = tvm.tirx.all(ok, j <= i + (N - M))
         return T.Select(ok, x, T.float32(-math.inf))
 
     def edge(n0, m0):
-        """Whether the chunk at column n0 of the tile at row m0 needs its logits masked (a Python True when every
-        chunk does)."""
-        if has_bias or mask_kind != "none":
+        """Whether the chunk at column n0 of the tile at row m0 needs its columns bounded: it may cross N or the
+        diagonal, or (not bound_edges_only) has a bias or mask (a Python True: every chunk)."""
+        if (has_bias or mask_kind != "none") and not bound_edges_only:
             return True
         past = n0 + BN > N
         return tvm.tirx.Or(past, n0 + BN - 1 > m0 + (N - M)) if causal else past
@@ -174,8 +193,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
 
     @T.macro
     def fetch_bias_mask(bias_r, mask_r, Bias, Mask, b0, b1, m0, n0, w, g, t4):
-        """prefetch: the thread's elements of the chunk at column n0 of Bias and Mask (where the variant has them)
-        into bias_r and mask_r, in S's accumulator order (reads clamped to row M - 1, column N - 1)."""
+        """fetched "elements": the thread's elements of the chunk at column n0 of Bias and Mask (those the variant
+        has) into bias_r and mask_r, in S's accumulator order (reads clamped to row M - 1, column N - 1)."""
         for mi in T.unroll(mt):
             for i in T.unroll(NTS * 4):
                 if has_bias:
@@ -186,14 +205,30 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
                                                     T.min(col_of(n0, t4, i), N - 1)]
 
     @T.macro
+    def fetch_columns(bias_c, mask_c, Bias, Mask, b0, b1, n0, t4):
+        """fetched "columns": the thread's 2 NTS columns of the chunk at n0 of Bias's and Mask's row (those the
+        variant has) into bias_c and mask_c (columns clamped to N - 1)."""
+        for c in T.unroll(NTS * 2):
+            if has_bias:
+                bias_c[c] = Bias[b0, b1, 0, T.min(n0 + c // 2 * 8 + t4 * 2 + c % 2, N - 1)]
+            if mask_kind != "none":
+                mask_c[c] = Mask[b0, b1, 0, T.min(n0 + c // 2 * 8 + t4 * 2 + c % 2, N - 1)]
+
+    @T.macro
     def logits(s_acc, Bias, Mask, scale_l2, b0, b1, m0, n0, w, g, t4):
-        """The chunk's logits in place (log2-scaled; masked where a column may be past N or the diagonal, or with a
-        bias or mask)."""
+        """The chunk's logits in place (log2-scaled; with the bias and mask where the variant has them; bounded
+        where a column may be past N or the diagonal: the interior chunks skip those tests)."""
         if edge(n0, m0):
             for mi in T.unroll(mt):
                 for i in T.unroll(NTS * 4):
                     s_acc[mi * NTS * 4 + i] = logit(s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
                                                     row_of(m0, w, g, mi, i), col_of(n0, t4, i), mi * NTS * 4 + i)
+        elif has_bias or mask_kind != "none":  # (edge is True when not bound_edges_only)
+            for mi in T.unroll(mt):
+                for i in T.unroll(NTS * 4):
+                    s_acc[mi * NTS * 4 + i] = logit(s_acc[mi * NTS * 4 + i], Bias, Mask, scale_l2, b0, b1,
+                                                    row_of(m0, w, g, mi, i), col_of(n0, t4, i), mi * NTS * 4 + i,
+                                                    bounded=False)
         else:
             for i in T.unroll(mt * NTS * 4):
                 s_acc[i] = s_acc[i] * scale_l2
@@ -286,7 +321,8 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
                                  o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 0, zero_nan_rows),
                                  o_value(o_acc, l_run, inv_l, v_bad, mi, h, dj, t4, 1, zero_nan_rows))
 
-    return SimpleNamespace(record_v_last=record_v_last, fetch_bias_mask=fetch_bias_mask, logits=logits,
+    return SimpleNamespace(fetched=fetched, record_v_last=record_v_last, fetch_bias_mask=fetch_bias_mask,
+                           one_row=one_row, fetch_columns=fetch_columns, logits=logits,
                            softmax_chunk=softmax_chunk, online_softmax=online_softmax, find_v_bad=find_v_bad, pack=pack,
                            store_o=store_o)
 
@@ -328,7 +364,11 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     q_copies = BM * D // 8 // NT  # 16-byte copies a thread per Q tile
     k_copies = BN * D // 8 // NT  # ... per K or V chunk
 
-    parts = Parts(variant, D, BN, NT, mt, B0, B1, M, N)
+    parts = Parts(variant, D, BN, NT, mt, B0, B1, M, N, bound_edges_only=True)
+    # a bias and mask of one row (a padding mask [B, 1, 1, N]) take a uniform branch to a chunk loop that reads a
+    # thread's columns of a chunk once for its 2 mt rows
+    by_columns = variant.has_bias or mask_kind != "none"
+    cols = Parts(variant, D, BN, NT, mt, B0, B1, M, N, fetched="columns", bound_edges_only=True)
 
     @T.macro
     def copy_chunk(chunk, stage, Ks, Vs, Km, V, b0, b1, tid):
@@ -350,6 +390,77 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                 T.s_tir.cp_async_raw.legacy(
                     Ks.data, stage * k_tile + r * BNP + ch * 8, Km.data,
                     b0 * sk[0] + b1 * sk[1] + r * N + T.min(chunk * BN + ch * 8, N - 8), 16, dtype=dt)
+
+    @T.macro
+    def chunk_loop(ps, bias_x, mask_x, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag, p_frag, s_acc, o_acc, m_run,
+                   l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows):
+        """The chunk loop, its logits those of Parts ps: reading Bias and Mask in place, or the registers bias_x
+        and mask_x (ps.fetched "columns"). Each Parts gets its own loop, so that a uniform branch between two keeps
+        each loop's registers as a kernel of one would."""
+        for j in T.serial(n_chunks):
+            # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
+            nj: T.let[T.int32] = j + stages - 1
+            stn: T.let[T.int32] = nj % stages
+            if nj < n_chunks:
+                copy_chunk(nj, stn, Ks, Vs, Km, V, b0, b1, tid)
+            T.ptx.cp.async_.commit_group()
+            T.ptx.cp.async_.wait_group(stages - 1)
+            T.tvm_storage_sync("shared")
+            st: T.let[T.int32] = j % stages
+            n0: T.let[T.int32] = j * BN
+            if j == 0:  # the Q tile's A fragments, once
+                for mi, ks in T.grid(mt, KS):
+                    T.ptx_legacy.ldmatrix(
+                        False, 4, ".b16", q_frag.data, (mi * KS + ks) * 8, Qs.access_ptr("r"),
+                        ((w * mt + mi) * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
+                        + ks * 16 + lane // 16 * 8, dtype=dt)
+            if ps.fetched == "columns":  # in flight while S is computed
+                ps.fetch_columns(bias_x, mask_x, Bias, Mask, b0, b1, n0, t4)
+            # S = Q K^T
+            for i in T.unroll(mt * NTS * 4):
+                s_acc[i] = T.float32(0)
+            for ks in T.unroll(KS):
+                for p in T.unroll(NTS // 2):
+                    if trans_b:  # K's rows n, columns k: B fragments as stored
+                        T.ptx_legacy.ldmatrix(
+                            False, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
+                            st * k_tile + (p * 16 + lane // 16 * 8 + lane % 8) * DP
+                            + ks * 16 + (lane // 8) % 2 * 8, dtype=dt)
+                    else:  # K's rows k, columns n: transposed
+                        T.ptx_legacy.ldmatrix(
+                            True, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
+                            st * k_tile + (ks * 16 + (lane // 8) % 2 * 8 + lane % 8) * BNP
+                            + p * 16 + lane // 16 * 8, dtype=dt)
+                    for mi in T.unroll(mt):
+                        for h in T.unroll(2):
+                            T.ptx_legacy.mma(
+                                "m16n8k16", "row", "col", ab, ab, "fp32",
+                                q_frag.data, (mi * KS + ks) * 8, b_frag.data, h * 4,
+                                s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
+                                dtype="float32")
+            if ps.fetched == "":
+                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0,
+                                  n0, w, g, t4, zero_nan_rows)
+            else:
+                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_x, mask_x, scale_l2, b0, b1,
+                                  m0, n0, w, g, t4, zero_nan_rows)
+            for i in T.unroll(mt * NTS * 4):
+                p_frag[i] = T.cast(s_acc[i], dt)
+            # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)
+            for kk in T.unroll(BN // 16):
+                for dp in T.unroll(DTS // 2):
+                    T.ptx_legacy.ldmatrix(
+                        True, 4, ".b16", b_frag.data, 0, Vs.access_ptr("r"),
+                        st * BN * DP + (kk * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
+                        + dp * 16 + lane // 16 * 8, dtype=dt)
+                    for mi in T.unroll(mt):
+                        for h in T.unroll(2):
+                            T.ptx_legacy.mma(
+                                "m16n8k16", "row", "col", ab, ab, "fp32",
+                                p_frag.data, (mi * NTS + kk * 2) * 4, b_frag.data, h * 4,
+                                o_acc.data, (mi * DTS + dp * 2 + h) * 4, False,
+                                dtype="float32")
+            T.tvm_storage_sync("shared")
 
     @T.prim_func(s_tir=True)
     def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -391,6 +502,9 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
                                 v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 inv_l = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
+                                bias_c = T.sblock_alloc_buffer((NTS * 2 if by_columns else 1,), dt, scope="local")
+                                mask_c = T.sblock_alloc_buffer((NTS * 2 if by_columns else 1,), mask_dtype,
+                                                               scope="local")
                                 tid: T.let[T.int32] = w * 32 + lane
                                 g: T.let[T.int32] = lane // 4
                                 t4: T.let[T.int32] = lane % 4
@@ -418,64 +532,19 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                         copy_chunk(st, st, Ks, Vs, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
                                 parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
-                                for j in T.serial(n_chunks):
-                                    # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
-                                    nj: T.let[T.int32] = j + stages - 1
-                                    stn: T.let[T.int32] = nj % stages
-                                    if nj < n_chunks:
-                                        copy_chunk(nj, stn, Ks, Vs, Km, V, b0, b1, tid)
-                                    T.ptx.cp.async_.commit_group()
-                                    T.ptx.cp.async_.wait_group(stages - 1)
-                                    T.tvm_storage_sync("shared")
-                                    st: T.let[T.int32] = j % stages
-                                    n0: T.let[T.int32] = j * BN
-                                    if j == 0:  # the Q tile's A fragments, once
-                                        for mi, ks in T.grid(mt, KS):
-                                            T.ptx_legacy.ldmatrix(
-                                                False, 4, ".b16", q_frag.data, (mi * KS + ks) * 8, Qs.access_ptr("r"),
-                                                ((w * mt + mi) * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
-                                                + ks * 16 + lane // 16 * 8, dtype=dt)
-                                    # S = Q K^T
-                                    for i in T.unroll(mt * NTS * 4):
-                                        s_acc[i] = T.float32(0)
-                                    for ks in T.unroll(KS):
-                                        for p in T.unroll(NTS // 2):
-                                            if trans_b:  # K's rows n, columns k: B fragments as stored
-                                                T.ptx_legacy.ldmatrix(
-                                                    False, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
-                                                    st * k_tile + (p * 16 + lane // 16 * 8 + lane % 8) * DP
-                                                    + ks * 16 + (lane // 8) % 2 * 8, dtype=dt)
-                                            else:  # K's rows k, columns n: transposed
-                                                T.ptx_legacy.ldmatrix(
-                                                    True, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
-                                                    st * k_tile + (ks * 16 + (lane // 8) % 2 * 8 + lane % 8) * BNP
-                                                    + p * 16 + lane // 16 * 8, dtype=dt)
-                                            for mi in T.unroll(mt):
-                                                for h in T.unroll(2):
-                                                    T.ptx_legacy.mma(
-                                                        "m16n8k16", "row", "col", ab, ab, "fp32",
-                                                        q_frag.data, (mi * KS + ks) * 8, b_frag.data, h * 4,
-                                                        s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
-                                                        dtype="float32")
-                                    parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                         scale_l2, b0, b1, m0, n0, w, g, t4, zero_nan_rows)
-                                    for i in T.unroll(mt * NTS * 4):
-                                        p_frag[i] = T.cast(s_acc[i], dt)
-                                    # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)
-                                    for kk in T.unroll(BN // 16):
-                                        for dp in T.unroll(DTS // 2):
-                                            T.ptx_legacy.ldmatrix(
-                                                True, 4, ".b16", b_frag.data, 0, Vs.access_ptr("r"),
-                                                st * BN * DP + (kk * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
-                                                + dp * 16 + lane // 16 * 8, dtype=dt)
-                                            for mi in T.unroll(mt):
-                                                for h in T.unroll(2):
-                                                    T.ptx_legacy.mma(
-                                                        "m16n8k16", "row", "col", ab, ab, "fp32",
-                                                        p_frag.data, (mi * NTS + kk * 2) * 4, b_frag.data, h * 4,
-                                                        o_acc.data, (mi * DTS + dp * 2 + h) * 4, False,
-                                                        dtype="float32")
-                                    T.tvm_storage_sync("shared")
+                                if by_columns:
+                                    if cols.one_row(Bias, Mask):
+                                        chunk_loop(cols, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag,
+                                                   p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha, scale_l2, b0,
+                                                   b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows)
+                                    else:
+                                        chunk_loop(parts, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag,
+                                                   b_frag, p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha,
+                                                   scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows)
+                                else:
+                                    chunk_loop(parts, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag,
+                                               p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1,
+                                               m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows)
                                 T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
                                 parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
 

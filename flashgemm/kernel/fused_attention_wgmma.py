@@ -25,7 +25,9 @@ the SM fill the gaps. Issuing the next chunk's S ahead of O += P V so that the s
 (FlashAttention-3's intra-warpgroup overlap) measured 8-45 % slower with cp.async copies issued by the same warps
 (results/h200/attention-wgmma-2026-12-02, sweep-4): that design wants TMA, a producer warp and register
 reallocation, which this kernel does not have. What it does overlap with S's wgmmas: a one-warpgroup tile's mask
-reads (mma.Parts' prefetch), so that the logits' Selects wait on no load.
+reads (mma.Parts' fetched "elements"), so that the logits' Selects wait on no load, and where the bias and mask are
+one row for all of S's (a padding mask [B, 1, 1, N], row stride 0) a thread's columns of them, read once for both
+of its rows (fetched "columns", a chunk loop of its own behind a uniform branch).
 """
 from __future__ import annotations
 
@@ -200,7 +202,15 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     # it, one warpgroup a block (two at 128 registers each would drop to one block an SM), and not beside a bias
     # (bias-only variants measured slower so: BENCHMARKS.md)
     prefetch = mask_kind != "none" and not variant.has_bias and wg == 1
-    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, prefetch=prefetch)
+    # the one-warpgroup tile's registers allow the interior chunks to skip the column bounds (two would need more
+    # than 128)
+    parts = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, fetched="elements" if prefetch else "",
+                      bound_edges_only=wg == 1)
+    # a bias and mask of one row (a padding mask [B, 1, 1, N]) take a uniform branch to a chunk loop that reads a
+    # thread's columns of a chunk once for its rows, fetched while S is computed; on the one-warpgroup tile only (two
+    # warpgroups would need more than the 128 registers that keep two blocks an SM)
+    by_columns = (variant.has_bias or mask_kind != "none") and wg == 1
+    cols = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, fetched="columns", bound_edges_only=True)
 
     @T.macro
     def issue_o(o_acc, p_frag, addr0, st):
@@ -218,6 +228,42 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                     lbo=8192),
                 True, 1, 1, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
+
+
+    @T.macro
+    def chunk_loop(ps, bias_x, mask_x, Bias, Mask, pool, al, addr0, Km, V, s_acc, o_acc, p_frag, m_run, l_run,
+                   m_chunk, alpha, scale_l2, b0, b1, m0, w, g, t4, wgi, tid, n_chunks, zero_nan_rows):
+        """The chunk loop, its logits those of Parts ps: reading Bias and Mask in place, or the registers bias_x and
+        mask_x that ps.fetched names, fetched while S's wgmmas run. Each Parts gets its own loop, so that a uniform
+        branch between two keeps each loop's registers as a kernel of one would."""
+        for j in T.serial(n_chunks):
+            nj: T.let[T.int32] = j + stages - 1
+            if nj < n_chunks:
+                copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
+            T.ptx.cp.async_.commit_group()
+            T.ptx.cp.async_.wait_group(stages - 1)
+            # the copies wrote through the generic proxy; wgmma reads through the async one
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.tvm_storage_sync("shared")
+            issue_s(s_acc, addr0, wgi, j % stages)
+            if ps.fetched == "elements":
+                ps.fetch_bias_mask(bias_x, mask_x, Bias, Mask, b0, b1, m0, j * BN, w, g, t4)
+            elif ps.fetched == "columns":
+                ps.fetch_columns(bias_x, mask_x, Bias, Mask, b0, b1, j * BN, t4)
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            fence_operands(s_acc, NTS * 4)
+            if ps.fetched == "":
+                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0,
+                                  j * BN, w, g, t4, zero_nan_rows)
+            else:
+                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_x, mask_x, scale_l2, b0, b1, m0,
+                                  j * BN, w, g, t4, zero_nan_rows)
+            for i in T.unroll(NTS * 2):
+                p_frag[i] = ps.pack(s_acc[i * 2], s_acc[i * 2 + 1])  # P's A fragment
+            issue_o(o_acc, p_frag, addr0, j % stages)
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            fence_operands(o_acc, DTS * 4)
+            T.tvm_storage_sync("shared")
 
     @T.prim_func(s_tir=True)
     def fused_attention_wgmma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -257,6 +303,9 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 # prefetch: the chunk's bias and mask, fetched while its S is computed
                                 bias_r = T.sblock_alloc_buffer((NTS * 4 if prefetch else 1,), dt, scope="local")
                                 mask_r = T.sblock_alloc_buffer((NTS * 4 if prefetch else 1,), mask_dtype, scope="local")
+                                bias_c = T.sblock_alloc_buffer((NTS * 2 if by_columns else 1,), dt, scope="local")
+                                mask_c = T.sblock_alloc_buffer((NTS * 2 if by_columns else 1,), mask_dtype,
+                                                               scope="local")
                                 v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 inv_l = T.sblock_alloc_buffer((2,), "float32", scope="local")
                                 tid: T.let[T.int32] = w * 32 + lane
@@ -284,33 +333,19 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                         copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
                                 parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
-                                for j in T.serial(n_chunks):
-                                    nj: T.let[T.int32] = j + stages - 1
-                                    if nj < n_chunks:
-                                        copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
-                                    T.ptx.cp.async_.commit_group()
-                                    T.ptx.cp.async_.wait_group(stages - 1)
-                                    # the copies wrote through the generic proxy; wgmma reads through the async one
-                                    T.ptx.fence.proxy.async_.shared__cta()
-                                    T.tvm_storage_sync("shared")
-                                    issue_s(s_acc, addr0, wgi, j % stages)
-                                    if prefetch:
-                                        parts.fetch_bias_mask(bias_r, mask_r, Bias, Mask, b0, b1, m0, j * BN, w, g,
-                                                              t4)
-                                    T.ptx.wgmma.wait_group.sync.aligned(0)
-                                    fence_operands(s_acc, NTS * 4)
-                                    if prefetch:
-                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_r, mask_r,
-                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
+                                if by_columns:
+                                    if cols.one_row(Bias, Mask):
+                                        chunk_loop(cols, bias_c, mask_c, Bias, Mask, pool, al, addr0, Km, V, s_acc,
+                                                   o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w,
+                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows)
                                     else:
-                                        parts.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask,
-                                                             scale_l2, b0, b1, m0, j * BN, w, g, t4, zero_nan_rows)
-                                    for i in T.unroll(NTS * 2):
-                                        p_frag[i] = parts.pack(s_acc[i * 2], s_acc[i * 2 + 1])  # P's A fragment
-                                    issue_o(o_acc, p_frag, addr0, j % stages)
-                                    T.ptx.wgmma.wait_group.sync.aligned(0)
-                                    fence_operands(o_acc, DTS * 4)
-                                    T.tvm_storage_sync("shared")
+                                        chunk_loop(parts, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V, s_acc,
+                                                   o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w,
+                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows)
+                                else:
+                                    chunk_loop(parts, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V, s_acc, o_acc,
+                                               p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w, g, t4,
+                                               wgi, tid, n_chunks, zero_nan_rows)
                                 T.ptx.cp.async_.wait_group(0)
                                 parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
 

@@ -62,7 +62,14 @@ class Tile:
 
     def kernel(self, variant: Variant, d: int, name: str = "main") -> tvm.tirx.PrimFunc:
         if self.form == "wgmma":
-            return fused_attention_wgmma.runtime_func(variant, d, *self.params, name=name)
+            func = fused_attention_wgmma.runtime_func(variant, d, *self.params, name=name)
+            if self.params[0] > 1 and (variant.has_bias or variant.mask != "none"):
+                # two blocks of two warpgroups an SM: at most 128 registers a thread (uncapped, ptxas gives a bias's or
+                # mask's logits 126-138); capped, those kernels measured 0.44-0.97x their time, the others up to
+                # 1.10x, so they keep their launch bounds (BENCHMARKS.md)
+                from flashgemm.codegen.cuda_build import MAX_REGISTERS_ATTR  # noqa: PLC0415  (CUDA only)
+                func = func.with_attr(MAX_REGISTERS_ATTR, 65536 // (2 * 128 * self.params[0]) // 8 * 8)
+            return func
         return fused_attention_mma.runtime_func(variant, d, *self.params, name=name)
 
     def to_json(self) -> list:
