@@ -16,6 +16,11 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
                                           with the run option disable_synchronize_execution_providers=1: each Run
                                           queues its kernels and returns, as torch's calls do, without waiting for
                                           the GPU at its end; the gap to the plain rows is ORT's end-of-Run sync
+--mask adds an additive padding mask (0 where kept, the dtype's lowest where not; batch element i pads its last
+(i % 4) N / 8 columns) to the non-causal shapes: "padding" as BERT's exports give it, [B, 1, 1, N]; "full" the same
+mask materialized as [B, 1, M, N] (as transformers' 4-D masks are). FusedAttention and FusedGemmSoftmax take it as
+their bias (what `flashgemm-rewrite` makes of an added mask), the unfused graph as an Add, SDPA as attn_mask (its
+flash backend takes none), ORT's MultiHeadAttention as key_padding_mask (padding) or attention_bias (full).
 Every ORT session runs with --ort-threads intra-op threads (default 1: with the CUDA EP the pool serves only CPU
 kernels; 0 keeps ORT's default, a thread a physical core, which moved ours by under 1 % on the H200:
 results/h200/full-build-2026-12-04).
@@ -34,6 +39,7 @@ from benchmarks.peers import gpu_info, peak_tflops, time_in_rounds
 # name: (B, H, M = N, D, causal)
 SHAPES = {"W1": (16, 16, 512, 64, False), "W2": (16, 12, 197, 64, False), "W3": (8, 20, 1500, 64, False),
           "prefill": (4, 32, 2048, 128, True)}
+MASKS = ("none", "padding", "full")
 SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ort_mha_queued", "ours_attention",
            "ours_attention_queued", "ours_scores_matmul", "ort_unfused")
 
@@ -65,27 +71,44 @@ def _sdpa(backend_name):
     backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION,
                "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
 
-    def prepare(q, k, v, scale, causal):
+    def prepare(q, k, v, scale, causal, mask=None):
         def run():
             with sdpa_kernel(backend):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                                                        scale=scale)
         return run
     return prepare
 
 
-def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
-    """ONNX graphs of Q, K, V -> O: 'attention' (FusedAttention), 'scores' (FusedGemmSoftmax + MatMul), 'unfused'."""
+def padding_mask(kind: str, b: int, m: int, n: int, dtype):
+    """--mask's additive mask (module doc) as a torch tensor on the GPU: [B, 1, 1, N] ("padding") or [B, 1, M, N]
+    ("full"); None for "none"."""
+    import torch  # noqa: PLC0415
+    if kind == "none":
+        return None
+    keep = torch.arange(n, device="cuda")[None, :] < torch.tensor([n - (i % 4) * (n // 8) for i in range(b)],
+                                                                   device="cuda")[:, None]
+    mask = torch.where(keep, 0.0, torch.finfo(dtype).min).to(dtype).view(b, 1, 1, n)
+    return mask if kind == "padding" else mask.expand(b, 1, m, n).contiguous()
+
+
+def _graph(kind: str, dtype: str, shape, scale: float, causal: bool, bias_shape=None):
+    """ONNX graphs of Q, K, V [, bias] -> O: 'attention' (FusedAttention), 'scores' (FusedGemmSoftmax + MatMul),
+    'unfused' (the bias an Add before the Softmax)."""
     from onnx import helper  # noqa: PLC0415
 
     from flashgemm.ort.model import DOMAIN, IR_VERSION, OPSET, elem_type  # noqa: PLC0415
     t = elem_type(dtype)
     b, h, m, d = shape
     inputs = [helper.make_tensor_value_info(n, t, [b, h, m, d]) for n in ("Q", "K", "V")]
+    bias = [] if bias_shape is None else ["bias"]
+    if bias:
+        inputs.append(helper.make_tensor_value_info("bias", t, list(bias_shape)))
     attrs = dict(scale=float(scale), transB=1, causal=int(causal))
     if kind == "attention":
-        nodes = [helper.make_node("FusedAttention", ["Q", "K", "V"], ["O"], domain=DOMAIN, **attrs)]
+        nodes = [helper.make_node("FusedAttention", ["Q", "K", "V"] + bias, ["O"], domain=DOMAIN, **attrs)]
     elif kind == "scores":
-        nodes = [helper.make_node("FusedGemmSoftmax", ["Q", "K"], ["P"], domain=DOMAIN, **attrs),
+        nodes = [helper.make_node("FusedGemmSoftmax", ["Q", "K"] + bias, ["P"], domain=DOMAIN, **attrs),
                  helper.make_node("MatMul", ["P", "V"], ["O"])]
     else:
         if causal:
@@ -94,8 +117,11 @@ def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
         npt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
         c = helper.make_tensor("c", t, [], np.array([scale], npt).view(np.uint16).tobytes(), raw=True)
         nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
-                 helper.make_node("MatMul", ["Q", "Kt"], ["S"]), helper.make_node("Mul", ["S", "c"], ["Ss"]),
-                 helper.make_node("Softmax", ["Ss"], ["P"], axis=-1), helper.make_node("MatMul", ["P", "V"], ["O"])]
+                 helper.make_node("MatMul", ["Q", "Kt"], ["S"]), helper.make_node("Mul", ["S", "c"], ["Ss"])]
+        if bias:
+            nodes.append(helper.make_node("Add", ["Ss", "bias"], ["Sb"]))
+        nodes += [helper.make_node("Softmax", [nodes[-1].output[0]], ["P"], axis=-1),
+                  helper.make_node("MatMul", ["P", "V"], ["O"])]
         graph = helper.make_graph(nodes, "unfused", inputs, [helper.make_tensor_value_info("O", t, [b, h, m, d])],
                                   initializer=[c])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
@@ -107,28 +133,40 @@ def _graph(kind: str, dtype: str, shape, scale: float, causal: bool):
 def _ort_mha(queued: bool, threads: int):
     """ORT's MultiHeadAttention on [B, L, H*D] tensors (Q, K, V rearranged from [B, H, L, D] before timing)."""
     import torch  # noqa: PLC0415
-    from onnx import helper  # noqa: PLC0415
+    from onnx import TensorProto, helper  # noqa: PLC0415
 
     from flashgemm.ort.model import IR_VERSION, OPSET, elem_type  # noqa: PLC0415
 
-    def prepare(q, k, v, scale, causal):
+    def prepare(q, k, v, scale, causal, mask=None):
         b, h, m, d = q.shape
+        n = k.shape[2]
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
         t = elem_type(dtype)
-        node = helper.make_node("MultiHeadAttention", ["Q", "K", "V"], ["O"], domain="com.microsoft", num_heads=h,
+        names = ["Q", "K", "V"]
+        inputs = [helper.make_tensor_value_info(x, t, [b, m, h * d]) for x in names]
+        extra = {}
+        if mask is not None and mask.shape[2] == 1:  # padding: key_padding_mask [B, N], 1 where kept
+            extra["key_padding_mask"] = (mask.view(b, n) == 0).to(torch.int32).contiguous()
+            names += ["", "key_padding_mask"]
+            inputs.append(helper.make_tensor_value_info("key_padding_mask", TensorProto.INT32, [b, n]))
+        elif mask is not None:  # full: attention_bias [B, 1, M, N]
+            extra["attention_bias"] = mask
+            names += ["", "", "attention_bias"]
+            inputs.append(helper.make_tensor_value_info("attention_bias", t, list(mask.shape)))
+        node = helper.make_node("MultiHeadAttention", names, ["O"], domain="com.microsoft", num_heads=h,
                                 scale=float(scale), **({"unidirectional": 1} if causal else {}))
-        graph = helper.make_graph([node], "mha", [helper.make_tensor_value_info(n, t, [b, m, h * d])
-                                                  for n in ("Q", "K", "V")],
-                                  [helper.make_tensor_value_info("O", t, [b, m, h * d])])
+        graph = helper.make_graph([node], "mha", inputs, [helper.make_tensor_value_info("O", t, [b, m, h * d])])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
                                                         helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=IR_VERSION)
         sess, ro = _cuda_session(model, None, queued, threads)
         packed = {n: x.transpose(1, 2).reshape(b, m, h * d).contiguous() for n, x in (("Q", q), ("K", k), ("V", v))}
+        packed.update(extra)
         o = torch.empty((b, m, h * d), dtype=q.dtype, device="cuda")
         io = sess.io_binding()
         for name, x in packed.items():
-            io.bind_input(name, "cuda", 0, t, tuple(x.shape), x.data_ptr())
+            io.bind_input(name, "cuda", 0, TensorProto.INT32 if x.dtype == torch.int32 else t, tuple(x.shape),
+                          x.data_ptr())
         io.bind_output("O", "cuda", 0, t, tuple(o.shape), o.data_ptr())
 
         def run():
@@ -145,14 +183,14 @@ def _ort(kind: str, bundle, queued: bool, threads: int):
     from flashgemm.ort.model import elem_type  # noqa: PLC0415
     from flashgemm.ort.session import session_options  # noqa: PLC0415
 
-    def prepare(q, k, v, scale, causal):
+    def prepare(q, k, v, scale, causal, mask=None):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
-        model = _graph(kind, dtype, tuple(q.shape), scale, causal)
+        model = _graph(kind, dtype, tuple(q.shape), scale, causal, None if mask is None else tuple(mask.shape))
         sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued, threads)
         o = torch.empty_like(q)
         io = sess.io_binding()
         et = elem_type(dtype)
-        for name, x in (("Q", q), ("K", k), ("V", v)):
+        for name, x in (("Q", q), ("K", k), ("V", v)) + ((("bias", mask),) if mask is not None else ()):
             io.bind_input(name, "cuda", 0, et, tuple(x.shape), x.data_ptr())
         io.bind_output("O", "cuda", 0, et, tuple(o.shape), o.data_ptr())
 
@@ -164,7 +202,7 @@ def _ort(kind: str, bundle, queued: bool, threads: int):
 
 
 def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int, log=print,
-          systems=SYSTEMS, ort_threads: int = 1) -> dict:
+          systems=SYSTEMS, ort_threads: int = 1, mask: str = "none") -> dict:
     import torch  # noqa: PLC0415
     info = gpu_info()
     peak, _ = peak_tflops(info["gpu"])
@@ -184,11 +222,14 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     # a stream of its own: torch's default stream has the handle 0, which ORT's user_compute_stream cannot take
     with torch.cuda.stream(torch.cuda.Stream()):
         for name in shape_names:
-            rows += _bench_shape(name, dtypes, makers, peak, reps, rounds, log)
-    return {"gpu": info, "peak_tflops": peak, "ort_intra_op_threads": ort_threads, "rows": rows}
+            if mask != "none" and SHAPES[name][4]:
+                log(f"{name}: causal, no --mask {mask} (the masks are the non-causal shapes')")
+                continue
+            rows += _bench_shape(name, dtypes, makers, peak, reps, rounds, log, mask)
+    return {"gpu": info, "peak_tflops": peak, "ort_intra_op_threads": ort_threads, "mask": mask, "rows": rows}
 
 
-def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, log) -> list:
+def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, log, mask_kind: str = "none") -> list:
     """The rows of shape `name`, one a dtype: every system checked against the FP32 reference, then timed."""
     import torch  # noqa: PLC0415
     rows = []
@@ -197,18 +238,21 @@ def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, 
         tdt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn((b, h, m, d), generator=g, device="cuda", dtype=tdt) for _ in range(3))
+        mask = padding_mask(mask_kind, b, m, m, tdt)
         scale = 1.0 / d ** 0.5
         s = (q.float() @ k.float().transpose(-1, -2)) * scale
         if causal:
             s = s.masked_fill(torch.ones(m, m, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+        if mask is not None:
+            s += mask.float()
         ref = torch.softmax(s, -1) @ v.float()
         del s
         flops = 4 * b * h * m * m * d * (0.5 if causal else 1.0)
         calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, m, d], "causal": causal,
-                          "systems": {}}
+                          "mask": mask_kind, "systems": {}}
         for sys_name, make in makers.items():
             try:
-                fn = make(q, k, v, scale, causal)
+                fn = make(q, k, v, scale, causal, mask)
                 err = float((fn().float() - ref).abs().max())
             except Exception as e:  # noqa: BLE001  (a backend that does not take this shape or dtype)
                 row["systems"][sys_name] = {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
@@ -238,10 +282,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ort-threads", type=int, default=1,
                     help="intra-op threads of every ORT session (0: ORT's default, a thread a physical core)")
+    ap.add_argument("--mask", choices=MASKS, default="none",
+                    help="an additive padding mask on the non-causal shapes, [B, 1, 1, N] or [B, 1, M, N]")
     ap.add_argument("--out", default=None, help="write the rows here (JSON)")
     args = ap.parse_args(argv)
     result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,
-                   args.rounds, systems=args.systems.split(","), ort_threads=args.ort_threads)
+                   args.rounds, systems=args.systems.split(","), ort_threads=args.ort_threads, mask=args.mask)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

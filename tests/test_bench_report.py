@@ -199,3 +199,26 @@ def test_kernel_sources_compare_names_what_changed(tmp_path, capsys):
     assert kernel_sources.main(["--compare", str(before), str(after)]) == 1
     out = capsys.readouterr().out
     assert "changed 1, only before 1, only after 1" in out and "  k2" in out and "  k3" in out and "  k4" in out
+
+
+def test_attention_benchmark_graphs_take_the_mask_as_a_bias():
+    """benchmarks.attention --mask: FusedAttention and FusedGemmSoftmax get the padding mask as their bias input, the
+    unfused graph as an Add before the Softmax (run here on ORT's CPU EP against numpy)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from benchmarks.attention import _graph
+    b, h, m, d = 2, 3, 5, 8
+    for kind, op in (("attention", "FusedAttention"), ("scores", "FusedGemmSoftmax")):
+        (node, *_) = _graph(kind, "float16", (b, h, m, d), 0.5, False, (b, 1, 1, m)).graph.node
+        assert node.op_type == op and list(node.input)[-1] == "bias"
+    model = _graph("unfused", "float16", (b, h, m, d), 0.5, False, (b, 1, 1, m))
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((b, h, m, d)).astype(np.float16) for _ in range(3))
+    bias = np.where(np.arange(m) < np.array([[m], [m - 2]]), 0, -65504).astype(np.float16).reshape(b, 1, 1, m)
+    (o,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"Q": q, "K": k, "V": v, "bias": bias})
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) * 0.5 + bias
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=1e-2)
