@@ -11,10 +11,11 @@ cp.async):
     for each chunk of BN columns (causal: up to the tile's last visible column), `stages` shared buffers:
         K and V chunks -> shared by cp.async, the next chunk's copies in flight during this chunk's math
         S = Q K^T: mma.sync, B fragments by ldmatrix (K as [N, D]: plain; as [D, N]: .trans)
-        the logits in registers, log2-scaled, masked only in a chunk that needs it (past N, across the
-        diagonal, or a bias or mask; a bias and mask of one row, a padding mask [B, 1, 1, N], read a thread's
-        columns once for its 2 MT rows, in a chunk loop of its own behind a uniform branch); row max across the quad (lanes 4g..4g+3 hold row g's columns) by shuffles;
-        running max m, thread-partial running sum l, O rescaled by exp2(m_old - m_new)
+        the logits in registers, log2-scaled, with the bias and mask, bounded (past N, across the diagonal)
+        only in a chunk that may cross either (a bias and mask of one row, a padding mask [B, 1, 1, N], read a
+        thread's columns once for its 2 MT rows, in a chunk loop of its own behind a uniform branch); row max
+        across the quad (lanes 4g..4g+3 hold row g's columns) by shuffles; running max m, thread-partial
+        running sum l, O rescaled by exp2(m_old - m_new)
         P = exp2(logit - m) cast to the input type in registers: the S accumulator's layout is the A fragment's
         O += P V: mma.sync, B fragments by ldmatrix.trans of V's [BN, D] chunk
     O = O / (l summed over the quad); a zero row (fully masked, l = 0, or NaN with zero_nan_rows) 0 * V
