@@ -120,8 +120,8 @@ def test_tiny_sites_fused(name, tmp_path):
         assert abs(attrs["scale"] - 32 ** -0.5) < 1e-3  # head dim 32 (fp16-rounded constant)
         assert len(n.input) == (3 if name == "bert-large" else 2)  # BERT's additive mask goes in as bias
     for site in report.fused:
-        if name == "bert-large":
-            assert site.details["bias_shape"] == [2, 1, 16, 16]
+        if name == "bert-large":  # the mask as the export adds it, and as the op reads it: its Expand dropped
+            assert site.details["bias_shape"] == [2, 1, 16, 16] and site.details["narrowed"] == "[2, 1, 1, 16]"
     # the K transposes became [0, 2, 1, 3] (head-major K, transB instead of the last-two-axes swap)
     for n in nodes:
         producer = {o: p for p in m.graph.node for o in p.output}[n.input[1]]
@@ -180,6 +180,10 @@ def test_dynamo_sdpa_sites_fused(key, tmp_path):
     assert len(report.fused) == LAYERS and not report.left_alone and not report.other_softmax, report.text()
     assert report.transb_folded == LAYERS and report.qscale_folded == LAYERS, report.text()
     assert report.kscale_folded == (LAYERS if key.startswith("bert") else 0), report.text()
+    # BERT's padding mask, which transformers 5 broadcasts to [batch, 1, sequence, sequence] by ANDing it with an
+    # always-true `q_idx >= 0`, reaches the op as [batch, 1, 1, sequence] (narrow_masks)
+    assert report.masks_narrowed == (LAYERS if key.startswith("bert") else 0), report.text()
+    assert all(s.details.get("narrowed") == "[batch, 1, 1, sequence]" for s in report.fused) == key.startswith("bert")
     m = onnx.load(str(out))
     nodes = _ops(m, "FusedGemmSoftmax", "flashgemm")
     assert len(nodes) == LAYERS and not _ops(m, "Softmax")
@@ -585,11 +589,11 @@ def test_min_broadcast_rule():
 
 def test_model_workloads_of_the_tiny_models(tmp_path):
     """flashgemm-tune --from-model: one workload per distinct site shape, parseable, with the rewrite's scale and
-    bias."""
+    bias (as the rewritten model gives it: the padding mask's Expand to [2, 1, 16, 16] dropped, narrow_masks)."""
     from flashgemm.ort.rewrite import model_workloads  # noqa: PLC0415
     from flashgemm.op.workloads import parse  # noqa: PLC0415
     specs = model_workloads(DATA / "bert-large-tiny.f16.onnx")
-    assert specs == ["a=2x2x16x32,b=2x2x16x32,transB=1,causal=0,scale=0.176757812,dtype=float16,bias=2x1x16x16,"
+    assert specs == ["a=2x2x16x32,b=2x2x16x32,transB=1,causal=0,scale=0.176757812,dtype=float16,bias=2x1x1x16,"
                      "name=bert-large-tiny-m16n16k32"]
     wl = parse(specs[0])
     assert wl.canonical.sizes == (2, 2, 16, 16, 32) and wl.variant.has_bias and wl.trans_b
@@ -684,11 +688,74 @@ def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
     assert ("(bias dropped: zeros made of constants)" in report.text()) == (kind == "zeros")
     (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedGemmSoftmax"]
     assert len(node.input) == (2 if kind == "zeros" else 3)
-    assert rewrite.count_ops(dst, "Where") == (0 if kind == "zeros" else 2)  # the mask's and its shape's
+    # the mask's Where (its Expand and the Expand's shape computation dropped: narrow_masks)
+    assert rewrite.count_ops(dst, "Where") == (0 if kind == "zeros" else 1)
+    assert report.masks_narrowed == int(kind != "zeros"), report.text()
     rng = np.random.default_rng(4)
     feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
     if kind == "input":
         feeds["t"] = np.array(0, np.int64)
+    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
+
+
+def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6, d: int = 16):
+    """transformers 5's bidirectional mask: Where(And(And(True, q_idx `op` 0), padding), 0, -65504) with q_idx =
+    Range(start, start + S delta, delta) over [1, 1, S, 1] and the padding attention_mask [B, S] over [B, 1, 1, S], added to the
+    scores [B, 2, S, S]."""
+    t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
+
+    def const(name, dtype, dims, vals):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dtype, dims, vals))
+    nodes = [const("start", i64, [], [start]), const("delta", i64, [], [delta]), const("zero_i", i64, [], [0]),
+             const("ax_q", i64, [3], [0, 1, 3]), const("ax_kv", i64, [2], [1, 2]),
+             const("true", TensorProto.BOOL, [], [True]), const("zero", t16, [], [0.0]),
+             const("low", t16, [], [-65504.0]), const("one_i", i64, [1], [1]),
+             helper.make_node("Shape", ["attention_mask"], ["shp"]),
+             helper.make_node("Gather", ["shp", "one_i"], ["len1"], axis=0),
+             helper.make_node("Squeeze", ["len1"], ["len"]),
+             helper.make_node("Mul", ["len", "delta"], ["span"]),
+             helper.make_node("Add", ["start", "span"], ["limit"]),  # S elements: start, start + delta, ...
+             helper.make_node("Range", ["start", "limit", "delta"], ["q"]),
+             helper.make_node("Unsqueeze", ["q", "ax_q"], ["q_idx"]),
+             helper.make_node(op, ["q_idx", "zero_i"], ["q_ok"]),
+             helper.make_node("Cast", ["attention_mask"], ["pad_b"], to=TensorProto.BOOL),
+             helper.make_node("Unsqueeze", ["pad_b", "ax_kv"], ["pad"]),
+             helper.make_node("And", ["true", "q_ok"], ["both"]),
+             helper.make_node("And", ["both", "pad"], ["keep"]),
+             helper.make_node("Where", ["keep", "zero", "low"], ["mask"]),
+             helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+             helper.make_node("Mul", ["S", "c"], ["Ss"]),
+             helper.make_node("Add", ["Ss", "mask"], ["Sm"]),
+             helper.make_node("Softmax", ["Sm"], ["P"], axis=-1)]
+    inputs = [helper.make_tensor_value_info(n, t16, [b, 2, s, d]) for n in ("Q", "K")] + [
+        helper.make_tensor_value_info("attention_mask", i64, [b, s])]
+    init = [helper.make_tensor("c", t16, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)]
+    return helper.make_model(helper.make_graph(nodes, "pad", inputs, [helper.make_tensor_value_info("P", t16, None)],
+                                               initializer=init),
+                             opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("start,delta,op,narrowed", [(0, 1, "GreaterOrEqual", True), (1, 2, "Greater", True),
+                                                     (0, 1, "Greater", False), (-1, 1, "GreaterOrEqual", False)])
+def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp_path, start, delta, op, narrowed):
+    """A padding mask ANDed with an index test that is true everywhere (transformers 5's `q_idx >= 0`) reaches the
+    op as [B, 1, 1, S], the test and its [B, 1, S, S] broadcast dropped; a test that is false somewhere (row 0 of
+    q_idx > 0, or of a range from -1) keeps the mask [B, 1, S, S]. P matches the original graph either way."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_padding_mask_graph(start, delta, op), str(src))
+    report = rewrite.rewrite_file(src, dst)
+    assert len(report.fused) == 1 and report.masks_narrowed == int(narrowed), report.text()
+    m = onnx.load(str(dst))
+    (node,) = _ops(m, "FusedGemmSoftmax", "flashgemm")
+    shapes = {v.name: [x.dim_value for x in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
+    assert shapes[node.input[2]] == ([2, 1, 1, 6] if narrowed else [2, 1, 6, 6]), shapes.get(node.input[2])
+    assert (rewrite.count_ops(dst, "Range") == 0) == narrowed  # the test's computation left with it
+    rng = np.random.default_rng(5)
+    feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
+    feeds["attention_mask"] = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int64)
     (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
     (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)

@@ -20,6 +20,9 @@ Five rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; th
 5. FoldQueryScale      FusedGemmSoftmax([Transpose]([Reshape](Mul(X, c) | Div(X, c))), B; scale s)
                          -> FusedGemmSoftmax([Transpose]([Reshape](X)), B; scale s*c | s/c)   (Whisper scales q)
 
+After the rules, the fused sites' masks: drop_constant_masks drops one of zeros (or all true) made of constants,
+narrow_masks gives the op one that is a broadcast of a narrower one (an Expand, an always-true And term) narrow.
+
 Rule 1 fuses only what is provably the same function (everything it declines is reported with the reason):
   - Softmax over the last axis: axis -1, or axis == rank-1 with the rank known (opset < 13's default axis 1 too,
     when the rank is 2; its 2-D coercion at the last axis is the row softmax);
@@ -99,6 +102,7 @@ class Report:
     heads_transposes: int = 0  # Transposes around FusedAttention absorbed into its BSNH views (fold_heads_transposes)
     qkv_packed: int = 0  # FusedAttention nodes whose Q, K, V projections became one MatMul (pack_qkv_projections)
     constant_masks_dropped: int = 0  # all-zero biases / all-true masks made of constants (drop_constant_masks)
+    masks_narrowed: int = 0  # biases / masks given to the op without an always-true broadcasting term (narrow_masks)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -118,14 +122,17 @@ class Report:
                  f"query-side scale folded at {self.qscale_folded}"
                  f"{f', key-side at {self.kscale_folded}' if self.kscale_folded else ''}"
                  + (f"; a bias of zeros or an all-true mask, made of constants, dropped at "
-                    f"{self.constant_masks_dropped}" if self.constant_masks_dropped else "")]
+                    f"{self.constant_masks_dropped}" if self.constant_masks_dropped else "")
+                 + (f"; a bias or mask narrowed (an always-true broadcasting term dropped) at {self.masks_narrowed}"
+                    if self.masks_narrowed else "")]
         for s in self.fused:
             d = s.details
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
                          f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
                          f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
-                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}")
+                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}"
+                         f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -155,7 +162,8 @@ class Report:
                 "qscale_folded": self.qscale_folded, "kscale_folded": self.kscale_folded, "attention": self.attention,
                 "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
                 "qkv_packed": self.qkv_packed,
-                "constant_masks_dropped": self.constant_masks_dropped, "notes": self.notes,
+                "constant_masks_dropped": self.constant_masks_dropped, "masks_narrowed": self.masks_narrowed,
+                "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
 
@@ -864,6 +872,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     pattern.RewriteRuleSet([FoldTransposeB.rule(report)]).apply_to_model(model)
     pattern.RewriteRuleSet([FoldQueryScale.rule(report)], commute=True).apply_to_model(model)
     drop_constant_masks(model, report)
+    narrow_masks(model, report)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)
     for n in used_constants:
@@ -1063,6 +1072,128 @@ def drop_constant_masks(model: ir.Model, report: Report) -> None:
         if len(inputs) != len(node.inputs):
             node.resize_inputs(len(inputs))
     if report.constant_masks_dropped:  # the masks' computations, unless something else reads them
+        RemoveUnusedNodesPass()(model)
+
+
+# ops through which an integer index range keeps its values (only their arrangement changes)
+_VALUE_KEEPING = ("Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity")
+
+
+def _range_start(v: ir.Value) -> Optional[float]:
+    """The least element of `v` when it holds an increasing index range: Range(start, limit, delta) of constant start
+    and constant delta > 0, through ops that keep its values (_VALUE_KEEPING); else None."""
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
+        return None
+    start, delta = _constant_array(p.inputs[0]), _constant_array(p.inputs[2])
+    if start is None or delta is None or start.size != 1 or delta.size != 1 or not delta.item() > 0:
+        return None
+    return start.item()
+
+
+def _always_true(v: ir.Value, opset: int) -> bool:
+    """Whether every element of the boolean `v` is provably true: a constant of trues, an And of such, or an index
+    range compared with a constant it never falls below (GreaterOrEqual(Range(0, S, 1), 0): transformers 5 writes one
+    into every bidirectional mask, which broadcasts a [B, 1, 1, S] padding mask to [B, 1, S, S])."""
+    val = _constant_value(v, opset)
+    if val is not None:
+        return val.dtype == np.bool_ and bool(np.all(val))
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return False
+    if p.op_type == "And":
+        return _always_true(p.inputs[0], opset) and _always_true(p.inputs[1], opset)
+    if p.op_type in ("GreaterOrEqual", "Greater"):
+        start, c = _range_start(p.inputs[0]), _constant_array(p.inputs[1])
+        if start is None or c is None or c.size != 1:
+            return False
+        return start >= c.item() if p.op_type == "GreaterOrEqual" else start > c.item()
+    return False
+
+
+def _broadcast_shape(*values: ir.Value) -> Optional[ir.Shape]:
+    """The shape of an elementwise op's output on `values` (numpy broadcasting), where every dim is known."""
+    shapes = [v.shape for v in values]
+    if any(sh is None for sh in shapes):
+        return None
+    rank = max(len(sh) for sh in shapes)
+    dims = []
+    for i in range(rank):
+        ds = {d for sh in shapes for d in [sh[i - rank + len(sh)] if i - rank + len(sh) >= 0 else 1] if d != 1}
+        if len(ds) > 1 or any(not isinstance(d, int) and getattr(d, "value", None) is None for d in ds):
+            return None
+        dims.append(ds.pop() if ds else 1)
+    return ir.Shape(dims)
+
+
+# elementwise ops (numpy broadcasting): on inputs that broadcast to theirs, their output broadcasts to theirs
+_ELEMENTWISE = ("Identity", "Cast", "Not", "Neg", "And", "Or", "Add", "Sub", "Mul", "Div", "Equal", "Less",
+                "LessOrEqual", "Greater", "GreaterOrEqual", "Where")
+
+
+def _narrowed(v: ir.Value, opset: int, new: list) -> ir.Value:
+    """A value that equals `v` once broadcast to v's shape, as narrow as its computation allows: Expands dropped,
+    and the always-true terms of Ands (_always_true), through elementwise ops (_ELEMENTWISE: an elementwise op
+    commutes with broadcasting its inputs). New nodes go to `new` (in order); `v` itself when nothing narrows."""
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return v
+    if p.op_type == "Expand":
+        return _narrowed(p.inputs[0], opset, new)
+    if p.op_type not in _ELEMENTWISE:
+        return v
+    if p.op_type == "And":
+        a, b = p.inputs
+        if _always_true(a, opset):
+            return _narrowed(b, opset, new)
+        if _always_true(b, opset):
+            return _narrowed(a, opset, new)
+    ins = [None if x is None else _narrowed(x, opset, new) for x in p.inputs]
+    if all(x is y for x, y in zip(ins, p.inputs)):
+        return v
+    node = ir.Node("", p.op_type, ins, attributes=list(p.attributes.values()), name=f"{p.name}_narrow",
+                   num_outputs=1)
+    out = node.outputs[0]
+    out.name, out.dtype = f"{v.name}_narrow", v.dtype
+    out.shape = _broadcast_shape(*[x for x in ins if x is not None])
+    new.append(node)
+    return out
+
+
+def narrow_masks(model: ir.Model, report: Report) -> None:
+    """A fused site's bias or mask that is a broadcast of a narrower one (an Expand, or an always-true term of an
+    And, on its way: _narrowed) is given to the op narrow; the op broadcasts it itself. transformers 5's
+    bidirectional masks AND a [B, 1, 1, S] padding mask with `q_idx >= 0` over [1, 1, S, 1], older exports Expand
+    it to [B, 1, S, S]: so narrowed, the op reads one row for every row of the scores (stride 0: its kernels read a
+    thread's columns once for all its rows) instead of a materialized [B, 1, S, S]."""
+    opset = model.opset_imports.get("", 17)
+    done = {}
+    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        for slot in (2, 3):  # bias, mask
+            x = node.inputs[slot] if len(node.inputs) > slot else None
+            if x is None:
+                continue
+            if id(x) not in done:
+                new = []
+                narrow = _narrowed(x, opset, new)
+                wide, thin = _shape(x), _shape(narrow)
+                # taken where it provably broadcasts a dim of x that is not 1 (else the copy would buy nothing)
+                if wide is None or thin is None or not any(
+                        t == 1 and w != 1 for t, w in zip(reversed(thin), reversed(wide))) and len(thin) >= len(wide):
+                    narrow, new = x, []
+                done[id(x)] = narrow
+                if new:
+                    model.graph.insert_after(x.producer(), new)
+            if done[id(x)] is x:
+                continue
+            node.replace_input_with(slot, done[id(x)])
+            report.masks_narrowed += 1
+            site = _site_of(report, node)
+            if site is not None:
+                site.details["narrowed"] = _fmt(_shape(done[id(x)]))
+    if report.masks_narrowed:  # the wide computations, unless something else reads them
         RemoveUnusedNodesPass()(model)
 
 
