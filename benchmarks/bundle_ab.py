@@ -9,9 +9,10 @@ tuned batch) on the same inputs (flashgemm.bundle.bundle_check.inputs), after bo
 within the dtype's tolerance. The two are timed in --rounds rounds of alternating order with python -m
 benchmarks.bench's protocol (benchmarks.peers.time_in_rounds: groups of back-to-back calls between CUDA events);
 "us" is each side's median round, B / A their ratio. FusedAttention's tensor-core kernels (no sizes of their own:
-they serve any length) run at each shape of benchmarks.attention.SHAPES they serve (their causality and head size, N
-up to their max_n), with V, the kernel alone (no ORT Run around it). --one-row gives the bias and mask as one row
-broadcast over heads and rows ([B0, 1, 1, N] read through stride 0: a padding mask, as BERT's exports give it).
+they serve any length) run at each shape of benchmarks.attention.SHAPES (or of --shape) they serve (their causality
+and head size, N up to their max_n), with V, the kernel alone (no ORT Run around it). --one-row gives the bias and
+mask as one row broadcast over heads and rows ([B0, 1, 1, N] read through stride 0: a padding mask, as BERT's exports
+give it).
 """
 from __future__ import annotations
 
@@ -28,16 +29,28 @@ def _load(bundle: Path):
     return KernelLibraries(kernel_libraries(bundle)), {f["name"]: f for f in manifest["functions"]}
 
 
-def _timed_sizes(fn: dict) -> list:
+def _timed_sizes(fn: dict, shapes=None) -> list:
     """The (B0, B1, M, N, K) a function is timed at: its own sizes, or for a FusedAttention tensor-core kernel each
-    benchmarks.attention shape it serves; none for the generic kernels."""
+    shape it serves of `shapes` ((B, H, L, D, causal) tuples; default benchmarks.attention's); none for the generic
+    kernels."""
     if fn.get("sizes") is not None:
         return [tuple(fn["sizes"])]
     if fn.get("op") != "FusedAttention" or fn.get("head_size") is None:
         return []
-    from benchmarks.attention import SHAPES  # noqa: PLC0415
-    return [(b, h, length, length, d) for b, h, length, d, causal in SHAPES.values()
+    if shapes is None:
+        from benchmarks.attention import SHAPES  # noqa: PLC0415
+        shapes = SHAPES.values()
+    return [(b, h, length, length, d) for b, h, length, d, causal in shapes
             if d == fn["head_size"] and causal == bool(fn["causal"]) and length <= (fn.get("max_n") or length)]
+
+
+def attention_shape(text: str) -> tuple:
+    """--shape's B,H,L,D[,causal] as (B, H, L, D, causal)."""
+    parts = text.split(",")
+    if len(parts) not in (4, 5) or not all(x.strip().isdigit() for x in parts[:4]) or (
+            len(parts) == 5 and parts[4].strip() not in ("0", "1", "causal")):
+        raise argparse.ArgumentTypeError(f"{text!r}: give B,H,L,D or B,H,L,D,causal (e.g. 4,32,2048,128,causal)")
+    return (*(int(x) for x in parts[:4]), len(parts) == 5 and parts[4].strip() != "0")
 
 
 def _one_row(x, shape, dev):
@@ -56,9 +69,10 @@ def _one_row(x, shape, dev):
 
 
 def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 100, log=print, dev=None,
-                    timer=None, one_row: bool = False) -> list:
+                    timer=None, one_row: bool = False, shapes=None) -> list:
     """One row per shared function (module doc). dev: the bundles' device (default cuda:0); timer: as
-    benchmarks.peers.time_in_rounds takes it (default: CUDA events); one_row: bias and mask [B0, 1, 1, N]."""
+    benchmarks.peers.time_in_rounds takes it (default: CUDA events); one_row: bias and mask [B0, 1, 1, N]; shapes:
+    the (B, H, L, D, causal) the FusedAttention tensor-core kernels run at (default benchmarks.attention's)."""
     import numpy as np  # noqa: PLC0415
     import tvm  # noqa: PLC0415
 
@@ -68,7 +82,7 @@ def compare_bundles(a_dir, b_dir, only: str = "", rounds: int = 5, reps: int = 1
     dev = dev or tvm.cuda(0)
     rows = []
     for name, sizes in ((name, sizes) for name in fns_a if name in fns_b and (not only or re.search(only, name))
-                        for sizes in _timed_sizes(fns_a[name])):
+                        for sizes in _timed_sizes(fns_a[name], shapes)):
         fn = fns_a[name]
         b0, b1, m, n, k = sizes
         a, b, bias, mask, scale = inputs(fn, sizes)
@@ -110,13 +124,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=100, help="calls timed a round (in groups of 10)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and the GPU's description here")
+    ap.add_argument("--shape", type=attention_shape, action="append", default=None,
+                    help="B,H,L,D[,causal]: time the FusedAttention tensor-core kernels at this shape instead of "
+                    "benchmarks.attention's (repeatable; e.g. head sizes those lack: 16,16,512,80 or 4,32,2048,128)")
     ap.add_argument("--one-row", action="store_true", help="the bias and mask as one row [B0, 1, 1, N] broadcast "
                     "through stride 0 (a padding mask), not the scores' full shape")
     args = ap.parse_args(argv)
     for d in (args.bundle_a, args.bundle_b):
         if not (d / "manifest.json").is_file():
             ap.error(f"{d} is not a bundle (no manifest.json): build one with flashgemm-build --out {d}")
-    rows = compare_bundles(args.bundle_a, args.bundle_b, args.only, args.rounds, args.reps, one_row=args.one_row)
+    rows = compare_bundles(args.bundle_a, args.bundle_b, args.only, args.rounds, args.reps, one_row=args.one_row,
+                           shapes=args.shape)
     if not rows:
         ap.error("the two bundles share no non-generic function" + (f" matching {args.only!r}" if args.only else ""))
     if args.json:

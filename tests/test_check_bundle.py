@@ -110,6 +110,13 @@ def test_two_builds_of_attention_kernels_timed(tmp_path, monkeypatch):
     assert rows[0]["max_abs_diff"] == 0 and rows[0]["a_us"] > 0
     assert not compare_bundles(tmp_path / "a", tmp_path / "b", only="^f16_", rounds=1, reps=2, log=lambda *a: None,
                                dev=tvm.cpu(0), timer=_wall_clock)
+    # --shape: the shapes given instead of benchmarks.attention's (only those of the kernel's head size and
+    # causality, N up to its max_n)
+    rows = compare_bundles(tmp_path / "a", tmp_path / "b", only="^fa_f16_.*none", rounds=1, reps=2,
+                           log=lambda *a: None, dev=tvm.cpu(0), timer=_wall_clock,
+                           shapes=[(2, 1, 8, 16, False), (1, 1, 8, 16, True), (1, 1, 40, 16, False),
+                                   (1, 1, 8, 8, False)])
+    assert [r["sizes"] for r in rows] == [[2, 1, 8, 8, 16]], rows
 
 
 def test_attention_kernels_timed_with_one_row_bias_and_mask(tmp_path):
@@ -130,6 +137,19 @@ def test_attention_kernels_timed_with_one_row_bias_and_mask(tmp_path):
     (row,) = compare_bundles(tmp_path / "a", tmp_path / "b", only=generic["name"], rounds=1, reps=2,
                              log=lambda *a: None, dev=tvm.cpu(0), timer=_wall_clock, one_row=True)
     assert row["sizes"] == [2, 3, 24, 40, 64] and row["max_abs_diff"] == 0
+
+
+def test_bundle_ab_shape_argument():
+    """bundle_ab --shape B,H,L,D[,causal]: parsed, or refused with the form it takes."""
+    import argparse
+
+    from benchmarks.bundle_ab import attention_shape
+    assert attention_shape("4,32,2048,128,causal") == (4, 32, 2048, 128, True)
+    assert attention_shape("16,16,512,80") == (16, 16, 512, 80, False)
+    assert attention_shape("1,2,3,64,0") == (1, 2, 3, 64, False)
+    for bad in ("16,16,512", "a,1,1,64", "1,1,1,64,yes"):
+        with pytest.raises(argparse.ArgumentTypeError, match="B,H,L,D"):
+            attention_shape(bad)
 
 
 def test_fused_attention_kernels_are_checked(tmp_path):
