@@ -634,6 +634,15 @@ def test_site_past_a_contrib_op_is_typed(tmp_path):
     assert [n.op_type for n in onnx.load(str(dst)).graph.node] == ["Gelu", "FusedGemmSoftmax"]
 
 
+def _masked_scores() -> list:
+    """P = Softmax(Q K^T c + mask): the nodes of a site reading graph inputs Q, K, initializer c and value mask."""
+    return [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+            helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+            helper.make_node("Mul", ["S", "c"], ["Ss"]),
+            helper.make_node("Add", ["Ss", "mask"], ["Sm"]),
+            helper.make_node("Softmax", ["Sm"], ["P"], axis=-1)]
+
+
 def _constant_mask_graph(kind: str) -> onnx.ModelProto:
     """softmax(Q K^T * 0.125 + mask) with the mask transformers 5 writes for a model without padding (ViT), as the
     TorchScript exporter writes it: Where(Expand(arange(S)[:, None] >= t, shape), 0, -65504) in float16, shape the
@@ -660,12 +669,7 @@ def _constant_mask_graph(kind: str) -> onnx.ModelProto:
         helper.make_node("Expand", ["ge", "shp"], ["keep"]),
         helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", t16, [], [0.0])),
         helper.make_node("Constant", [], ["low"], value=helper.make_tensor("low", t16, [], [-65504.0])),
-        helper.make_node("Where", ["keep", "zero", "low"], ["mask"]),
-        helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
-        helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
-        helper.make_node("Mul", ["S", "c"], ["Ss"]),
-        helper.make_node("Add", ["Ss", "mask"], ["Sm"]),
-        helper.make_node("Softmax", ["Sm"], ["P"], axis=-1)]
+        helper.make_node("Where", ["keep", "zero", "low"], ["mask"])] + _masked_scores()
     inputs = [helper.make_tensor_value_info(n, t16, [b, 2, s, d]) for n in ("Q", "K")]
     if kind == "input":
         inputs.append(helper.make_tensor_value_info("t", TensorProto.INT64, []))
@@ -724,12 +728,7 @@ def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6,
              helper.make_node("Unsqueeze", ["pad_b", "ax_kv"], ["pad"]),
              helper.make_node("And", ["true", "q_ok"], ["both"]),
              helper.make_node("And", ["both", "pad"], ["keep"]),
-             helper.make_node("Where", ["keep", "zero", "low"], ["mask"]),
-             helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
-             helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
-             helper.make_node("Mul", ["S", "c"], ["Ss"]),
-             helper.make_node("Add", ["Ss", "mask"], ["Sm"]),
-             helper.make_node("Softmax", ["Sm"], ["P"], axis=-1)]
+             helper.make_node("Where", ["keep", "zero", "low"], ["mask"])] + _masked_scores()
     inputs = [helper.make_tensor_value_info(n, t16, [b, 2, s, d]) for n in ("Q", "K")] + [
         helper.make_tensor_value_info("attention_mask", i64, [b, s])]
     init = [helper.make_tensor("c", t16, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)]

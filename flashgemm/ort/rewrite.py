@@ -1044,6 +1044,11 @@ def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
     return np.asarray(out)
 
 
+def _masks_of(node: ir.Node) -> list:
+    """(slot, value) of a FusedGemmSoftmax node's bias and mask inputs that are present."""
+    return [(slot, node.inputs[slot]) for slot in (2, 3) if len(node.inputs) > slot and node.inputs[slot] is not None]
+
+
 def drop_constant_masks(model: ir.Model, report: Report) -> None:
     """A fused site's bias (or additive mask) that is zeros everywhere, or a boolean mask that keeps everything,
     computed from constants alone: dropped. Exporters write one for a model without padding (transformers 5's
@@ -1052,10 +1057,7 @@ def drop_constant_masks(model: ir.Model, report: Report) -> None:
     opset = model.opset_imports.get("", 17)
     seen = {}
     for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
-        for slot in (2, 3):  # bias, mask
-            x = node.inputs[slot] if len(node.inputs) > slot else None
-            if x is None:
-                continue
+        for slot, x in _masks_of(node):
             if id(x) not in seen:
                 seen[id(x)] = _constant_value(x, opset)
             val = seen[id(x)]
@@ -1171,10 +1173,7 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
     opset = model.opset_imports.get("", 17)
     done = {}
     for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
-        for slot in (2, 3):  # bias, mask
-            x = node.inputs[slot] if len(node.inputs) > slot else None
-            if x is None:
-                continue
+        for slot, x in _masks_of(node):
             if id(x) not in done:
                 new = []
                 narrow = _narrowed(x, opset, new)
