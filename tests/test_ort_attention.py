@@ -608,6 +608,24 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
         np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
+@pytest.mark.parametrize("name", ["bert-large-tiny.f16", "whisper-enc-tiny.f16"])
+def test_packed_projection_bias_stays_an_add(bundle, device, name, tmp_path):
+    """ONNX Runtime's MatMulAddFusion leaves the packed projection a MatMul and an Add (its Gemm would broadcast the
+    bias into the output by a GEMM of its own first): the session's optimized graph has no Gemm made of it, and its
+    Add reads the MatMul's output."""
+    dst = tmp_path / f"{name}.attention.onnx"
+    rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
+    opts = session_options(bundle)
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(dst), opts, providers=providers(device))
+    nodes = onnx.load(opts.optimized_model_filepath).graph.node
+    packed = [n for n in nodes if "_qkv_" in n.name]
+    assert not [n.name for n in packed if n.op_type == "Gemm"]
+    matmuls = {n.output[0] for n in packed if n.op_type == "MatMul"}
+    adds = [n for n in packed if n.op_type == "Add" and set(n.input) & matmuls]
+    assert len(matmuls) == len(adds) == 2, [(n.op_type, n.name) for n in packed]
+
+
 def test_model_attention_variants_of_a_model_rewritten_or_not(tmp_path):
     """What flashgemm-build --attention --from-model builds tensor-core kernels for: the variant of each kind of
     FusedAttention node, the same whether the model is rewritten already or not (then rewritten in memory)."""

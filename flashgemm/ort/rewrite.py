@@ -1378,9 +1378,12 @@ def pack_qkv_projections(model: ir.Model, report: Report) -> None:
     """FusedAttention whose Q, K and V (all BSNH) are Reshape(MatMul(X, W_q|k|v) [+ b_q|k|v]) of one X: the three
     projections become one MatMul(X, [W_q W_k W_v]) [+ [b_q b_k b_v]] reshaped to [batch, sequence, 3, heads, head
     size], given to the op as Q, K and V (attribute packed_qkv), which reads each slice in place. One GEMM three
-    times as wide runs in far fewer waves than three narrow ones, and one bias add replaces three (ONNX Runtime
-    adds a MatMul's bias in a kernel of its own). A missing bias is zeros; a Shape read of Q, K or V is rerouted
-    to the packed tensor's dims."""
+    times as wide runs in far fewer waves than three narrow ones, and one bias add replaces three. A missing bias is
+    zeros; a Shape read of Q, K or V is rerouted to the packed tensor's dims.
+    The packed bias is [1, 1, 3 h d], not [3 h d]: ONNX Runtime's MatMulAddFusion turns a MatMul of static shape plus
+    a one-dimensional bias into a Gemm, whose CUDA kernel first broadcasts the bias into the output by a GEMM of
+    inner size 1 and then accumulates onto it; with the bias of the output's rank the Add stays an elementwise
+    broadcast."""
     outputs = set(model.graph.outputs)
     packed_any = False
     for attn in [n for n in model.graph if n.op_type == ATTENTION_OP_TYPE and n.domain == DOMAIN]:
@@ -1395,7 +1398,8 @@ def pack_qkv_projections(model: ir.Model, report: Report) -> None:
         w = np.concatenate([f[1] for f in found], axis=1)
         inits = {"weight": w}
         if any(f[2] is not None for f in found):
-            inits["bias"] = np.concatenate([f[2] if f[2] is not None else np.zeros(h * d, w.dtype) for f in found])
+            inits["bias"] = np.concatenate([f[2] if f[2] is not None else np.zeros(h * d, w.dtype)
+                                            for f in found]).reshape(1, 1, -1)
         inits["shape"] = np.array([0, 0, 3, h, d], np.int64)
         values = {}
         for key, arr in inits.items():
