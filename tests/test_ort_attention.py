@@ -608,6 +608,30 @@ def test_rewrite_attention_tiny_models(sess_opts, device, name, tmp_path):
         np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
+DECODERS = ["llama-3.2-1b-tiny-dyn.f16", "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16"]
+
+
+@pytest.mark.parametrize("name", DECODERS)
+@pytest.mark.parametrize("padding", ["none", "right", "left", "all"])
+def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, tmp_path):
+    """A decoder's attention (Llama: rotary Q and K, two query heads sharing one key/value head, a causal mask
+    combined with the padding mask into one [batch, 1, sequence, sequence] bias) becomes FusedAttention at every
+    site, and the rewritten model computes what the original does with no padding, right or left padding (left: a
+    sequence's first query rows see only padding, every logit at the mask's lowest) and a sequence padded out."""
+    dst = tmp_path / f"{name}.attention.onnx"
+    report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
+    assert report.attention == 2 and not report.attention_left, report.text()
+    assert count_ops(dst, "FusedAttention", "flashgemm") == 2 and count_ops(dst, "Softmax") == 0
+    original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
+    rng = np.random.default_rng(1)
+    feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
+    pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
+    feeds["attention_mask"][pad] = 0
+    (o0,) = run(original, feeds)
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)
+
+
 @pytest.mark.parametrize("name", ["bert-large-tiny.f16", "whisper-enc-tiny.f16"])
 def test_packed_projection_bias_stays_an_add(bundle, device, name, tmp_path):
     """ONNX Runtime's MatMulAddFusion leaves the packed projection a MatMul and an Add (its Gemm would broadcast the

@@ -301,7 +301,10 @@ def test_regenerate_tiny_models_match(tmp_path):
             [(name, DYN[f"{name}-dynb"], {"dynamic_batch": True}) for name in MODELS] + \
             [("bert-large", DYN["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True})] + \
             [("bert-large", DYNAMO["bert-large-dyn"], {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA}),
-             ("whisper-enc", DYNAMO["whisper-enc-dynb"], {"dynamic_batch": True, **DYNAMO_SDPA})]
+             ("whisper-enc", DYNAMO["whisper-enc-dynb"], {"dynamic_batch": True, **DYNAMO_SDPA})] + \
+            [("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn.f16.onnx", {"dynamic_batch": True, "dynamic_seq": True}),
+             ("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16.onnx",
+              {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA})]
     for name, path, dyn in cases:
         new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None,
                                           **dyn)))

@@ -1,4 +1,5 @@
-"""Seed models as ONNX: BERT-Large, ViT-B/16 and the Whisper (large-v2) encoder, exported with PyTorch + transformers.
+"""Seed models as ONNX: BERT-Large, ViT-B/16, the Whisper (large-v2) encoder and a decoder (Llama 3.2 1B), exported
+with PyTorch + transformers.
 
     from flashgemm.ort.models import export
     path = export("bert-large", out_dir="build/models", dtype="float16", batch=1)
@@ -31,13 +32,22 @@ default attention (torch 2.13, transformers 5.24, opset 20):
 BERT's mask is transformers' 4-D additive mask [B, 1, S, S] (0 or dtype-min: -65504 in float16, -3.4e38 in float32)
 built from the 2-D `attention_mask` input; the example input used for tracing has padding, so the mask is kept.
 
+Llama 3.2 1B: the decoder stack (LlamaModel, no LM head, no KV cache: a prefill's hidden states) at seq 2048 and
+batch 4, the causal prefill's attention shape (32 heads x 2048 x 2048 x 64). Its attention differs from the
+encoders' in three ways the rewrite meets: Q and K pass the rotary embedding after their Transpose to [B, h, S, d];
+K and V are repeated from 8 key/value heads to the 32 query heads (Expand + Reshape); and the mask is the causal
+triangle and the padding in one, Where(causal & padding, 0, lowest) of [B, 1, S, S] (both exporters), which
+FusedAttention reads as a bias of the scores' shape (not as its causal flag: a query row whose every key up to itself
+is padding attends to all keys at the lowest logit in the export, to none past itself with the flag).
+
 Whisper: the *large-v2* config (d_model 1280, 32 layers, 20 heads of 64, 80 mel bins x 3000 frames -> 1500 positions).
 Why: its attention-score shape is workload W3 (flashgemm/op/workloads.py: 20 heads x 1500 x 1500 x 64) and its input
 is the 80 x 3000 log-mel. large-v3 differs only in num_mel_bins=128 (the attention is identical); base (512 wide,
 8 heads) would not match W3.
 
 `tiny=True` gives the same architectures at toy size for CI (2 layers, hidden 64, 2 heads of 32, short sequences):
-BERT seq 16, ViT 32x32 images with 8x8 patches (17 tokens), Whisper 48 mel frames -> 24 positions.
+BERT seq 16, ViT 32x32 images with 8x8 patches (17 tokens), Whisper 48 mel frames -> 24 positions, Llama seq 16 with
+its 2 query heads sharing one key/value head.
 
 IR version: the exporter writes IR 8 for opset 17; anything above 9 is re-stamped to 9 (ORT 1.31 loads up to 9 here,
 see model.py). Models over 2 GB (Whisper large-v2 in float32) are saved with one external data file next to them.
@@ -103,6 +113,23 @@ def _whisper_large_v2() -> dict:  # (openai/whisper-large-v2; the encoder's fiel
 def _whisper_tiny() -> dict:
     return dict(_whisper_large_v2(), d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128,
                 decoder_layers=2, decoder_attention_heads=2, decoder_ffn_dim=128, max_source_positions=24)
+
+
+def _llama_3_2_1b() -> dict:  # (meta-llama/Llama-3.2-1B)
+    return dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=64, hidden_act="silu",
+                max_position_embeddings=131072, initializer_range=0.02, rms_norm_eps=1e-5, rope_theta=500000.0,
+                rope_scaling=dict(factor=32.0, high_freq_factor=4.0, low_freq_factor=1.0,
+                                  original_max_position_embeddings=8192, rope_type="llama3"),
+                attention_bias=False, mlp_bias=False, tie_word_embeddings=True, bos_token_id=128000,
+                eos_token_id=128001)
+
+
+def _llama_tiny() -> dict:  # grouped-query attention kept: 2 heads of 32 share one key/value head
+    return dict(_llama_3_2_1b(), vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=64,
+                rope_scaling=dict(_llama_3_2_1b()["rope_scaling"], original_max_position_embeddings=32),
+                bos_token_id=1, eos_token_id=2)
 
 
 # ------------------------------------------------------------------------------------------------- models
@@ -178,6 +205,21 @@ def _whisper(cfg: dict, attention: str = "eager"):
     return Encoder()
 
 
+def _llama(cfg: dict, attention: str = "eager"):
+    import torch  # noqa: PLC0415
+    from transformers import LlamaConfig, LlamaModel  # noqa: PLC0415
+
+    class Llama(torch.nn.Module):  # the decoder stack without the LM head: a prefill's hidden states, no KV cache
+        def __init__(self):
+            super().__init__()
+            self.model = LlamaModel(LlamaConfig(**cfg, attn_implementation=attention))
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+
+    return Llama()
+
+
 SPECS = {
     "bert-large": ModelSpec(
         "bert-large", "google-bert/bert-large-uncased", _bert_large, _bert_tiny, _bert,
@@ -197,6 +239,10 @@ SPECS = {
         lambda cfg, b, gen, tiny: {"input_features": _randn((b, cfg["num_mel_bins"],
                                                               2 * cfg["max_source_positions"]), gen)},
         "last_hidden_state", "encoder_layers"),
+    "llama-3.2-1b": ModelSpec(
+        "llama-3.2-1b", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama,
+        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 2048, gen), "last_hidden_state",
+        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
 }
 NAMES = tuple(SPECS)
 SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the commands)
