@@ -28,7 +28,8 @@ ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
 VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", True, True, "bool", False),
             Variant("float16", False, False, "add", True), Variant("bfloat16", True, True, "add", False),
             Variant("bfloat16", False, False, "bool", True), Variant("float16", True, False, "none", True),
-            Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False)]
+            Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False),
+            Variant("float16", True, True, "add", False)]
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -627,6 +628,25 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, tmp_p
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
     pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
     feeds["attention_mask"][pad] = 0
+    (o0,) = run(original, feeds)
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)
+
+
+@pytest.mark.parametrize("name", ["mpnet-base-tiny-dyn.f16", "mpnet-base-tiny-dyn-dynamo.f16"])
+@pytest.mark.parametrize("padding", ["right", "all"])
+def test_rewrite_attention_relative_position_bias(sess_opts, device, name, padding, tmp_path):
+    """MPNet adds a relative position bias (gathered from its table) and the padding mask to the scores: both sites
+    become FusedAttention with the padding mask as bias and the position bias as additive mask, and the rewritten
+    model computes what the original does, a sequence padded out included (its rows the softmax over every key)."""
+    dst = tmp_path / f"{name}.attention.onnx"
+    report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
+    assert report.attention == 2 and report.qkv_packed == 2 and not report.attention_left, report.text()
+    assert all(s.details["bias_terms"] == "bias and additive mask" for s in report.fused), report.text()
+    nodes = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedAttention"]
+    assert len(nodes) == 2 and all(len(n.input) == 5 and n.input[3] and n.input[4] for n in nodes)
+    original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
+    feeds = _model_feeds(original, padded_out=padding == "all")
     (o0,) = run(original, feeds)
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)

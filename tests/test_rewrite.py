@@ -55,11 +55,12 @@ P_ATOL = 2e-3
 
 @pytest.fixture(scope="module")
 def so(tmp_path_factory):
-    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1: ~6 s), the op library
-    registered."""
+    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1; a bias and an additive mask:
+    ~7 s), the op library registered."""
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
     d = tmp_path_factory.mktemp("bundle_rewrite")
-    variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)]
+    variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)] + \
+        [Variant("float16", True, True, "add", False)]
     export_bundle(d, "llvm", variants=variants, log=lambda *a: None)
     return session_options(d)
 
@@ -304,7 +305,10 @@ def test_regenerate_tiny_models_match(tmp_path):
              ("whisper-enc", DYNAMO["whisper-enc-dynb"], {"dynamic_batch": True, **DYNAMO_SDPA})] + \
             [("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn.f16.onnx", {"dynamic_batch": True, "dynamic_seq": True}),
              ("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16.onnx",
-              {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA})]
+              {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA})] + \
+            [("mpnet-base", DATA / f"mpnet-base-tiny-dyn{how}.f16.onnx",
+              {"dynamic_batch": True, "dynamic_seq": True, **({"exporter": "dynamo"} if how else {})})
+             for how in ("", "-dynamo")]
     for name, path, dyn in cases:
         new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None,
                                           **dyn)))
@@ -761,3 +765,68 @@ def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp
     (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
     (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
+
+
+def _two_terms_graph(table_low: float = -2.0, computed: bool = False) -> onnx.ModelProto:
+    """Softmax(MatMul(Q, K^T) * 0.25 + PB + M), Q [2, 3, 5, 8], K [2, 3, 7, 8]: PB a relative position bias gathered
+    out of a constant table [8 buckets, 3 heads] (values in [table_low, 2]) by constant bucket ids [5, 7] and moved
+    to [1, 3, 5, 7] (Gather, Transpose, Unsqueeze: T5's and MPNet's exports), M the padding mask input
+    [2, 1, 1, 7]; computed: PB times an input scalar g instead (no constant bounds its values)."""
+    t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
+    rng = np.random.default_rng(3)
+    table = rng.uniform(-2.0, 2.0, (8, 3)).astype(np.float16)
+    table[0, 0] = table_low
+    init = [helper.make_tensor("c", t16, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True),
+            helper.make_tensor("table", t16, [8, 3], table.view(np.uint16).tobytes(), raw=True),
+            helper.make_tensor("ids", i64, [5, 7], rng.integers(0, 8, (5, 7)).ravel().tolist()),
+            helper.make_tensor("ax0", i64, [1], [0])]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["g57h"], axis=0),
+             helper.make_node("Transpose", ["g57h"], ["gh57"], perm=[2, 0, 1]),
+             helper.make_node("Unsqueeze", ["gh57", "ax0"], ["pb0"])]
+    inputs = [helper.make_tensor_value_info("Q", t16, [2, 3, 5, 8]), helper.make_tensor_value_info("K", t16, [2, 3, 7, 8]),
+              helper.make_tensor_value_info("M", t16, [2, 1, 1, 7])]
+    if computed:
+        nodes.append(helper.make_node("Mul", ["pb0", "g"], ["pb"]))
+        inputs.append(helper.make_tensor_value_info("g", t16, []))
+    else:
+        nodes.append(helper.make_node("Identity", ["pb0"], ["pb"]))
+    nodes += [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
+              helper.make_node("Mul", ["S", "c"], ["Ss"]),
+              helper.make_node("Add", ["Ss", "pb"], ["Sp"]),
+              helper.make_node("Add", ["Sp", "M"], ["Sm"]),
+              helper.make_node("Softmax", ["Sm"], ["P"], axis=-1)]
+    graph = helper.make_graph(nodes, "two_terms", inputs, [helper.make_tensor_value_info("P", t16, None)],
+                              initializer=init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("case", ["table", "table_with_lowest", "computed"])
+def test_two_added_terms(so, tmp_path, case):
+    """Scores + a position bias + the padding mask: fused. A position bias read out of a constant table above the
+    masking threshold becomes the op's additive mask and the padding mask its bias, both added in float32 as the
+    original adds them, so that a batch padded out entirely (every key at the mask's lowest) matches too; a table
+    holding the lowest, or a bias no constant bounds, is summed with the mask into one bias (rows with a key left
+    match)."""
+    report, src, dst = _rewrite_proto(_two_terms_graph(table_low=-65504.0 if case == "table_with_lowest" else -2.0,
+                                                       computed=case == "computed"), tmp_path)
+    assert len(report.fused) == 1 and not report.left_alone, report.text()
+    d = report.fused[0].details
+    (node,) = _ops(onnx.load(str(dst)), "FusedGemmSoftmax", "flashgemm")
+    if case == "table":
+        assert d["bias_terms"] == "bias and additive mask" and d["mask_shape"] == [1, 3, 5, 7], report.text()
+        assert node.input[2] == "M" and len(node.input) == 4, node.input
+        assert "mask=add [1, 3, 5, 7]" in report.text()
+    else:
+        assert d["bias_terms"] == "summed" and "mask_shape" not in d, report.text()
+        assert len(node.input) == 3 and "summed into the bias" in report.text()
+    rng = np.random.default_rng(4)
+    feeds = {"Q": rng.standard_normal((2, 3, 5, 8)).astype(np.float16),
+             "K": rng.standard_normal((2, 3, 7, 8)).astype(np.float16),
+             "M": np.zeros((2, 1, 1, 7), np.float16)}
+    feeds["M"][0, ..., 4:] = -65504.0
+    if case == "table":
+        feeds["M"][1] = -65504.0  # batch 1 padded out: its rows are the softmax of scores + PB over all keys
+    if case == "computed":
+        feeds["g"] = np.array(1.5, np.float16)
+    _compare(so, src, dst, feeds)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
 
-    flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|llama-3.2-1b|all [--tiny]
+    flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|mpnet-base|llama-3.2-1b|all [--tiny]
                         [--dtype float32|float16]
                         [--batch N] [--dynamic-batch] [--dynamic-seq] [--exporter torchscript|dynamo]
                         [--attention eager|sdpa] [--seed S] [--out DIR]
@@ -10,16 +10,19 @@
     bert-small   a small BERT (sentence-transformers/all-MiniLM-L6-v2 config: 6 layers, 12 heads of 32), seq 128
     vit-b16      ViT-B/16 (google/vit-base-patch16-224 config), 224x224 -> 197 tokens, input pixel_values
     whisper-enc  Whisper large-v2 encoder (openai/whisper-large-v2 config), 80 mel x 3000 frames -> 1500 positions
+    mpnet-base   MPNet (sentence-transformers/all-mpnet-base-v2 config), seq 384: a relative position bias and the
+                 padding mask added to the scores (eager attention only: transformers has no SDPA for it)
     llama-3.2-1b a decoder (meta-llama/Llama-3.2-1B config: 16 layers, 32 query heads of 64 sharing 8 key/value
                  heads, rotary positions), its prefill at seq 2048 without the LM head, inputs input_ids +
-                 attention_mask ("all" is the three above)
+                 attention_mask ("all" is the first, third and fourth)
 
 No model hub is used: the weights are random (torch.manual_seed(S), default 0), so outputs are meaningless but the
 graphs are the real ones. --tiny: 2 layers, hidden 64, 2 heads, short sequences (CI; tests/data/ holds these, made
 with `--model all --tiny --dtype float16 --batch 2 --out tests/data`, the -dynb ones adding --dynamic-batch, and
 bert-large-tiny-dyn with `--model bert-large --tiny --batch 2 --dynamic-batch --dynamic-seq --out tests/data`; the
 -dynamo-sdpa ones as those with `--exporter dynamo --attention sdpa`; llama-3.2-1b-tiny-dyn with `--model
-llama-3.2-1b --tiny --batch 2 --dynamic-batch --dynamic-seq`, with and without the dynamo flags).
+llama-3.2-1b --tiny --batch 2 --dynamic-batch --dynamic-seq`, with and without the dynamo flags, and
+mpnet-base-tiny-dyn alike, with `--exporter dynamo` and eager attention).
 --exporter dynamo --attention sdpa: what torch.onnx.export and transformers write by default today (the default here,
 torchscript and eager, is what the benchmarks use).
 Output: DIR/<model>[-tiny][-dynb|-dyns|-dyn][-dynamo][-sdpa].<f32|f16>.onnx (symbolic batch | sequence | both),

@@ -1,5 +1,5 @@
-"""Seed models as ONNX: BERT-Large, ViT-B/16, the Whisper (large-v2) encoder and a decoder (Llama 3.2 1B), exported
-with PyTorch + transformers.
+"""Seed models as ONNX: BERT-Large, ViT-B/16, the Whisper (large-v2) encoder, MPNet and a decoder (Llama 3.2 1B),
+exported with PyTorch + transformers.
 
     from flashgemm.ort.models import export
     path = export("bert-large", out_dir="build/models", dtype="float16", batch=1)
@@ -32,6 +32,10 @@ default attention (torch 2.13, transformers 5.24, opset 20):
 BERT's mask is transformers' 4-D additive mask [B, 1, S, S] (0 or dtype-min: -65504 in float16, -3.4e38 in float32)
 built from the 2-D `attention_mask` input; the example input used for tracing has padding, so the mask is kept.
 
+MPNet (all-mpnet-base-v2's config, a sentence-embedding model): its scores get a relative position bias, gathered
+from a table [32 buckets, heads] and broadcast to [B, h, S, S], and then the padding mask, two Adds before the
+Softmax (transformers has no SDPA attention for it: eager only, by either exporter).
+
 Llama 3.2 1B: the decoder stack (LlamaModel, no LM head, no KV cache: a prefill's hidden states) at seq 2048 and
 batch 4, the causal prefill's attention shape (32 heads x 2048 x 2048 x 64). Its attention differs from the
 encoders' in three ways the rewrite meets: Q and K pass the rotary embedding after their Transpose to [B, h, S, d];
@@ -46,8 +50,8 @@ is the 80 x 3000 log-mel. large-v3 differs only in num_mel_bins=128 (the attenti
 8 heads) would not match W3.
 
 `tiny=True` gives the same architectures at toy size for CI (2 layers, hidden 64, 2 heads of 32, short sequences):
-BERT seq 16, ViT 32x32 images with 8x8 patches (17 tokens), Whisper 48 mel frames -> 24 positions, Llama seq 16 with
-its 2 query heads sharing one key/value head.
+BERT and MPNet seq 16, ViT 32x32 images with 8x8 patches (17 tokens), Whisper 48 mel frames -> 24 positions, Llama
+seq 16 with its 2 query heads sharing one key/value head.
 
 IR version: the exporter writes IR 8 for opset 17; anything above 9 is re-stamped to 9 (ORT 1.31 loads up to 9 here,
 see model.py). Models over 2 GB (Whisper large-v2 in float32) are saved with one external data file next to them.
@@ -113,6 +117,18 @@ def _whisper_large_v2() -> dict:  # (openai/whisper-large-v2; the encoder's fiel
 def _whisper_tiny() -> dict:
     return dict(_whisper_large_v2(), d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128,
                 decoder_layers=2, decoder_attention_heads=2, decoder_ffn_dim=128, max_source_positions=24)
+
+
+def _mpnet_base() -> dict:  # (sentence-transformers/all-mpnet-base-v2)
+    return dict(vocab_size=30527, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                max_position_embeddings=514, initializer_range=0.02, layer_norm_eps=1e-5,
+                relative_attention_num_buckets=32, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+
+
+def _mpnet_tiny() -> dict:
+    return dict(_mpnet_base(), vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=128, max_position_embeddings=34)
 
 
 def _llama_3_2_1b() -> dict:  # (meta-llama/Llama-3.2-1B)
@@ -205,6 +221,21 @@ def _whisper(cfg: dict, attention: str = "eager"):
     return Encoder()
 
 
+def _mpnet(cfg: dict, attention: str = "eager"):
+    import torch  # noqa: PLC0415
+    from transformers import MPNetConfig, MPNetModel  # noqa: PLC0415
+
+    class MPNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = MPNetModel(MPNetConfig(**cfg, attn_implementation=attention), add_pooling_layer=False)
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    return MPNet()
+
+
 def _llama(cfg: dict, attention: str = "eager"):
     import torch  # noqa: PLC0415
     from transformers import LlamaConfig, LlamaModel  # noqa: PLC0415
@@ -239,6 +270,10 @@ SPECS = {
         lambda cfg, b, gen, tiny: {"input_features": _randn((b, cfg["num_mel_bins"],
                                                               2 * cfg["max_source_positions"]), gen)},
         "last_hidden_state", "encoder_layers"),
+    "mpnet-base": ModelSpec(
+        "mpnet-base", "sentence-transformers/all-mpnet-base-v2", _mpnet_base, _mpnet_tiny, _mpnet,
+        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 384, gen), "last_hidden_state",
+        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
     "llama-3.2-1b": ModelSpec(
         "llama-3.2-1b", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama,
         lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 2048, gen), "last_hidden_state",

@@ -70,7 +70,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, ShapeInferencePass
 from onnxscript.rewriter import pattern
 
-from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, canonicalize
+from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, MASKED_AT_OR_BELOW, canonicalize
 
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference with onnx)
 from flashgemm.ort.model import ATTENTION_OP_TYPE
@@ -129,10 +129,13 @@ class Report:
             d = s.details
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
                          f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
+                         f"{' mask=add ' + str(d['mask_shape']) + ' (a second added term)' if 'mask_shape' in d else ''}"
+                         f"{' (two added terms summed into the bias)' if d.get('bias_terms') == 'summed' else ''}"
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
                          f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
                          f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}"
-                         f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}")
+                         f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}"
+                         f"{' (mask narrowed to ' + d['mask_narrowed'] + ')' if 'mask_narrowed' in d else ''}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -153,7 +156,7 @@ class Report:
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
             lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "
-                         f"[Add] -> Softmax: {', '.join(self.other_softmax)}")
+                         f"[Add [-> Add]] -> Softmax: {', '.join(self.other_softmax)}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -279,6 +282,36 @@ def _check_broadcast(m_shape, s_shape):
         _fail(f"added operand {_fmt(m_shape)}: cannot prove it broadcasts to the scores {_fmt(s_shape)} ({dim})")
 
 
+# ops whose output holds only values of their data input (input 0; Concat: of its inputs)
+_VALUE_PRESERVING = ("Identity", "Gather", "GatherElements", "GatherND", "Transpose", "Unsqueeze", "Squeeze",
+                     "Reshape", "Expand", "Slice", "Flatten", "Tile", "Concat")
+
+
+def _above_masking(v: Optional[ir.Value], depth: int = 16) -> bool:
+    """Whether every value of v is provably above the op's masking threshold (MASKED_AT_OR_BELOW) or NaN: v is
+    read out of constants (through ops that only move values: _VALUE_PRESERVING) none of which is at or below it.
+    Such a term added to the scores is the same as the op's additive mask."""
+    if v is None or depth == 0:
+        return False
+    arr = _constant_array(v)
+    if arr is not None:
+        arr = np.asarray(arr, dtype=np.float64)
+        return arr.size > 0 and not bool((arr <= MASKED_AT_OR_BELOW).any())
+    p = v.producer()
+    if p is None or p.domain != "" or p.op_type not in _VALUE_PRESERVING:
+        return False
+    data = [x for x in p.inputs if x is not None] if p.op_type == "Concat" else p.inputs[:1]
+    return bool(data) and all(_above_masking(x, depth - 1) for x in data)
+
+
+def _broadcast_dims(x, y):
+    """The broadcast of two _shape lists that each broadcast to the scores (_check_broadcast): a dim is the one that
+    is not 1."""
+    rank = max(len(x), len(y))
+    x, y = [1] * (rank - len(x)) + list(x), [1] * (rank - len(y)) + list(y)
+    return [b if a == 1 else a for a, b in zip(x, y)]
+
+
 def _softmax_axis_ok(node: ir.Node, rank: Optional[int], opset: int):
     attr = node.attributes.get("axis")
     axis = attr.as_int() if attr is not None else (-1 if opset >= 13 else 1)
@@ -293,32 +326,42 @@ def _softmax_axis_ok(node: ir.Node, rank: Optional[int], opset: int):
 # ------------------------------------------------------------------------------------------------ rules
 
 class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
-    """MatMul -> [Mul|Div by a constant] -> [Add M] -> Softmax(last axis)  =>  FusedGemmSoftmax."""
+    """MatMul -> [Mul|Div by a constant] -> [Add M [-> Add M2]] -> Softmax(last axis)  =>  FusedGemmSoftmax.
+
+    Two added terms (a relative position bias and the padding mask: MPNet, T5, BEiT): where one of them is read out
+    of constants whose values all lie above the op's masking threshold (_above_masking: a position bias gathered
+    from its table), it becomes the op's additive mask, which adds such values as they are, and the other its bias,
+    so that both are added in float32 as the original adds them. Otherwise the two become one bias, Add(M, M2),
+    taken in the model's dtype before the scores (the same terms rounded in another order; where one term is the
+    dtype's lowest the sum keeps nothing of the other, so a row masked everywhere, a sequence of padding alone,
+    comes out otherwise than the original's, which rounds there too). ONNX Runtime's common-subexpression
+    elimination leaves one such Add where the layers share M and M2."""
 
     def __init__(self, report: Optional[Report] = None):
         super().__init__("FuseScoresSoftmax")
         self.report = report
         self._attrs = None
 
-    def pattern(self, op, a, b, c, m):
+    def pattern(self, op, a, b, c, m, m2):
         s = op.MatMul(a, b, _outputs=["scores"])
         scaled = pattern.OrValue([op.Mul(s, c), op.Div(s, c), s], tag_var="scaling",
                                  tag_values=["Mul", "Div", "None"])
-        masked = pattern.OrValue([op.Add(scaled, m), scaled], tag_var="has_add", tag_values=[True, False])
+        masked = pattern.OrValue([op.Add(op.Add(scaled, m), m2), op.Add(scaled, m), scaled], tag_var="adds",
+                                 tag_values=[2, 1, 0])
         return op.Softmax(masked, _allow_other_attributes=True, _outputs=["probs"])
 
-    def check(self, context, a, b, c, m, scores, probs, scaling, has_add, **_):
+    def check(self, context, a, b, c, m, scores, probs, scaling, adds, m2=None, **_):
         softmax = probs.producer()
         site = self.report.site(_node_name(softmax)) if self.report is not None else None
         try:
-            self._attrs = self._check(context, a, b, c, m, scores, probs, scaling, has_add)
+            self._attrs = self._check(context, a, b, c, m, m2, scores, probs, scaling, adds)
         except SiteRejected as e:
             if site is not None:
                 site.reasons.append(e.reason)
             return pattern.MatchResult().fail(e.reason, e.sources or None)
         return pattern.MatchResult()
 
-    def _check(self, context, a, b, c, m, scores, probs, scaling, has_add):
+    def _check(self, context, a, b, c, m, m2, scores, probs, scaling, adds):
         dtype = scores.dtype or a.dtype
         if dtype is None:
             _fail("the scores' dtype is unknown", scores)
@@ -349,13 +392,19 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
         if not math.isfinite(float(np.float32(scale))):
             _fail(f"scale {scale} overflows float32")
         m_shape = None
-        if has_add:
-            m_shape = _shape(m)
-            if m_shape is None:
-                _fail(f"added operand {m.name}: shape unknown, cannot prove it broadcasts to the scores", m)
-            _check_broadcast(m_shape, s_shape)
-            if m.dtype is not None and m.dtype != dtype:
-                _fail(f"added operand is {_dtype_name(m.dtype)} but the scores are {_dtype_name(dtype)}", m)
+        for term in (m, m2)[:adds]:
+            t_shape = _shape(term)
+            if t_shape is None:
+                _fail(f"added operand {term.name}: shape unknown, cannot prove it broadcasts to the scores", term)
+            _check_broadcast(t_shape, s_shape)
+            if term.dtype is not None and term.dtype != dtype:
+                _fail(f"added operand is {_dtype_name(term.dtype)} but the scores are {_dtype_name(dtype)}", term)
+            m_shape = t_shape if m_shape is None else _broadcast_dims(m_shape, t_shape)
+        terms = None  # two terms: (the op's bias, its additive mask), or None to sum them into one bias
+        if adds == 2:
+            terms = (m, m2) if _above_masking(m2) else (m2, m) if _above_masking(m) else None
+            if terms is not None:
+                m_shape = _shape(terms[0])
         if len(s_shape) >= 5:
             dims = [a_shape, b_shape] + ([m_shape] if m_shape is not None else [])
             if any(not isinstance(d, int) for shape in dims for d in shape):
@@ -365,17 +414,27 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
                 canonicalize(a_shape, b_shape, False, m_shape, None)
             except ValueError as e:
                 _fail(f"the op rejects these shapes: {e}")
-        return {"scale": float(np.float32(scale)), "bias": bool(has_add), "bias_shape": m_shape,
+        return {"scale": float(np.float32(scale)), "bias": bool(adds), "bias_shape": m_shape, "terms": terms,
                 "dtype": SUPPORTED[dtype], "shape": s_shape, "k": a_shape[-1]}
 
-    def rewrite(self, op, a, b, c, m, scores, probs, has_add, **_):
+    def rewrite(self, op, a, b, c, m, scores, probs, adds, m2=None, **_):
         attrs = self._attrs
-        inputs = [a, b] + ([m] if has_add else [])
+        if attrs["terms"] is not None:  # the bias, and a term above the masking threshold as the additive mask
+            inputs = [a, b, *attrs["terms"]]
+        elif adds == 2:
+            inputs = [a, b, op.Add(m, m2)]
+            inputs[2].type, inputs[2].shape = m.type, ir.Shape(attrs["bias_shape"])
+        else:
+            inputs = [a, b] + ([m] if adds else [])
         out = op.FusedGemmSoftmax(*inputs, scale=attrs["scale"], transB=0, causal=0, _domain=DOMAIN)
         out.type, out.shape = probs.type, probs.shape
         if self.report is not None:
             site = self.report.site(_node_name(probs.producer()))
             site.fused, site.details = True, {k: attrs[k] for k in ("scale", "bias", "bias_shape")}
+            if adds == 2:
+                site.details["bias_terms"] = "bias and additive mask" if attrs["terms"] else "summed"
+            if attrs["terms"] is not None:
+                site.details["mask_shape"] = _shape(attrs["terms"][1])
             site.details["transB"] = 0
             site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
             site.details["k"] = attrs["k"] if isinstance(attrs["k"], int) else str(attrs["k"])
@@ -1191,7 +1250,7 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
             report.masks_narrowed += 1
             site = _site_of(report, node)
             if site is not None:
-                site.details["narrowed"] = _fmt(_shape(done[id(x)]))
+                site.details["narrowed" if slot == 2 else "mask_narrowed"] = _fmt(_shape(done[id(x)]))
     if report.masks_narrowed:  # the wide computations, unless something else reads them
         RemoveUnusedNodesPass()(model)
 
