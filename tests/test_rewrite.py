@@ -654,7 +654,8 @@ def _constant_mask_graph(kind: str) -> onnx.ModelProto:
     """softmax(Q K^T * 0.125 + mask) with the mask transformers 5 writes for a model without padding (ViT), as the
     TorchScript exporter writes it: Where(Expand(arange(S)[:, None] >= t, shape), 0, -65504) in float16, shape the
     exporter's Where(Equal) computation of [B, 1, S, S], t a Constant 0 (kind "zeros"), a graph input ("input"), or 3
-    (kind "partial": rows 0-2 masked)."""
+    (kind "partial": rows 0-2 masked); kind "batch": t 0 and B read from Q's shape (as transformers 5.25's dynamo
+    export does), so that only the narrowed mask, its Expand dropped, is made of constants alone."""
     t16 = TensorProto.FLOAT16
     b, s, d = 2, 6, 16
     thr = [] if kind == "input" else [helper.make_node("Constant", [], ["t"], value=helper.make_tensor(
@@ -664,8 +665,12 @@ def _constant_mask_graph(kind: str) -> onnx.ModelProto:
                                                                             list(range(s)))),
         helper.make_node("GreaterOrEqual", ["ar", "t"], ["ge"]),
         # the exporter's expand(b, -1, s, s): Where(shape == -1, 1, shape), the -1s made by ConstantOfShape * -1
-        helper.make_node("Constant", [], ["want"], value=helper.make_tensor("want", TensorProto.INT64, [4],
-                                                                              [b, -1, s, s])),
+        *([helper.make_node("Shape", ["Q"], ["b1"], start=0, end=1),
+           helper.make_node("Constant", [], ["rest"], value=helper.make_tensor("rest", TensorProto.INT64, [3],
+                                                                                 [-1, s, s])),
+           helper.make_node("Concat", ["b1", "rest"], ["want"], axis=0)] if kind == "batch" else
+          [helper.make_node("Constant", [], ["want"], value=helper.make_tensor("want", TensorProto.INT64, [4],
+                                                                                 [b, -1, s, s]))]),
         helper.make_node("Constant", [], ["four"], value=helper.make_tensor("four", TensorProto.INT64, [1], [4])),
         helper.make_node("ConstantOfShape", ["four"], ["ones"],
                          value=helper.make_tensor("one", TensorProto.INT64, [1], [1])),
@@ -686,21 +691,24 @@ def _constant_mask_graph(kind: str) -> onnx.ModelProto:
                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-@pytest.mark.parametrize("kind", ["zeros", "input", "partial"])
+@pytest.mark.parametrize("kind", ["zeros", "batch", "input", "partial"])
 def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
-    """A mask that is zeros everywhere and made of constants alone (transformers 5's for a model without padding)
-    is dropped from the fused site with the nodes that computed it; one that reads a graph input, or masks
-    something, stays. P matches the original graph either way."""
+    """A mask that is zeros everywhere and made of constants alone (transformers 5's for a model without padding),
+    as exported or once narrowed (its Expand to the batch read from an input dropped), is dropped from the fused site
+    with the nodes that computed it; one that reads a graph input, or masks something, stays. P matches the original
+    graph either way."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
     onnx.save(_constant_mask_graph(kind), str(src))
     report = rewrite.rewrite_file(src, dst)
     assert len(report.fused) == 1, report.text()
-    assert report.constant_masks_dropped == int(kind == "zeros"), report.text()
-    assert ("(bias dropped: zeros made of constants)" in report.text()) == (kind == "zeros")
+    dropped = kind in ("zeros", "batch")
+    assert report.constant_masks_dropped == int(dropped), report.text()
+    assert ("(bias dropped: zeros made of constants)" in report.text()) == dropped
     (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedGemmSoftmax"]
-    assert len(node.input) == (2 if kind == "zeros" else 3)
+    assert len(node.input) == (2 if dropped else 3)
     # the mask's Where (its Expand and the Expand's shape computation dropped: narrow_masks)
-    assert rewrite.count_ops(dst, "Where") == (0 if kind == "zeros" else 1)
+    assert rewrite.count_ops(dst, "Where") == (0 if dropped else 1)
+    assert rewrite.count_ops(dst, "Shape") == 0
     assert report.masks_narrowed == int(kind != "zeros"), report.text()
     rng = np.random.default_rng(4)
     feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}

@@ -133,9 +133,9 @@ class Report:
                          f"{' (two added terms summed into the bias)' if d.get('bias_terms') == 'summed' else ''}"
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
                          f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
-                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}"
                          f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}"
-                         f"{' (mask narrowed to ' + d['mask_narrowed'] + ')' if 'mask_narrowed' in d else ''}")
+                         f"{' (mask narrowed to ' + d['mask_narrowed'] + ')' if 'mask_narrowed' in d else ''}"
+                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -280,28 +280,6 @@ def _check_broadcast(m_shape, s_shape):
         if isinstance(md, int) and isinstance(sd, int):
             _fail(f"added operand {_fmt(m_shape)} is not broadcastable to the scores {_fmt(s_shape)} ({dim})")
         _fail(f"added operand {_fmt(m_shape)}: cannot prove it broadcasts to the scores {_fmt(s_shape)} ({dim})")
-
-
-# ops whose output holds only values of their data input (input 0; Concat: of its inputs)
-_VALUE_PRESERVING = ("Identity", "Gather", "GatherElements", "GatherND", "Transpose", "Unsqueeze", "Squeeze",
-                     "Reshape", "Expand", "Slice", "Flatten", "Tile", "Concat")
-
-
-def _above_masking(v: Optional[ir.Value], depth: int = 16) -> bool:
-    """Whether every value of v is provably above the op's masking threshold (MASKED_AT_OR_BELOW) or NaN: v is
-    read out of constants (through ops that only move values: _VALUE_PRESERVING) none of which is at or below it.
-    Such a term added to the scores is the same as the op's additive mask."""
-    if v is None or depth == 0:
-        return False
-    arr = _constant_array(v)
-    if arr is not None:
-        arr = np.asarray(arr, dtype=np.float64)
-        return arr.size > 0 and not bool((arr <= MASKED_AT_OR_BELOW).any())
-    p = v.producer()
-    if p is None or p.domain != "" or p.op_type not in _VALUE_PRESERVING:
-        return False
-    data = [x for x in p.inputs if x is not None] if p.op_type == "Concat" else p.inputs[:1]
-    return bool(data) and all(_above_masking(x, depth - 1) for x in data)
 
 
 def _broadcast_dims(x, y):
@@ -932,6 +910,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     pattern.RewriteRuleSet([FoldQueryScale.rule(report)], commute=True).apply_to_model(model)
     drop_constant_masks(model, report)
     narrow_masks(model, report)
+    drop_constant_masks(model, report)  # what narrowing left made of constants alone (transformers 5.25's ViT mask)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)
     for n in used_constants:
@@ -1138,6 +1117,27 @@ def drop_constant_masks(model: ir.Model, report: Report) -> None:
 
 # ops through which an integer index range keeps its values (only their arrangement changes)
 _VALUE_KEEPING = ("Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity")
+
+# ops whose output holds only values of their data input (input 0; Concat: of every input), in any arrangement
+_VALUE_SUBSET = _VALUE_KEEPING + ("Gather", "GatherElements", "GatherND", "Transpose", "Slice", "Flatten", "Tile",
+                                  "Concat")
+
+
+def _above_masking(v: Optional[ir.Value], depth: int = 16) -> bool:
+    """Whether every value of v is provably above the op's masking threshold (MASKED_AT_OR_BELOW) or NaN: v is
+    read out of constants (through ops that only move values: _VALUE_SUBSET) none of which is at or below it.
+    Such a term added to the scores is the same as the op's additive mask."""
+    if v is None or depth == 0:
+        return False
+    arr = _constant_array(v)
+    if arr is not None:
+        arr = np.asarray(arr, dtype=np.float64)
+        return arr.size > 0 and not bool((arr <= MASKED_AT_OR_BELOW).any())
+    p = v.producer()
+    if p is None or p.domain != "" or p.op_type not in _VALUE_SUBSET:
+        return False
+    data = [x for x in p.inputs if x is not None] if p.op_type == "Concat" else p.inputs[:1]
+    return bool(data) and all(_above_masking(x, depth - 1) for x in data)
 
 
 def _range_start(v: ir.Value) -> Optional[float]:
