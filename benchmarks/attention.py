@@ -17,10 +17,13 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
                                           queues its kernels and returns, as torch's calls do, without waiting for
                                           the GPU at its end; the gap to the plain rows is ORT's end-of-Run sync
 --mask adds an additive padding mask (0 where kept, the dtype's lowest where not; batch element i pads its last
-(i % 4) N / 8 columns) to the non-causal shapes: "padding" as BERT's exports give it, [B, 1, 1, N]; "full" the same
-mask materialized as [B, 1, M, N] (as transformers' 4-D masks are). FusedAttention and FusedGemmSoftmax take it as
-their bias (what `flashgemm-rewrite` makes of an added mask), the unfused graph as an Add, SDPA as attn_mask (its
-flash backend takes none), ORT's MultiHeadAttention as key_padding_mask (padding) or attention_bias (full).
+(i % 4) N / 8 columns): "padding" as BERT's exports give it, [B, 1, 1, N]; "full" the same mask materialized as
+[B, 1, M, N] (as transformers' 4-D masks are); on the causal shape beside the causal flag (SDPA, which takes no
+mask with is_causal, gets the two as one mask). "decoder" (the causal shape only): the causal triangle and the
+padding in one [B, 1, M, N] mask and no causal flag, as a decoder's export adds them and the rewrite passes them on.
+FusedAttention and FusedGemmSoftmax take the mask as their bias (what `flashgemm-rewrite` makes of an added mask),
+the unfused graph as an Add, SDPA as attn_mask (its flash backend takes none), ORT's MultiHeadAttention as
+key_padding_mask (padding) or attention_bias (full, decoder).
 Every ORT session runs with --ort-threads intra-op threads (default 1: with the CUDA EP the pool serves only CPU
 kernels; 0 keeps ORT's default, a thread a physical core, which moved ours by under 1 % on the H200:
 results/h200/full-build-2026-12-04).
@@ -39,7 +42,7 @@ from benchmarks.peers import gpu_info, peak_tflops, time_in_rounds
 # name: (B, H, M = N, D, causal)
 SHAPES = {"W1": (16, 16, 512, 64, False), "W2": (16, 12, 197, 64, False), "W3": (8, 20, 1500, 64, False),
           "prefill": (4, 32, 2048, 128, True)}
-MASKS = ("none", "padding", "full")
+MASKS = ("none", "padding", "full", "decoder")
 SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ort_mha_queued", "ours_attention",
            "ours_attention_queued", "ours_scores_matmul", "ort_unfused")
 
@@ -72,6 +75,11 @@ def _sdpa(backend_name):
                "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
 
     def prepare(q, k, v, scale, causal, mask=None):
+        if causal and mask is not None:  # SDPA takes no mask beside is_causal: the two as one mask
+            m, n = q.shape[2], k.shape[2]
+            above = torch.ones(m, n, dtype=torch.bool, device=q.device).triu(n - m + 1)
+            mask, causal = mask.masked_fill(above, float("-inf")), False
+
         def run():
             with sdpa_kernel(backend):
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
@@ -80,15 +88,18 @@ def _sdpa(backend_name):
     return prepare
 
 
-def padding_mask(kind: str, b: int, m: int, n: int, dtype):
+def padding_mask(kind: str, b: int, m: int, n: int, dtype, device: str = "cuda"):
     """--mask's additive mask (module doc) as a torch tensor on the GPU: [B, 1, 1, N] ("padding") or [B, 1, M, N]
-    ("full"); None for "none"."""
+    ("full"; "decoder": the causal triangle too, bottom-right aligned); None for "none"."""
     import torch  # noqa: PLC0415
     if kind == "none":
         return None
-    keep = torch.arange(n, device="cuda")[None, :] < torch.tensor([n - (i % 4) * (n // 8) for i in range(b)],
-                                                                   device="cuda")[:, None]
-    mask = torch.where(keep, 0.0, torch.finfo(dtype).min).to(dtype).view(b, 1, 1, n)
+    keep = torch.arange(n, device=device)[None, :] < torch.tensor([n - (i % 4) * (n // 8) for i in range(b)],
+                                                                   device=device)[:, None]
+    keep = keep.view(b, 1, 1, n)
+    if kind == "decoder":
+        keep = keep & torch.ones(m, n, dtype=torch.bool, device=device).tril(n - m)
+    mask = torch.where(keep, 0.0, torch.finfo(dtype).min).to(dtype)
     return mask if kind == "padding" else mask.expand(b, 1, m, n).contiguous()
 
 
@@ -222,8 +233,8 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     # a stream of its own: torch's default stream has the handle 0, which ORT's user_compute_stream cannot take
     with torch.cuda.stream(torch.cuda.Stream()):
         for name in shape_names:
-            if mask != "none" and SHAPES[name][4]:
-                log(f"{name}: causal, no --mask {mask} (the masks are the non-causal shapes')")
+            if mask == "decoder" and not SHAPES[name][4]:
+                log(f"{name}: not causal, no --mask decoder (a decoder's mask is the causal shape's)")
                 continue
             rows += _bench_shape(name, dtypes, makers, peak, reps, rounds, log, mask)
     return {"gpu": info, "peak_tflops": peak, "ort_intra_op_threads": ort_threads, "mask": mask, "rows": rows}
@@ -234,6 +245,7 @@ def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, 
     import torch  # noqa: PLC0415
     rows = []
     b, h, m, d, causal = SHAPES[name]
+    causal = causal and mask_kind != "decoder"  # the decoder's mask holds the causal triangle instead of the flag
     for dtype in dtypes:
         tdt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
@@ -247,7 +259,7 @@ def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, 
             s += mask.float()
         ref = torch.softmax(s, -1) @ v.float()
         del s
-        flops = 4 * b * h * m * m * d * (0.5 if causal else 1.0)
+        flops = 4 * b * h * m * m * d * (0.5 if SHAPES[name][4] else 1.0)  # the work a causal prefill needs
         calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, m, d], "causal": causal,
                           "mask": mask_kind, "systems": {}}
         for sys_name, make in makers.items():
@@ -283,7 +295,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ort-threads", type=int, default=1,
                     help="intra-op threads of every ORT session (0: ORT's default, a thread a physical core)")
     ap.add_argument("--mask", choices=MASKS, default="none",
-                    help="an additive padding mask on the non-causal shapes, [B, 1, 1, N] or [B, 1, M, N]")
+                    help="an additive padding mask, [B, 1, 1, N] or [B, 1, M, N]; or the causal shape's causal and "
+                         "padding mask in one [B, 1, M, N] (decoder; see the module doc)")
     ap.add_argument("--out", default=None, help="write the rows here (JSON)")
     args = ap.parse_args(argv)
     result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,

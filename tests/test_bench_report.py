@@ -222,3 +222,21 @@ def test_attention_benchmark_graphs_take_the_mask_as_a_bias():
     p = np.exp(s - s.max(-1, keepdims=True))
     ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=1e-2)
+
+
+def test_attention_benchmark_masks():
+    """benchmarks.attention --mask: padding [B, 1, 1, N] (batch element i pads its last (i % 4) N / 8 columns), full
+    the same materialized, decoder the causal triangle and the padding in one [B, 1, M, N] (torch needed)."""
+    torch = pytest.importorskip("torch", reason="the masks are torch tensors")
+    from benchmarks.attention import padding_mask
+    b, n = 3, 16
+    low = torch.finfo(torch.float16).min
+    pad = padding_mask("padding", b, n, n, torch.float16, device="cpu")
+    assert pad.shape == (b, 1, 1, n) and int((pad[1] == low).sum()) == n // 8 and (pad[0] == 0).all()
+    full = padding_mask("full", b, n, n, torch.float16, device="cpu")
+    assert full.shape == (b, 1, n, n) and torch.equal(full, pad.expand(b, 1, n, n))
+    dec = padding_mask("decoder", b, n, n, torch.float16, device="cpu")
+    above = torch.ones(n, n, dtype=torch.bool).triu(1)
+    assert dec.shape == (b, 1, n, n) and (dec[:, :, above] == low).all()
+    assert torch.equal(dec[:, :, ~above], full[:, :, ~above])
+    assert padding_mask("none", b, n, n, torch.float16, device="cpu") is None
