@@ -5,6 +5,8 @@ exporters, rewritten with --attention and run on ONNX Runtime's CPU EP against t
 
 Needs torch and transformers (pip install '.[models]'); no GPU, no model hub: each architecture is its transformers
 class on a tiny config (2 layers, hidden 64, 2 heads of 32; grouped key/value heads where the architecture has them).
+Encoder-decoders (T5, BART, Whisper) run their decoder on 8 target tokens beside (no cache): their decoder's causal
+self-attention and cross-attention are sites too.
 Per architecture and exporter ("dynamo": torch.onnx.export(dynamo=True) with transformers' SDPA attention where the
 architecture has it, else eager; "torchscript": dynamo=False, eager attention), symbolic batch and sequence axes:
 the Softmax nodes of the export, the sites the rewrite fused (FusedAttention or FusedGemmSoftmax) and why it left
@@ -22,11 +24,12 @@ import warnings
 from pathlib import Path
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
-SEQ, BATCH, IMAGE, AUDIO = 16, 2, 32, 400
+SEQ, BATCH, IMAGE, AUDIO, TARGET, MELS = 16, 2, 32, 400, 8, 8
 
 
 def _architectures() -> dict:
-    """name -> (builder of the torch module, input kind: "text" | "vision" | "audio")."""
+    """name -> (builder of the torch module, input kind: "text" | "vision" | "audio" | "text2text" | "speech2text":
+    the last two encoder-decoders, run on decoder_input_ids beside, without a cache)."""
     import transformers as tf  # noqa: PLC0415
 
     def text(cls, cfg_cls, **kw):
@@ -51,6 +54,14 @@ def _architectures() -> dict:
         "t5-encoder": (lambda: tf.T5EncoderModel(tf.T5Config(
             vocab_size=128, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2)), "text"),
         "bart-encoder": (lambda: tf.BartModel(tf.BartConfig(**bart)).get_encoder(), "text"),
+        "t5": (lambda: tf.T5Model(tf.T5Config(vocab_size=128, d_model=64, d_kv=32, d_ff=128, num_layers=2,
+                                              num_decoder_layers=2, num_heads=2)), "text2text"),
+        "bart": (lambda: tf.BartModel(tf.BartConfig(**bart)), "text2text"),
+        "whisper": (lambda: tf.WhisperModel(tf.WhisperConfig(
+            vocab_size=128, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=SEQ,
+            max_target_positions=64, num_mel_bins=8, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+            decoder_start_token_id=1)), "speech2text"),
         "gpt2": (lambda: tf.GPT2Model(tf.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=2,
                                                     n_positions=64)), "text"),
         "llama": text(tf.LlamaModel, tf.LlamaConfig, num_key_value_heads=1),
@@ -93,14 +104,27 @@ def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
         def forward(self, *x):
             if kind == "text":
                 return self.model(input_ids=x[0], attention_mask=x[1]).last_hidden_state
+            if kind == "text2text":
+                return self.model(input_ids=x[0], attention_mask=x[1], decoder_input_ids=x[2],
+                                  use_cache=False).last_hidden_state
+            if kind == "speech2text":
+                return self.model(input_features=x[0], decoder_input_ids=x[1], use_cache=False).last_hidden_state
             key = "pixel_values" if kind == "vision" else "input_values"
             return self.model(**{key: x[0]}).last_hidden_state
 
-    if kind == "text":
+    target = {"decoder_input_ids": {0: "batch", 1: "target"}}
+    if kind in ("text", "text2text"):
         names, args = ["input_ids", "attention_mask"], (torch.randint(3, 128, (BATCH, SEQ)),
                                                         torch.ones(BATCH, SEQ, dtype=torch.int64))
         args[1][0, -4:] = 0  # padding in the trace: transformers keeps the mask
         axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+        if kind == "text2text":
+            names, args, axes = names + ["decoder_input_ids"], args + (torch.randint(3, 128, (BATCH, TARGET)),), \
+                axes | target
+    elif kind == "speech2text":
+        names = ["input_features", "decoder_input_ids"]
+        args = (torch.randn(BATCH, MELS, 2 * SEQ).half(), torch.randint(3, 128, (BATCH, TARGET)))
+        axes = {"input_features": {0: "batch"}} | target
     else:
         shape = (BATCH, 3, IMAGE, IMAGE) if kind == "vision" else (BATCH, AUDIO)
         names, args = ["pixel_values" if kind == "vision" else "input_values"], (torch.randn(*shape).half(),)
@@ -124,8 +148,8 @@ def _feeds(sess, padded_out: bool, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in sess.get_inputs():
-        if i.name == "input_ids":
-            feeds[i.name] = rng.integers(3, 128, (BATCH, SEQ)).astype(np.int64)
+        if i.name in ("input_ids", "decoder_input_ids"):
+            feeds[i.name] = rng.integers(3, 128, (BATCH, SEQ if i.name == "input_ids" else TARGET)).astype(np.int64)
         elif i.name == "attention_mask":
             mask = np.ones((BATCH, SEQ), np.int64)
             mask[0, -4:] = 0  # right padding
@@ -134,7 +158,8 @@ def _feeds(sess, padded_out: bool, seed: int = 0) -> dict:
                 mask[1] = 0
             feeds[i.name] = mask
         else:
-            shape = (BATCH, 3, IMAGE, IMAGE) if i.name == "pixel_values" else (BATCH, AUDIO)
+            shape = {"pixel_values": (BATCH, 3, IMAGE, IMAGE), "input_values": (BATCH, AUDIO),
+                     "input_features": (BATCH, MELS, 2 * SEQ)}[i.name]
             feeds[i.name] = rng.standard_normal(shape).astype(np.float16)
     return feeds
 
@@ -164,7 +189,7 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
     original = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     rewritten = ort.InferenceSession(str(dst), session_options(bundle), providers=["CPUExecutionProvider"])
     for key, padded_out in (("max_abs_diff", False), ("max_abs_diff_padded_out", True)):
-        if kind != "text" and padded_out:
+        if kind not in ("text", "text2text") and padded_out:
             continue
         feeds = _feeds(original, padded_out)
         a, b = (run(s, feeds)[0].astype(np.float64) for s in (original, rewritten))

@@ -775,11 +775,12 @@ def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
 
 
-def _two_terms_graph(table_low: float = -2.0, computed: bool = False) -> onnx.ModelProto:
+def _two_terms_graph(table_low: float = -2.0, computed: bool = False, zeros: bool = False) -> onnx.ModelProto:
     """Softmax(MatMul(Q, K^T) * 0.25 + PB + M), Q [2, 3, 5, 8], K [2, 3, 7, 8]: PB a relative position bias gathered
     out of a constant table [8 buckets, 3 heads] (values in [table_low, 2]) by constant bucket ids [5, 7] and moved
     to [1, 3, 5, 7] (Gather, Transpose, Unsqueeze: T5's and MPNet's exports), M the padding mask input
-    [2, 1, 1, 7]; computed: PB times an input scalar g instead (no constant bounds its values)."""
+    [2, 1, 1, 7]; computed: PB times an input scalar g instead (no constant bounds its values); zeros: PB a
+    ConstantOfShape of zeros of PB's shape (T5's cross-attention bias)."""
     t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
     rng = np.random.default_rng(3)
     table = rng.uniform(-2.0, 2.0, (8, 3)).astype(np.float16)
@@ -796,6 +797,10 @@ def _two_terms_graph(table_low: float = -2.0, computed: bool = False) -> onnx.Mo
     if computed:
         nodes.append(helper.make_node("Mul", ["pb0", "g"], ["pb"]))
         inputs.append(helper.make_tensor_value_info("g", t16, []))
+    elif zeros:
+        nodes += [helper.make_node("Shape", ["pb0"], ["pb_shape"]),
+                  helper.make_node("ConstantOfShape", ["pb_shape"], ["pb"],
+                                   value=helper.make_tensor("z", t16, [1], [0.0]))]
     else:
         nodes.append(helper.make_node("Identity", ["pb0"], ["pb"]))
     nodes += [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
@@ -809,15 +814,15 @@ def _two_terms_graph(table_low: float = -2.0, computed: bool = False) -> onnx.Mo
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-@pytest.mark.parametrize("case", ["table", "table_with_lowest", "computed"])
+@pytest.mark.parametrize("case", ["table", "zeros", "table_with_lowest", "computed"])
 def test_two_added_terms(so, tmp_path, case):
     """Scores + a position bias + the padding mask: fused. A position bias read out of a constant table above the
     masking threshold becomes the op's additive mask and the padding mask its bias, both added in float32 as the
-    original adds them, so that a batch padded out entirely (every key at the mask's lowest) matches too; a table
-    holding the lowest, or a bias no constant bounds, is summed with the mask into one bias (rows with a key left
-    match)."""
+    original adds them, so that a batch padded out entirely (every key at the mask's lowest) matches too; a bias of
+    zeros is left out; a table holding the lowest, or a bias no constant bounds, is summed with the mask into one
+    bias (rows with a key left match)."""
     report, src, dst = _rewrite_proto(_two_terms_graph(table_low=-65504.0 if case == "table_with_lowest" else -2.0,
-                                                       computed=case == "computed"), tmp_path)
+                                                       computed=case == "computed", zeros=case == "zeros"), tmp_path)
     assert len(report.fused) == 1 and not report.left_alone, report.text()
     d = report.fused[0].details
     (node,) = _ops(onnx.load(str(dst)), "FusedGemmSoftmax", "flashgemm")
@@ -825,6 +830,9 @@ def test_two_added_terms(so, tmp_path, case):
         assert d["bias_terms"] == "bias and additive mask" and d["mask_shape"] == [1, 3, 5, 7], report.text()
         assert node.input[2] == "M" and len(node.input) == 4, node.input
         assert "mask=add [1, 3, 5, 7]" in report.text()
+    elif case == "zeros":
+        assert d["bias_terms"] == "a term of zeros left out" and "mask_shape" not in d, report.text()
+        assert list(node.input[2:]) == ["M"] and "term of zeros left out" in report.text()
     else:
         assert d["bias_terms"] == "summed" and "mask_shape" not in d, report.text()
         assert len(node.input) == 3 and "summed into the bias" in report.text()
@@ -833,7 +841,7 @@ def test_two_added_terms(so, tmp_path, case):
              "K": rng.standard_normal((2, 3, 7, 8)).astype(np.float16),
              "M": np.zeros((2, 1, 1, 7), np.float16)}
     feeds["M"][0, ..., 4:] = -65504.0
-    if case == "table":
+    if case in ("table", "zeros"):
         feeds["M"][1] = -65504.0  # batch 1 padded out: its rows are the softmax of scores + PB over all keys
     if case == "computed":
         feeds["g"] = np.array(1.5, np.float16)

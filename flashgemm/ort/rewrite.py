@@ -131,6 +131,7 @@ class Report:
                          f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
                          f"{' mask=add ' + str(d['mask_shape']) + ' (a second added term)' if 'mask_shape' in d else ''}"
                          f"{' (two added terms summed into the bias)' if d.get('bias_terms') == 'summed' else ''}"
+                         f"{' (an added term of zeros left out)' if d.get('bias_terms', '').endswith('left out') else ''}"
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
                          f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
                          f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}"
@@ -306,10 +307,11 @@ def _softmax_axis_ok(node: ir.Node, rank: Optional[int], opset: int):
 class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
     """MatMul -> [Mul|Div by a constant] -> [Add M [-> Add M2]] -> Softmax(last axis)  =>  FusedGemmSoftmax.
 
-    Two added terms (a relative position bias and the padding mask: MPNet, T5, BEiT): where one of them is read out
-    of constants whose values all lie above the op's masking threshold (_above_masking: a position bias gathered
-    from its table), it becomes the op's additive mask, which adds such values as they are, and the other its bias,
-    so that both are added in float32 as the original adds them. Otherwise the two become one bias, Add(M, M2),
+    Two added terms (a relative position bias and the padding mask: MPNet, T5, BEiT), read as far as constants
+    allow (_constant_values: a position bias gathered from its table, zeros of a ConstantOfShape): a term of zeros
+    (T5's cross-attention bias) is left out; a term whose values all lie above the op's masking threshold becomes
+    the op's additive mask, which adds such values as they are, and the other its bias, so that both are added in
+    float32 as the original adds them. Otherwise the two become one bias, Add(M, M2),
     taken in the model's dtype before the scores (the same terms rounded in another order; where one term is the
     dtype's lowest the sum keeps nothing of the other, so a row masked everywhere, a sequence of padding alone,
     comes out otherwise than the original's, which rounds there too). ONNX Runtime's common-subexpression
@@ -378,11 +380,18 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             if term.dtype is not None and term.dtype != dtype:
                 _fail(f"added operand is {_dtype_name(term.dtype)} but the scores are {_dtype_name(dtype)}", term)
             m_shape = t_shape if m_shape is None else _broadcast_dims(m_shape, t_shape)
-        terms = None  # two terms: (the op's bias, its additive mask), or None to sum them into one bias
+        # the extra inputs: ("bias", term) | ("bias and additive mask", bias, mask) | ("summed", M, M2) | ()
+        how = () if not adds else ("bias", m) if adds == 1 else ("summed", m, m2)
         if adds == 2:
-            terms = (m, m2) if _above_masking(m2) else (m2, m) if _above_masking(m) else None
-            if terms is not None:
-                m_shape = _shape(terms[0])
+            values = [_constant_values(t) for t in (m, m2)]
+            zeros = [v is not None and not v.any() for v in values]  # (NaN is not zero): x + 0 is x
+            above = [v is not None and not (v <= MASKED_AT_OR_BELOW).any() for v in values]
+            if any(zeros):
+                how = ("bias", m2 if zeros[0] else m)
+            elif any(above):
+                how = ("bias and additive mask", m2, m) if above[0] else ("bias and additive mask", m, m2)
+            if how[0] != "summed":
+                m_shape = _shape(how[1])
         if len(s_shape) >= 5:
             dims = [a_shape, b_shape] + ([m_shape] if m_shape is not None else [])
             if any(not isinstance(d, int) for shape in dims for d in shape):
@@ -392,27 +401,26 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
                 canonicalize(a_shape, b_shape, False, m_shape, None)
             except ValueError as e:
                 _fail(f"the op rejects these shapes: {e}")
-        return {"scale": float(np.float32(scale)), "bias": bool(adds), "bias_shape": m_shape, "terms": terms,
+        return {"scale": float(np.float32(scale)), "bias": bool(adds), "bias_shape": m_shape, "how": how,
                 "dtype": SUPPORTED[dtype], "shape": s_shape, "k": a_shape[-1]}
 
     def rewrite(self, op, a, b, c, m, scores, probs, adds, m2=None, **_):
         attrs = self._attrs
-        if attrs["terms"] is not None:  # the bias, and a term above the masking threshold as the additive mask
-            inputs = [a, b, *attrs["terms"]]
-        elif adds == 2:
+        how = attrs["how"]
+        if how and how[0] == "summed":
             inputs = [a, b, op.Add(m, m2)]
             inputs[2].type, inputs[2].shape = m.type, ir.Shape(attrs["bias_shape"])
         else:
-            inputs = [a, b] + ([m] if adds else [])
+            inputs = [a, b, *how[1:]]
         out = op.FusedGemmSoftmax(*inputs, scale=attrs["scale"], transB=0, causal=0, _domain=DOMAIN)
         out.type, out.shape = probs.type, probs.shape
         if self.report is not None:
             site = self.report.site(_node_name(probs.producer()))
             site.fused, site.details = True, {k: attrs[k] for k in ("scale", "bias", "bias_shape")}
             if adds == 2:
-                site.details["bias_terms"] = "bias and additive mask" if attrs["terms"] else "summed"
-            if attrs["terms"] is not None:
-                site.details["mask_shape"] = _shape(attrs["terms"][1])
+                site.details["bias_terms"] = how[0] if how[0] != "bias" else "a term of zeros left out"
+            if how and how[0] == "bias and additive mask":
+                site.details["mask_shape"] = _shape(how[2])
             site.details["transB"] = 0
             site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
             site.details["k"] = attrs["k"] if isinstance(attrs["k"], int) else str(attrs["k"])
@@ -1123,21 +1131,25 @@ _VALUE_SUBSET = _VALUE_KEEPING + ("Gather", "GatherElements", "GatherND", "Trans
                                   "Concat")
 
 
-def _above_masking(v: Optional[ir.Value], depth: int = 16) -> bool:
-    """Whether every value of v is provably above the op's masking threshold (MASKED_AT_OR_BELOW) or NaN: v is
-    read out of constants (through ops that only move values: _VALUE_SUBSET) none of which is at or below it.
-    Such a term added to the scores is the same as the op's additive mask."""
+def _constant_values(v: Optional[ir.Value], depth: int = 16) -> Optional[np.ndarray]:
+    """Every value v can hold (flat, float64), where v is read out of constants through ops that only move values
+    (_VALUE_SUBSET) or is a ConstantOfShape (its one value): else None."""
     if v is None or depth == 0:
-        return False
+        return None
     arr = _constant_array(v)
     if arr is not None:
-        arr = np.asarray(arr, dtype=np.float64)
-        return arr.size > 0 and not bool((arr <= MASKED_AT_OR_BELOW).any())
+        return np.asarray(arr, dtype=np.float64).ravel()
     p = v.producer()
-    if p is None or p.domain != "" or p.op_type not in _VALUE_SUBSET:
-        return False
-    data = [x for x in p.inputs if x is not None] if p.op_type == "Concat" else p.inputs[:1]
-    return bool(data) and all(_above_masking(x, depth - 1) for x in data)
+    if p is None or p.domain != "":
+        return None
+    if p.op_type == "ConstantOfShape":
+        value = p.attributes.get("value")
+        return np.asarray(value.as_tensor().numpy() if value is not None else [0.0], dtype=np.float64).ravel()
+    if p.op_type not in _VALUE_SUBSET:
+        return None
+    found = [_constant_values(x, depth - 1) for x in ([x for x in p.inputs if x is not None]
+                                                      if p.op_type == "Concat" else p.inputs[:1])]
+    return None if not found or any(f is None for f in found) else np.concatenate(found)
 
 
 def _range_start(v: ir.Value) -> Optional[float]:
