@@ -1452,8 +1452,8 @@ def pack_qkv_projections(model: ir.Model, report: Report) -> None:
     times as wide runs in far fewer waves than three narrow ones, and one bias add replaces three. A missing bias is
     zeros; a Shape read of Q, K or V is rerouted to the packed tensor's dims.
     The packed bias is [1, 1, 3 h d], not [3 h d]: ONNX Runtime's MatMulAddFusion turns a MatMul of static shape plus
-    a one-dimensional bias into a Gemm, whose CUDA kernel first broadcasts the bias into the output by a GEMM of
-    inner size 1 and then accumulates onto it; with the bias of the output's rank the Add stays an elementwise
+    a one-dimensional bias into a Gemm, whose CUDA kernel first writes the bias into every row of the output by a
+    kernel of its own and then accumulates onto it; with the bias of the output's rank the Add stays an elementwise
     broadcast."""
     outputs = set(model.graph.outputs)
     packed_any = False
