@@ -654,9 +654,9 @@ def test_rewrite_attention_relative_position_bias(sess_opts, device, name, paddi
 
 @pytest.mark.parametrize("name", ["bert-large-tiny.f16", "whisper-enc-tiny.f16"])
 def test_packed_projection_bias_stays_an_add(bundle, device, name, tmp_path):
-    """ONNX Runtime's MatMulAddFusion leaves the packed projection a MatMul and an Add (its Gemm would broadcast the
-    bias into every row of the output by a kernel of its own first): the session's optimized graph has no Gemm made of it, and its
-    Add reads the MatMul's output."""
+    """ONNX Runtime's MatMulAddFusion leaves the packed projection a MatMul and an Add (its Gemm would write the bias
+    into every row of the output by a kernel of its own first): the session's optimized graph has no Gemm made of it,
+    and its Add reads the MatMul's output."""
     dst = tmp_path / f"{name}.attention.onnx"
     rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
     opts = session_options(bundle)
