@@ -212,7 +212,8 @@ def markdown(rows: list, env: dict) -> str:
                          f"{r['export_error']} |")
             continue
         why = "; ".join([*{w for ws in r["left"].values() for w in ws},
-                         *(["the scores are not MatMul -> [scale] -> [Add [-> Add]] -> Softmax"] * bool(r["not_matched"])),
+                         *(["the scores are not MatMul -> [scale] -> [Add [-> Add]] -> Softmax"]
+                           * bool(r["not_matched"])),
                          *{why for _, why in r["kept_p"]}])
         pad = r.get("max_abs_diff_padded_out")
         lines.append(f"| {r['architecture']} | {r['exporter']} ({r['attention']}) | {r['softmax']} | "

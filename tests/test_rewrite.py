@@ -792,8 +792,8 @@ def _two_terms_graph(table_low: float = -2.0, computed: bool = False, zeros: boo
     nodes = [helper.make_node("Gather", ["table", "ids"], ["g57h"], axis=0),
              helper.make_node("Transpose", ["g57h"], ["gh57"], perm=[2, 0, 1]),
              helper.make_node("Unsqueeze", ["gh57", "ax0"], ["pb0"])]
-    inputs = [helper.make_tensor_value_info("Q", t16, [2, 3, 5, 8]), helper.make_tensor_value_info("K", t16, [2, 3, 7, 8]),
-              helper.make_tensor_value_info("M", t16, [2, 1, 1, 7])]
+    inputs = [helper.make_tensor_value_info(n, t16, s) for n, s in (("Q", [2, 3, 5, 8]), ("K", [2, 3, 7, 8]),
+                                                                     ("M", [2, 1, 1, 7]))]
     if computed:
         nodes.append(helper.make_node("Mul", ["pb0", "g"], ["pb"]))
         inputs.append(helper.make_tensor_value_info("g", t16, []))

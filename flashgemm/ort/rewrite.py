@@ -127,11 +127,12 @@ class Report:
                     if self.masks_narrowed else "")]
         for s in self.fused:
             d = s.details
+            terms = {"summed": " (two added terms summed into the bias)",
+                     "a term of zeros left out": " (an added term of zeros left out)"}.get(d.get("bias_terms"), "")
+            if "mask_shape" in d:
+                terms = f" mask=add {d['mask_shape']} (a second added term)"
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
-                         f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}"
-                         f"{' mask=add ' + str(d['mask_shape']) + ' (a second added term)' if 'mask_shape' in d else ''}"
-                         f"{' (two added terms summed into the bias)' if d.get('bias_terms') == 'summed' else ''}"
-                         f"{' (an added term of zeros left out)' if d.get('bias_terms', '').endswith('left out') else ''}"
+                         f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}{terms}"
                          f"{' (query scale ' + format(d['qscale'], '.8g') + ' folded)' if 'qscale' in d else ''}"
                          f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
                          f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}"
