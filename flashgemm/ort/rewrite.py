@@ -1137,7 +1137,10 @@ def _constant_values(v: Optional[ir.Value], depth: int = 16) -> Optional[np.ndar
     (_VALUE_SUBSET) or is a ConstantOfShape (its one value): else None."""
     if v is None or depth == 0:
         return None
-    arr = _constant_array(v)
+    try:
+        arr = _constant_array(v)
+    except Exception:  # noqa: BLE001  (external data not available: nothing is known of it)
+        return None
     if arr is not None:
         return np.asarray(arr, dtype=np.float64).ravel()
     p = v.producer()
