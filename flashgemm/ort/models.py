@@ -167,19 +167,31 @@ class ModelSpec:
         return (self.tiny_config if tiny else self.config)()[self.layers_key]
 
 
-def _bert(cfg: dict, attention: str = "eager"):
-    import torch  # noqa: PLC0415
-    from transformers import BertConfig, BertModel  # noqa: PLC0415
+def _token_model(model: str, config: str, init: Optional[dict] = None, call: Optional[dict] = None) -> Callable:
+    """The build function of a transformers model taking input_ids and attention_mask: (config dict, attention) ->
+    a module returning its last_hidden_state. model, config: the transformers classes' names; init: the model
+    constructor's keywords beside the config; call: the forward's beside the inputs."""
+    def build(cfg: dict, attention: str = "eager"):
+        import torch  # noqa: PLC0415
+        import transformers  # noqa: PLC0415
 
-    class Bert(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = BertModel(BertConfig(**cfg, attn_implementation=attention), add_pooling_layer=False)
+        class TokenModel(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                config_cls, model_cls = getattr(transformers, config), getattr(transformers, model)
+                self.model = model_cls(config_cls(**cfg, attn_implementation=attention), **(init or {}))
 
-        def forward(self, input_ids, attention_mask):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            def forward(self, input_ids, attention_mask):
+                return self.model(input_ids=input_ids, attention_mask=attention_mask, **(call or {})).last_hidden_state
 
-    return Bert()
+        return TokenModel()
+    return build
+
+
+_bert = _token_model("BertModel", "BertConfig", init={"add_pooling_layer": False})
+_mpnet = _token_model("MPNetModel", "MPNetConfig", init={"add_pooling_layer": False})
+# the decoder stack without the LM head: a prefill's hidden states, no KV cache
+_llama = _token_model("LlamaModel", "LlamaConfig", call={"use_cache": False})
 
 
 def _bert_inputs(cfg: dict, batch: int, seq: int, gen):
@@ -219,36 +231,6 @@ def _whisper(cfg: dict, attention: str = "eager"):
             return self.model(input_features=input_features).last_hidden_state
 
     return Encoder()
-
-
-def _mpnet(cfg: dict, attention: str = "eager"):
-    import torch  # noqa: PLC0415
-    from transformers import MPNetConfig, MPNetModel  # noqa: PLC0415
-
-    class MPNet(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = MPNetModel(MPNetConfig(**cfg, attn_implementation=attention), add_pooling_layer=False)
-
-        def forward(self, input_ids, attention_mask):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    return MPNet()
-
-
-def _llama(cfg: dict, attention: str = "eager"):
-    import torch  # noqa: PLC0415
-    from transformers import LlamaConfig, LlamaModel  # noqa: PLC0415
-
-    class Llama(torch.nn.Module):  # the decoder stack without the LM head: a prefill's hidden states, no KV cache
-        def __init__(self):
-            super().__init__()
-            self.model = LlamaModel(LlamaConfig(**cfg, attn_implementation=attention))
-
-        def forward(self, input_ids, attention_mask):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-
-    return Llama()
 
 
 SPECS = {
