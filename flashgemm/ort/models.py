@@ -233,15 +233,18 @@ def _whisper(cfg: dict, attention: str = "eager"):
     return Encoder()
 
 
+def _token_spec(name: str, checkpoint: str, config: Callable, tiny_config: Callable, build: Callable,
+                seq: int) -> ModelSpec:
+    """A model taking input_ids and attention_mask (_token_model) at length `seq` (16 tiny), padded as _bert_inputs."""
+    return ModelSpec(name, checkpoint, config, tiny_config, build,
+                     lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else seq, gen), "last_hidden_state",
+                     "num_hidden_layers", seq_inputs=("input_ids", "attention_mask"))
+
+
 SPECS = {
-    "bert-large": ModelSpec(
-        "bert-large", "google-bert/bert-large-uncased", _bert_large, _bert_tiny, _bert,
-        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 512, gen), "last_hidden_state",
-        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
-    "bert-small": ModelSpec(
-        "bert-small", "sentence-transformers/all-MiniLM-L6-v2", _bert_small, _bert_tiny, _bert,
-        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 128, gen), "last_hidden_state",
-        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
+    "bert-large": _token_spec("bert-large", "google-bert/bert-large-uncased", _bert_large, _bert_tiny, _bert, 512),
+    "bert-small": _token_spec("bert-small", "sentence-transformers/all-MiniLM-L6-v2", _bert_small, _bert_tiny, _bert,
+                              128),
     "vit-b16": ModelSpec(
         "vit-b16", "google/vit-base-patch16-224", _vit_b16, _vit_tiny, _vit,
         lambda cfg, b, gen, tiny: {"pixel_values": _randn((b, cfg["num_channels"], cfg["image_size"],
@@ -252,14 +255,9 @@ SPECS = {
         lambda cfg, b, gen, tiny: {"input_features": _randn((b, cfg["num_mel_bins"],
                                                               2 * cfg["max_source_positions"]), gen)},
         "last_hidden_state", "encoder_layers"),
-    "mpnet-base": ModelSpec(
-        "mpnet-base", "sentence-transformers/all-mpnet-base-v2", _mpnet_base, _mpnet_tiny, _mpnet,
-        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 384, gen), "last_hidden_state",
-        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
-    "llama-3.2-1b": ModelSpec(
-        "llama-3.2-1b", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama,
-        lambda cfg, b, gen, tiny: _bert_inputs(cfg, b, 16 if tiny else 2048, gen), "last_hidden_state",
-        "num_hidden_layers", seq_inputs=("input_ids", "attention_mask")),
+    "mpnet-base": _token_spec("mpnet-base", "sentence-transformers/all-mpnet-base-v2", _mpnet_base, _mpnet_tiny,
+                              _mpnet, 384),
+    "llama-3.2-1b": _token_spec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama, 2048),
 }
 NAMES = tuple(SPECS)
 SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the commands)
