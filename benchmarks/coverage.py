@@ -8,11 +8,12 @@ class on a tiny config (2 layers, hidden 64, 2 heads of 32; grouped key/value he
 Encoder-decoders (T5, BART, Whisper) run their decoder on 8 target tokens beside (no cache): their decoder's causal
 self-attention and cross-attention are sites too.
 Per architecture and exporter ("dynamo": torch.onnx.export(dynamo=True) with transformers' SDPA attention where the
-architecture has it, else eager; "torchscript": dynamo=False, eager attention), symbolic batch and sequence axes:
-the Softmax nodes of the export, the sites the rewrite fused (FusedAttention or FusedGemmSoftmax) and why it left
-the others, and the largest |rewritten - original| of the output at batch 2, length 16, with padding at the end of
-one sequence and at the start of the other, and with a sequence padded out entirely. A table (.md) is written beside
-the JSON.
+architecture has it, else eager; "torchscript": dynamo=False, eager attention), symbolic batch and sequence axes: the
+Softmax nodes of the export, the sites the rewrite fused (FusedAttention or FusedGemmSoftmax) and why it left the
+others, what the op reads besides Q, K and V (its bias and additive mask, as narrow as the rewrite made them; a
+decoder's causal rule inside the bias, for which every key is computed), and the largest |rewritten - original| of the
+output at batch 2, length 16, with padding at the end of one sequence and at the start of the other, and with a sequence
+padded out entirely. A table (.md) is written beside the JSON.
 """
 from __future__ import annotations
 
@@ -164,6 +165,21 @@ def _feeds(sess, padded_out: bool, seed: int = 0) -> dict:
     return feeds
 
 
+def _reads(details: dict) -> str:
+    """What a fused site gives the op besides Q, K and V, from the rewrite's report: its bias and additive mask with
+    the shapes the op reads (narrowed where the rewrite narrowed them), and whether the bias holds a decoder's causal
+    rule (then every key is computed)."""
+    dims = lambda shape: "[" + ", ".join(str(d) for d in shape) + "]"  # noqa: E731
+    dropped = details.get("dropped", ())
+    parts = []
+    if details.get("bias") and "bias" not in dropped:
+        parts.append(f"bias {details.get('narrowed') or dims(details['bias_shape'])}"
+                     + (" (causal rule inside)" if "causal_in_bias" in details else ""))
+    if "mask_shape" in details and "mask" not in dropped:
+        parts.append(f"mask {details.get('mask_narrowed') or dims(details['mask_shape'])}")
+    return " + ".join(parts) or "none"
+
+
 def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict:
     """Export, rewrite and compare one architecture by one exporter: a result row (see the module docstring)."""
     import numpy as np  # noqa: PLC0415
@@ -185,7 +201,8 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
     row.update(softmax=count_ops(src, "Softmax"), fused_attention=count_ops(dst, "FusedAttention", "flashgemm"),
                fused_p=count_ops(dst, "FusedGemmSoftmax", "flashgemm"),
                left={s.softmax: s.reasons for s in report.left_alone},
-               not_matched=report.other_softmax, kept_p=[list(x) for x in report.attention_left])
+               not_matched=report.other_softmax, kept_p=[list(x) for x in report.attention_left],
+               reads=sorted({_reads(site.details) for site in report.fused}))
     original = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     rewritten = ort.InferenceSession(str(dst), session_options(bundle), providers=["CPUExecutionProvider"])
     for key, padded_out in (("max_abs_diff", False), ("max_abs_diff_padded_out", True)):
@@ -204,11 +221,12 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
 def markdown(rows: list, env: dict) -> str:
     lines = [f"Tiny random-init models, float16, rewritten with --attention, ONNX Runtime CPU EP ({env['torch']}, "
              f"{env['transformers']}, onnxruntime {env['onnxruntime']}, commit {env['commit']}, {env['date']}).", "",
-             "| architecture | exporter (attention) | Softmax | FusedAttention | FusedGemmSoftmax | max abs diff | "
-             "padded out | not fused: why |", "|---|---|---|---|---|---|---|---|"]
+             "| architecture | exporter (attention) | Softmax | FusedAttention | FusedGemmSoftmax | the op reads | "
+             "max abs diff | padded out | not fused: why |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "export_error" in r:
-            lines.append(f"| {r['architecture']} | {r['exporter']} | – | – | – | – | – | export failed: "
+            lines.append(f"| {r['architecture']} | {r['exporter']} | – | – | – | – | – | – | "
+                         f"export failed: "
                          f"{r['export_error']} |")
             continue
         why = "; ".join([*{w for ws in r["left"].values() for w in ws},
@@ -217,7 +235,8 @@ def markdown(rows: list, env: dict) -> str:
                          *{why for _, why in r["kept_p"]}])
         pad = r.get("max_abs_diff_padded_out")
         lines.append(f"| {r['architecture']} | {r['exporter']} ({r['attention']}) | {r['softmax']} | "
-                     f"{r['fused_attention']} | {r['fused_p']} | {r['max_abs_diff']:.3g} | "
+                     f"{r['fused_attention']} | {r['fused_p']} | {'; '.join(r.get('reads', [])) or '–'} | "
+                     f"{r['max_abs_diff']:.3g} | "
                      f"{'–' if pad is None else format(pad, '.3g')} | {why or '–'} |")
     return "\n".join(lines) + "\n"
 

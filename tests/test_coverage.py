@@ -15,7 +15,7 @@ ENV = {"torch": "torch 2.14.1", "transformers": "transformers 5.25.0", "onnxrunt
 def test_markdown_gives_every_row_its_counts_difference_and_reasons():
     rows = [{"architecture": "mpnet", "exporter": "torchscript", "attention": "eager", "softmax": 2,
              "fused_attention": 2, "fused_p": 0, "left": {}, "not_matched": [], "kept_p": [], "max_abs_diff": 0.0039,
-             "max_abs_diff_padded_out": 0.002},
+             "max_abs_diff_padded_out": 0.002, "reads": ["bias [batch, 1, 1, sequence] + mask [1, 2, 16, 16]"]},
             {"architecture": "deberta-v2", "exporter": "dynamo", "attention": "eager", "softmax": 2,
              "fused_attention": 0, "fused_p": 0, "left": {}, "not_matched": ["s0", "s1"], "kept_p": [],
              "max_abs_diff": 0.0},
@@ -26,10 +26,25 @@ def test_markdown_gives_every_row_its_counts_difference_and_reasons():
     text = coverage.markdown(rows, ENV)
     lines = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| architecture")]
     assert len(lines) == 4 and "torch 2.14.1" in text and "abc1234" in text
-    assert lines[0].startswith("| mpnet | torchscript (eager) | 2 | 2 | 0 | 0.0039 | 0.002 | – |")
+    assert lines[0].startswith("| mpnet | torchscript (eager) | 2 | 2 | 0 | bias [batch, 1, 1, sequence] + mask "
+                               "[1, 2, 16, 16] | 0.0039 | 0.002 | – |")
     assert "not MatMul -> [scale] -> [Add [-> Add]] -> Softmax" in lines[1] and "| – |" in lines[1]  # no padded run
     assert "cannot prove it broadcasts" in lines[2]
     assert "export failed: TorchExportError: failed" in lines[3]
+
+
+def test_reads_says_what_the_op_reads():
+    """The bias as the op reads it (narrowed where it was), a decoder's causal rule inside it, a second term as the
+    additive mask; a term dropped as zeros is not read."""
+    bias = {"bias": True, "bias_shape": ["batch", 1, "sequence", "sequence"]}
+    assert coverage._reads({"bias": False, "bias_shape": None}) == "none"
+    assert coverage._reads(bias) == "bias [batch, 1, sequence, sequence]"
+    assert coverage._reads(dict(bias, narrowed="[batch, 1, 1, sequence]")) == "bias [batch, 1, 1, sequence]"
+    assert coverage._reads(dict(bias, causal_in_bias=-65504.0)) == (
+        "bias [batch, 1, sequence, sequence] (causal rule inside)")
+    assert coverage._reads(dict(bias, dropped=["bias"])) == "none"
+    assert coverage._reads(dict(bias, mask_shape=[1, 2, 16, 16])) == (
+        "bias [batch, 1, sequence, sequence] + mask [1, 2, 16, 16]")
 
 
 def test_command_names_the_fix():
@@ -54,3 +69,4 @@ def test_one_architecture_for_real(tmp_path):
     row = coverage.check("mpnet", "torchscript", bundle, tmp_path / "work", log=lambda *a: None)
     assert row["softmax"] == row["fused_attention"] == 2 and not row["left"] and not row["not_matched"], row
     assert row["max_abs_diff"] < 1e-2 and row["max_abs_diff_padded_out"] < 1e-2, row
+    assert row["reads"] == ["bias [batch, 1, 1, sequence] + mask [1, 2, sequence, sequence]"], row

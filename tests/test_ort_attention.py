@@ -583,12 +583,12 @@ def _model_feeds(sess, seed=0, padded_out=False):
 
 
 def _assert_computes_original(o1, path, feeds, device, attending):
-    """The rewritten model's output `o1` against the original's (the model at `path`): on `device` at the tokens whose query rows keep a
-    key, and at every token against the original on the CPU EP. A row whose every key is at the mask's finite lowest
-    is softmax(s + lowest) = softmax(s) in exact arithmetic, as the op computes it (the bias added in float32) and as
-    the CPU EP does (Add and Softmax in one float32 island); the CUDA EP adds in float16, where lowest + s rounds to
-    lowest or the next float16 (32 apart) and the row comes out a near-uniform average: that row is compared with the
-    exact one only. `attending`: [batch, sequence], True where a token's rows keep a key."""
+    """The rewritten model's output `o1` against the original's (the model at `path`): on `device` at the tokens whose
+    query rows keep a key, and at every token against the original on the CPU EP. A row whose every key is at the mask's
+    finite lowest is softmax(s + lowest) = softmax(s) in exact arithmetic, as the op computes it (the bias added in
+    float32) and as the CPU EP does (Add and Softmax in one float32 island); the CUDA EP adds in float16, where lowest +
+    s rounds to lowest or the next float16 (32 apart) and the row comes out a near-uniform average: that row is compared
+    with the exact one only. `attending`: [batch, sequence], True where a token's rows keep a key."""
     (o0,) = run(ort.InferenceSession(str(path), providers=providers(device)), feeds)
     np.testing.assert_allclose(o1[attending].astype(np.float32), o0[attending].astype(np.float32), rtol=0,
                                atol=MODEL_ATOL)
@@ -638,6 +638,7 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, tmp_p
     dst = tmp_path / f"{name}.attention.onnx"
     report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
     assert report.attention == 2 and not report.attention_left, report.text()
+    assert all(s.details.get("causal_in_bias") == -65504.0 for s in report.fused), report.text()  # said, not taken
     assert count_ops(dst, "FusedAttention", "flashgemm") == 2 and count_ops(dst, "Softmax") == 0
     rng = np.random.default_rng(1)
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}

@@ -719,10 +719,13 @@ def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
 
 
-def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6, d: int = 16):
+def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6, d: int = 16, cast: bool = False,
+                        kv_start=None):
     """transformers 5's bidirectional mask: Where(And(And(True, q_idx `op` 0), padding), 0, -65504) with q_idx =
-    Range(start, start + S delta, delta) over [1, 1, S, 1] and the padding attention_mask [B, S] over [B, 1, 1, S], added to the
-    scores [B, 2, S, S]."""
+    Range(start, start + S delta, delta) over [1, 1, S, 1] and the padding attention_mask [B, S] over [B, 1, 1, S],
+    added to the scores [B, 2, S, S]. cast: the test wrapped in Cast(to=BOOL), as TorchScript exports write it.
+    kv_start: the test is a decoder's causal rule instead, `op`(kv_idx, q_idx) with kv_idx = Range(kv_start,
+    kv_start + S, 1) over [1, 1, 1, S]."""
     t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
 
     def const(name, dtype, dims, vals):
@@ -737,13 +740,24 @@ def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6,
              helper.make_node("Mul", ["len", "delta"], ["span"]),
              helper.make_node("Add", ["start", "span"], ["limit"]),  # S elements: start, start + delta, ...
              helper.make_node("Range", ["start", "limit", "delta"], ["q"]),
-             helper.make_node("Unsqueeze", ["q", "ax_q"], ["q_idx"]),
-             helper.make_node(op, ["q_idx", "zero_i"], ["q_ok"]),
-             helper.make_node("Cast", ["attention_mask"], ["pad_b"], to=TensorProto.BOOL),
-             helper.make_node("Unsqueeze", ["pad_b", "ax_kv"], ["pad"]),
-             helper.make_node("And", ["true", "q_ok"], ["both"]),
-             helper.make_node("And", ["both", "pad"], ["keep"]),
-             helper.make_node("Where", ["keep", "zero", "low"], ["mask"])] + _masked_scores()
+             helper.make_node("Unsqueeze", ["q", "ax_q"], ["q_idx"])]
+    test = "q_test" if cast else "q_ok"
+    if kv_start is None:
+        nodes.append(helper.make_node(op, ["q_idx", "zero_i"], [test]))
+    else:
+        nodes += [const("kv_start", i64, [], [kv_start]), const("one_s", i64, [], [1]),
+                  const("ax_k", i64, [3], [0, 1, 2]),
+                  helper.make_node("Add", ["kv_start", "len"], ["kv_limit"]),
+                  helper.make_node("Range", ["kv_start", "kv_limit", "one_s"], ["kv"]),
+                  helper.make_node("Unsqueeze", ["kv", "ax_k"], ["kv_idx"]),
+                  helper.make_node(op, ["kv_idx", "q_idx"], [test])]
+    if cast:
+        nodes.append(helper.make_node("Cast", ["q_test"], ["q_ok"], to=TensorProto.BOOL))
+    nodes += [helper.make_node("Cast", ["attention_mask"], ["pad_b"], to=TensorProto.BOOL),
+              helper.make_node("Unsqueeze", ["pad_b", "ax_kv"], ["pad"]),
+              helper.make_node("And", ["true", "q_ok"], ["both"]),
+              helper.make_node("And", ["both", "pad"], ["keep"]),
+              helper.make_node("Where", ["keep", "zero", "low"], ["mask"])] + _masked_scores()
     inputs = [helper.make_tensor_value_info(n, t16, [b, 2, s, d]) for n in ("Q", "K")] + [
         helper.make_tensor_value_info("attention_mask", i64, [b, s])]
     init = [helper.make_tensor("c", t16, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)]
@@ -752,14 +766,17 @@ def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6,
                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
+@pytest.mark.parametrize("cast", [False, True])
 @pytest.mark.parametrize("start,delta,op,narrowed", [(0, 1, "GreaterOrEqual", True), (1, 2, "Greater", True),
                                                      (0, 1, "Greater", False), (-1, 1, "GreaterOrEqual", False)])
-def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp_path, start, delta, op, narrowed):
-    """A padding mask ANDed with an index test that is true everywhere (transformers 5's `q_idx >= 0`) reaches the
-    op as [B, 1, 1, S], the test and its [B, 1, S, S] broadcast dropped; a test that is false somewhere (row 0 of
-    q_idx > 0, or of a range from -1) keeps the mask [B, 1, S, S]. P matches the original graph either way."""
+def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp_path, start, delta, op, narrowed,
+                                                                         cast):
+    """A padding mask ANDed with an index test that is true everywhere (transformers 5's `q_idx >= 0`, cast to bool
+    again by TorchScript exports) reaches the op as [B, 1, 1, S], the test and its [B, 1, S, S] broadcast dropped; a
+    test that is false somewhere (row 0 of q_idx > 0, or of a range from -1) keeps the mask [B, 1, S, S]. P matches
+    the original graph either way."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_padding_mask_graph(start, delta, op), str(src))
+    onnx.save(_padding_mask_graph(start, delta, op, cast=cast), str(src))
     report = rewrite.rewrite_file(src, dst)
     assert len(report.fused) == 1 and report.masks_narrowed == int(narrowed), report.text()
     m = onnx.load(str(dst))
@@ -770,6 +787,29 @@ def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp
     rng = np.random.default_rng(5)
     feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
     feeds["attention_mask"] = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int64)
+    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
+
+
+@pytest.mark.parametrize("op,kv_start,cast,causal", [("LessOrEqual", 0, False, True), ("LessOrEqual", 0, True, True),
+                                                     ("LessOrEqual", 1, False, False), ("Less", 0, False, False)])
+def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cast, causal):
+    """A decoder's mask, Where(True & kv_idx <= q_idx & padding, 0, -65504) added to the scores, is fused as a bias
+    of the scores' shape, and the report says that it holds the causal rule (every key computed); an index test
+    that is not the causal rule (kv_idx + 1 <= q_idx, kv_idx < q_idx) is not taken for one. P matches either way."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_padding_mask_graph(0, 1, op, cast=cast, kv_start=kv_start), str(src))
+    report = rewrite.rewrite_file(src, dst)
+    assert len(report.fused) == 1 and not report.masks_narrowed, report.text()
+    assert ("causal_in_bias" in report.fused[0].details) == causal, report.text()
+    assert ("holds the causal rule" in report.text()) == causal
+    assert ("1 fused site(s) read a decoder's causal and padding masks" in report.text()) == causal
+    if causal:
+        assert report.fused[0].details["causal_in_bias"] == -65504.0
+    rng = np.random.default_rng(6)
+    feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
+    feeds["attention_mask"] = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]], np.int64)
     (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
     (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)

@@ -137,7 +137,8 @@ class Report:
                          f"{' (key scale ' + format(d['kscale'], '.8g') + ' folded)' if 'kscale' in d else ''}"
                          f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}"
                          f"{' (mask narrowed to ' + d['mask_narrowed'] + ')' if 'mask_narrowed' in d else ''}"
-                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}")
+                         f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}"
+                         f"{' (the bias holds the causal rule: every key computed)' if 'causal_in_bias' in d else ''}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -149,6 +150,15 @@ class Report:
                          f"head sizes and mask kinds; flashgemm-build --from-model THIS_MODEL adds its own kinds, "
                          f"flashgemm-tune --from-model THIS_MODEL --lengths ... tunes them); longer ones, or a bundle "
                          f"built with --any-length none, run on the generic kernel, much slower than the original graph")
+        causal = [s.softmax for s in self.fused if "causal_in_bias" in s.details]
+        if causal:
+            # a decoder's export adds its causal and padding masks as one tensor of the scores' shape: say what the
+            # op does with it, since a causal kernel would skip the half of the keys past the diagonal
+            lines.append(f"  note    {len(causal)} fused site(s) read a decoder's causal and padding masks as one bias "
+                         f"of the scores' shape (the causal rule inside it): the op reads that bias at every element "
+                         f"and computes every key, about twice a causal kernel's work; its causal flag is not the "
+                         f"same function there (a row whose visible keys are all padding attends to every key in the "
+                         f"export)")
         if self.attention is not None:
             lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention "
                          f"(P never stored); {self.heads_transposes} Transpose(s) between heads and sequence around "
@@ -920,6 +930,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     drop_constant_masks(model, report)
     narrow_masks(model, report)
     drop_constant_masks(model, report)  # what narrowing left made of constants alone (transformers 5.25's ViT mask)
+    note_causal_masks(model, report)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)
     for n in used_constants:
@@ -1171,9 +1182,10 @@ def _range_start(v: ir.Value) -> Optional[float]:
 
 
 def _always_true(v: ir.Value, opset: int) -> bool:
-    """Whether every element of the boolean `v` is provably true: a constant of trues, an And of such, or an index
-    range compared with a constant it never falls below (GreaterOrEqual(Range(0, S, 1), 0): transformers 5 writes one
-    into every bidirectional mask, which broadcasts a [B, 1, 1, S] padding mask to [B, 1, S, S])."""
+    """Whether every element of the boolean `v` is provably true: a constant of trues, an And of such (or a Cast of such
+    to bool), or an index range compared with a constant it never falls below (GreaterOrEqual(Range(0, S, 1), 0):
+    transformers 5 writes one into every bidirectional mask, which broadcasts a [B, 1, 1, S] padding mask to
+    [B, 1, S, S])."""
     val = _constant_value(v, opset)
     if val is not None:
         return val.dtype == np.bool_ and bool(np.all(val))
@@ -1182,12 +1194,70 @@ def _always_true(v: ir.Value, opset: int) -> bool:
         return False
     if p.op_type == "And":
         return _always_true(p.inputs[0], opset) and _always_true(p.inputs[1], opset)
+    if p.op_type == "Cast" and p.inputs[0].dtype == ir.DataType.BOOL:  # (to bool, as TorchScript exports write it)
+        return _attr(p, "to", 0) == ir.DataType.BOOL and _always_true(p.inputs[0], opset)
     if p.op_type in ("GreaterOrEqual", "Greater"):
         start, c = _range_start(p.inputs[0]), _constant_array(p.inputs[1])
         if start is None or c is None or c.size != 1:
             return False
         return start >= c.item() if p.op_type == "GreaterOrEqual" else start > c.item()
     return False
+
+
+def _index_range(v: ir.Value, axis: int) -> Optional[float]:
+    """The first index of `v` when it is Range(start, limit, 1) of constant start placed along `axis` (negative,
+    from the last) by ops that keep its values (_VALUE_KEEPING): every other dim of v's shape 1; else None."""
+    shape = _shape(v)
+    if shape is None or len(shape) < -axis or any(d != 1 for i, d in enumerate(shape) if i != len(shape) + axis):
+        return None
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
+        return None
+    start, delta = _constant_array(p.inputs[0]), _constant_array(p.inputs[2])
+    if start is None or delta is None or start.size != 1 or delta.size != 1 or delta.item() != 1:
+        return None
+    return start.item()
+
+
+def _causal_rule(v: ir.Value) -> bool:
+    """Whether the boolean `v` is the causal rule over its last two axes, key j <= query i: LessOrEqual(kv_idx,
+    q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges from one start along the last axis (keys) and the one
+    before it (queries), as transformers' decoder masks write it (without a cache: query i is position i)."""
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type not in ("LessOrEqual", "GreaterOrEqual"):
+        return False
+    kv, q = p.inputs if p.op_type == "LessOrEqual" else reversed(p.inputs)
+    start = _index_range(kv, -1)
+    return start is not None and _index_range(q, -2) == start
+
+
+def _and_terms(v: ir.Value) -> list:
+    """The terms of an And tree (Expands and Casts to bool on the way dropped), `v` itself when it is no And."""
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and (
+            p.op_type == "Expand" or p.op_type == "Cast" and _attr(p, "to", 0) == ir.DataType.BOOL):
+        v, p = p.inputs[0], p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "And":
+        return [v]
+    return _and_terms(p.inputs[0]) + _and_terms(p.inputs[1])
+
+
+def causal_in_mask(v: ir.Value) -> Optional[float]:
+    """Where the additive `v` is Where(causal rule And ..., 0, fill) with a fill at or below the masking threshold
+    (a decoder's causal and padding masks in one, as transformers builds them), the fill; else None."""
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in ("Expand", "Cast"):
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Where":
+        return None
+    keep, fill = _constant_array(p.inputs[1]), _constant_array(p.inputs[2])
+    if keep is None or fill is None or keep.size != 1 or fill.size != 1 or keep.item() != 0:
+        return None
+    if not fill.item() <= MASKED_AT_OR_BELOW or not any(_causal_rule(t) for t in _and_terms(p.inputs[0])):
+        return None
+    return float(fill.item())
 
 
 def _broadcast_shape(*values: ir.Value) -> Optional[ir.Shape]:
@@ -1269,6 +1339,23 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
                 site.details["narrowed" if slot == 2 else "mask_narrowed"] = _fmt(_shape(done[id(x)]))
     if report.masks_narrowed:  # the wide computations, unless something else reads them
         RemoveUnusedNodesPass()(model)
+
+
+def note_causal_masks(model: ir.Model, report: Report) -> None:
+    """Records at each fused site whose bias is a decoder's causal and padding masks in one (causal_in_mask; the
+    scores' M and N one dim) the mask's fill: the op reads such a bias at every element and computes every key, where
+    its causal flag would skip the keys past the diagonal. The flag is not the same function there: a row whose
+    visible keys are all padding is the softmax over every key in the export (each at the fill), over its visible
+    keys with the flag. The report says so."""
+    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        scores = _shape(node.outputs[0])
+        if _attr(node, "causal", 0) or scores is None or len(scores) < 2 or not _same_dim(scores[-2], scores[-1]):
+            continue
+        site = _site_of(report, node)
+        for slot, x in _masks_of(node):
+            fill = causal_in_mask(x) if slot == 2 else None
+            if fill is not None and site is not None:
+                site.details["causal_in_bias"] = fill
 
 
 def fuse_attention(model: ir.Model, report: Report) -> None:
