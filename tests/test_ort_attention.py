@@ -29,7 +29,7 @@ VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", T
             Variant("float16", False, False, "add", True), Variant("bfloat16", True, True, "add", False),
             Variant("bfloat16", False, False, "bool", True), Variant("float16", True, False, "none", True),
             Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False),
-            Variant("float16", True, True, "add", False)]
+            Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True)]
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -629,24 +629,36 @@ DECODERS = ["llama-3.2-1b-tiny-dyn.f16", "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16"
 
 @pytest.mark.parametrize("name", DECODERS)
 @pytest.mark.parametrize("padding", ["none", "right", "left", "all"])
-def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, tmp_path):
+@pytest.mark.parametrize("decoder_causal", [False, True])
+def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decoder_causal, tmp_path):
     """A decoder's attention (Llama: rotary Q and K, two query heads sharing one key/value head, a causal mask
     combined with the padding mask into one [batch, 1, sequence, sequence] bias) becomes FusedAttention at every
     site, and the rewritten model computes what the original does with no padding, right or left padding (left: a
     sequence's first query rows see only padding, every logit at the mask's lowest) and a sequence padded out
-    (`_assert_computes_original`: such rows exactly)."""
+    (`_assert_computes_original`: such rows exactly). With decoder_causal the causal rule becomes the op's causal flag
+    and the bias the padding mask [batch, 1, 1, sequence]: the same at every token whose rows keep a key, and the
+    rows of the others (their visible keys all padding) attend to their visible keys instead of every key."""
     dst = tmp_path / f"{name}.attention.onnx"
-    report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
+    report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True, decoder_causal=decoder_causal)
     assert report.attention == 2 and not report.attention_left, report.text()
-    assert all(s.details.get("causal_in_bias") == -65504.0 for s in report.fused), report.text()  # said, not taken
-    assert count_ops(dst, "FusedAttention", "flashgemm") == 2 and count_ops(dst, "Softmax") == 0
+    assert all(s.details.get("causal_in_bias") == -65504.0 for s in report.fused), report.text()
+    assert report.causal_taken == 2 * decoder_causal, report.text()
+    nodes = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedAttention"]
+    assert len(nodes) == 2 and count_ops(dst, "Softmax") == 0
+    assert all(helper.get_node_attr_value(n, "causal") == int(decoder_causal) for n in nodes)
     rng = np.random.default_rng(1)
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
     pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
     feeds["attention_mask"][pad] = 0
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     attending = np.maximum.accumulate(feeds["attention_mask"], axis=1) > 0  # causal: a kept key at or before it
-    _assert_computes_original(o1, DATA / f"{name}.onnx", feeds, device, attending)
+    if not decoder_causal:
+        _assert_computes_original(o1, DATA / f"{name}.onnx", feeds, device, attending)
+        return
+    (o0,) = run(ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device)), feeds)
+    np.testing.assert_allclose(o1[attending].astype(np.float32), o0[attending].astype(np.float32), rtol=0,
+                               atol=MODEL_ATOL)
+    assert np.isfinite(o1.astype(np.float32)).all()
 
 
 @pytest.mark.parametrize("name", ["mpnet-base-tiny-dyn.f16", "mpnet-base-tiny-dyn-dynamo.f16"])

@@ -55,12 +55,12 @@ P_ATOL = 2e-3
 
 @pytest.fixture(scope="module")
 def so(tmp_path_factory):
-    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1; a bias and an additive mask:
-    ~7 s), the op library registered."""
+    """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1; a bias and an additive mask;
+    a causal bias: ~8 s), the op library registered."""
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
     d = tmp_path_factory.mktemp("bundle_rewrite")
     variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)] + \
-        [Variant("float16", True, True, "add", False)]
+        [Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True)]
     export_bundle(d, "llvm", variants=variants, log=lambda *a: None)
     return session_options(d)
 
@@ -291,6 +291,15 @@ def test_rewrite_cli(tmp_path):
                         "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
     assert "attention: 2 fused site(s) became FusedAttention" in r.stdout, r.stdout
     assert "flashgemm-build --attention" in r.stdout and '"attention": 2' in (tmp_path / "r.json").read_text()
+    llama = DATA / "llama-3.2-1b-tiny-dyn.f16.onnx"  # a decoder: its causal rule said, taken with --decoder-causal
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention"],
+                       capture_output=True, text=True, check=True)
+    assert "the bias holds the causal rule" in r.stdout and "--decoder-causal takes it" in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention",
+                        "--decoder-causal", "--json", str(tmp_path / "r.json")], capture_output=True, text=True,
+                       check=True)
+    assert "2 fused site(s) take a decoder mask's causal rule as the causal flag" in r.stdout, r.stdout
+    assert '"causal_taken": 2' in (tmp_path / "r.json").read_text()
 
 
 def test_regenerate_tiny_models_match(tmp_path):
@@ -813,6 +822,22 @@ def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cas
     (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
     (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
+    # --decoder-causal: the rule becomes causal=1 and the bias the padding mask [2, 1, 1, 6] (its Range, LessOrEqual
+    # and [2, 1, 6, 6] broadcast gone); P the same except at batch 0's rows 0 and 1, whose visible keys are padding
+    report = rewrite.rewrite_file(src, dst, decoder_causal=True)
+    assert report.causal_taken == int(causal), report.text()
+    if not causal:
+        return
+    m = onnx.load(str(dst))
+    (node,) = _ops(m, "FusedGemmSoftmax", "flashgemm")
+    assert helper.get_node_attr_value(node, "causal") == 1 and rewrite.count_ops(dst, "LessOrEqual") == 0
+    shapes = {v.name: [x.dim_value for x in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
+    assert shapes[node.input[2]] == [2, 1, 1, 6], shapes.get(node.input[2])
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    kept = np.ones((2, 2, 6), bool)
+    kept[0, :, :2] = False
+    np.testing.assert_allclose(p1[kept].astype(np.float64), p0[kept].astype(np.float64), rtol=0, atol=P_ATOL)
+    assert np.abs(p1[~kept].astype(np.float64) - p0[~kept]).max() > 0.1  # those rows: visible keys only
 
 
 def _two_terms_graph(table_low: float = -2.0, computed: bool = False, zeros: bool = False) -> onnx.ModelProto:

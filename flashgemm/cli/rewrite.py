@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuse the attention scores of an ONNX model into flashgemm::FusedGemmSoftmax and print what was done.
 
-    flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json]
+    flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json] [--attention] [--decoder-causal]
 
 Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] -> Softmax(last axis) where that is provably the same
 function (flashgemm/ort/rewrite.py says exactly when), folds a Transpose of K into transB=1 and a constant
@@ -35,10 +35,17 @@ def main(argv=None) -> int:
                          "consumer and a tensor-core kernel serves the head size (32, 64, 80, 96, 128; P is then never "
                          "stored); needs a bundle built with flashgemm-build --attention (CUDA; on the CPU the generic "
                          "kernel, slower)")
+    ap.add_argument("--decoder-causal", action="store_true",
+                    help="where a decoder adds its causal and padding masks as one bias (transformers' exports), give "
+                         "the op the causal rule as its causal flag and the padding mask alone: the keys past the "
+                         "diagonal are skipped (about half a prefill's work) and one row of the mask is read. The same "
+                         "at every row but one kind: a row whose visible keys are all padding (a left-padded "
+                         "sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
+                         "the original attends to every key; no other row reads those tokens")
     args = ap.parse_args(argv)
     writable = "give a writable file path"
     with ap.errors(ModelFileError), ap.errors(OSError, what=f"cannot write {args.dst}", fix=writable):
-        report = rewrite_file(args.src, args.dst, attention=args.attention)
+        report = rewrite_file(args.src, args.dst, attention=args.attention, decoder_causal=args.decoder_causal)
     print(report.text())
     print(f"wrote {args.dst}")
     if report.fused:  # a rewritten model is only as fast as the kernels its site shapes get

@@ -103,6 +103,7 @@ class Report:
     qkv_packed: int = 0  # FusedAttention nodes whose Q, K, V projections became one MatMul (pack_qkv_projections)
     constant_masks_dropped: int = 0  # all-zero biases / all-true masks made of constants (drop_constant_masks)
     masks_narrowed: int = 0  # biases / masks given to the op without an always-true broadcasting term (narrow_masks)
+    causal_taken: int = 0  # sites given a decoder mask's causal rule as the causal flag (causal_masks, take=True)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -138,7 +139,7 @@ class Report:
                          f"{' (narrowed to ' + d['narrowed'] + ')' if 'narrowed' in d else ''}"
                          f"{' (mask narrowed to ' + d['mask_narrowed'] + ')' if 'mask_narrowed' in d else ''}"
                          f"{''.join(f' ({x} dropped: zeros made of constants)' for x in d.get('dropped', ()))}"
-                         f"{' (the bias holds the causal rule: every key computed)' if 'causal_in_bias' in d else ''}")
+                         f"{_causal_text(d)}")
         for s in self.left_alone:
             lines.append(f"  left    {s.softmax}: {'; '.join(dict.fromkeys(s.reasons))}")
         symbolic = [s.softmax for s in self.fused if not all(isinstance(d, int) for d in s.details.get("lengths", ()))]
@@ -150,7 +151,7 @@ class Report:
                          f"head sizes and mask kinds; flashgemm-build --from-model THIS_MODEL adds its own kinds, "
                          f"flashgemm-tune --from-model THIS_MODEL --lengths ... tunes them); longer ones, or a bundle "
                          f"built with --any-length none, run on the generic kernel, much slower than the original graph")
-        causal = [s.softmax for s in self.fused if "causal_in_bias" in s.details]
+        causal = [s.softmax for s in self.fused if "causal_in_bias" in s.details and "causal_taken" not in s.details]
         if causal:
             # a decoder's export adds its causal and padding masks as one tensor of the scores' shape: say what the
             # op does with it, since a causal kernel would skip the half of the keys past the diagonal
@@ -158,7 +159,12 @@ class Report:
                          f"of the scores' shape (the causal rule inside it): the op reads that bias at every element "
                          f"and computes every key, about twice a causal kernel's work; its causal flag is not the "
                          f"same function there (a row whose visible keys are all padding attends to every key in the "
-                         f"export)")
+                         f"export); --decoder-causal takes it, exact at every other row")
+        if self.causal_taken:
+            lines.append(f"  note    {self.causal_taken} fused site(s) take a decoder mask's causal rule as the causal "
+                         f"flag (--decoder-causal): a row whose visible keys are all padding (a left-padded "
+                         f"sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
+                         f"the original attends to every key at the mask's fill; every other row is the same")
         if self.attention is not None:
             lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention "
                          f"(P never stored); {self.heads_transposes} Transpose(s) between heads and sequence around "
@@ -178,8 +184,15 @@ class Report:
                 "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
                 "qkv_packed": self.qkv_packed,
                 "constant_masks_dropped": self.constant_masks_dropped, "masks_narrowed": self.masks_narrowed,
+                "causal_taken": self.causal_taken,
                 "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
+
+
+def _causal_text(d: dict) -> str:
+    if "causal_taken" in d:
+        return f" (the causal rule taken as causal=1; the bias left: {d['causal_taken']})"
+    return " (the bias holds the causal rule: every key computed)" if "causal_in_bias" in d else ""
 
 
 def _node_name(node: ir.Node) -> str:
@@ -905,10 +918,13 @@ def infer_symbolic_shapes(model: ir.Model) -> tuple:
     return refined, None
 
 
-def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, attention: bool = False) -> Report:
+def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, attention: bool = False,
+                  decoder_causal: bool = False) -> Report:
     """Rewrite `model` in place; returns the report. shapes: run infer_shapes and infer_symbolic_shapes first.
     attention: then turn each fused site whose P is read by one MatMul(P, V) alone into FusedAttention, where its
-    head sizes are ones FusedAttention's tensor-core kernels serve (fuse_attention)."""
+    head sizes are ones FusedAttention's tensor-core kernels serve (fuse_attention). decoder_causal: a decoder's
+    causal and padding masks in one bias go to the op as its causal flag and the padding mask (causal_masks: the
+    same function except at rows whose visible keys are all padding)."""
     note = None
     if shapes:
         infer_shapes(model)
@@ -930,7 +946,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     drop_constant_masks(model, report)
     narrow_masks(model, report)
     drop_constant_masks(model, report)  # what narrowing left made of constants alone (transformers 5.25's ViT mask)
-    note_causal_masks(model, report)
+    causal_masks(model, report, take=decoder_causal)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)
     for n in used_constants:
@@ -1204,11 +1220,13 @@ def _always_true(v: ir.Value, opset: int) -> bool:
     return False
 
 
-def _index_range(v: ir.Value, axis: int) -> Optional[float]:
+def _index_range(v: ir.Value, axis: int, length) -> Optional[float]:
     """The first index of `v` when it is Range(start, limit, 1) of constant start placed along `axis` (negative,
-    from the last) by ops that keep its values (_VALUE_KEEPING): every other dim of v's shape 1; else None."""
+    from the last) by ops that keep its values (_VALUE_KEEPING): that dim `length` (one dim with it, known or
+    symbolic) and every other dim 1; else None."""
     shape = _shape(v)
-    if shape is None or len(shape) < -axis or any(d != 1 for i, d in enumerate(shape) if i != len(shape) + axis):
+    if shape is None or len(shape) < -axis or not _same_dim(shape[axis], length) or any(
+            d != 1 for i, d in enumerate(shape) if i != len(shape) + axis):
         return None
     p = v.producer()
     while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
@@ -1221,16 +1239,18 @@ def _index_range(v: ir.Value, axis: int) -> Optional[float]:
     return start.item()
 
 
-def _causal_rule(v: ir.Value) -> bool:
-    """Whether the boolean `v` is the causal rule over its last two axes, key j <= query i: LessOrEqual(kv_idx,
-    q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges from one start along the last axis (keys) and the one
-    before it (queries), as transformers' decoder masks write it (without a cache: query i is position i)."""
+def _causal_rule(v: ir.Value, m, n) -> bool:
+    """Whether the boolean `v` is the causal rule of scores [..., m, n] with m = n, key j <= query i:
+    LessOrEqual(kv_idx, q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges from one start along the last axis
+    (the n keys) and the one before it (the m queries), as transformers' decoder masks write it (without a cache:
+    query i is position i). It is then the op's causal rule, j > i + (n - m) masked."""
     p = v.producer()
-    if p is None or p.domain not in ("", "ai.onnx") or p.op_type not in ("LessOrEqual", "GreaterOrEqual"):
+    if not _same_dim(m, n) or p is None or p.domain not in ("", "ai.onnx") or p.op_type not in (
+            "LessOrEqual", "GreaterOrEqual"):
         return False
     kv, q = p.inputs if p.op_type == "LessOrEqual" else reversed(p.inputs)
-    start = _index_range(kv, -1)
-    return start is not None and _index_range(q, -2) == start
+    start = _index_range(kv, -1, n)
+    return start is not None and _index_range(q, -2, m) == start
 
 
 def _and_terms(v: ir.Value) -> list:
@@ -1244,9 +1264,10 @@ def _and_terms(v: ir.Value) -> list:
     return _and_terms(p.inputs[0]) + _and_terms(p.inputs[1])
 
 
-def causal_in_mask(v: ir.Value) -> Optional[float]:
-    """Where the additive `v` is Where(causal rule And ..., 0, fill) with a fill at or below the masking threshold
-    (a decoder's causal and padding masks in one, as transformers builds them), the fill; else None."""
+def _causal_where(v: ir.Value, m, n) -> Optional[ir.Node]:
+    """The Where(causal rule And ..., 0, fill) that computes the additive `v` (through Expands and Casts), fill at or
+    below the masking threshold: a decoder's causal and padding masks in one, as transformers builds them for scores
+    [..., m, n]; else None."""
     p = v.producer()
     while p is not None and p.domain in ("", "ai.onnx") and p.op_type in ("Expand", "Cast"):
         p = p.inputs[0].producer()
@@ -1255,9 +1276,9 @@ def causal_in_mask(v: ir.Value) -> Optional[float]:
     keep, fill = _constant_array(p.inputs[1]), _constant_array(p.inputs[2])
     if keep is None or fill is None or keep.size != 1 or fill.size != 1 or keep.item() != 0:
         return None
-    if not fill.item() <= MASKED_AT_OR_BELOW or not any(_causal_rule(t) for t in _and_terms(p.inputs[0])):
+    if not fill.item() <= MASKED_AT_OR_BELOW or not any(_causal_rule(t, m, n) for t in _and_terms(p.inputs[0])):
         return None
-    return float(fill.item())
+    return p
 
 
 def _broadcast_shape(*values: ir.Value) -> Optional[ir.Shape]:
@@ -1326,6 +1347,9 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
                 # taken where it provably broadcasts a dim of x that is not 1 (else the copy would buy nothing)
                 if wide is None or thin is None or not any(
                         t == 1 and w != 1 for t, w in zip(reversed(thin), reversed(wide))) and len(thin) >= len(wide):
+                    for n in new:  # not taken: a node outside the graph still counts as a use of its inputs
+                        for i in range(len(n.inputs)):
+                            n.replace_input_with(i, None)
                     narrow, new = x, []
                 done[id(x)] = narrow
                 if new:
@@ -1341,21 +1365,63 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
         RemoveUnusedNodesPass()(model)
 
 
-def note_causal_masks(model: ir.Model, report: Report) -> None:
-    """Records at each fused site whose bias is a decoder's causal and padding masks in one (causal_in_mask; the
-    scores' M and N one dim) the mask's fill: the op reads such a bias at every element and computes every key, where
-    its causal flag would skip the keys past the diagonal. The flag is not the same function there: a row whose
-    visible keys are all padding is the softmax over every key in the export (each at the fill), over its visible
-    keys with the flag. The report says so."""
+def _without_causal_rule(where: ir.Node, m, n, opset: int, new: list) -> Optional[ir.Value]:
+    """The decoder mask computed by `where` (_causal_where) with its causal rule left out of the And, narrowed
+    (_narrowed: a padding mask [B, 1, 1, S]); None when the rule was its only term. New nodes go to `new`."""
+    terms = [t for t in _and_terms(where.inputs[0]) if not _causal_rule(t, m, n)]
+    if not terms or all(_always_true(t, opset) for t in terms):
+        return None
+    cond = terms[0]
+    for i, t in enumerate(terms[1:]):
+        node = ir.Node("", "And", [cond, t], name=f"{where.name}_padding_and{i}", num_outputs=1)
+        node.outputs[0].name, node.outputs[0].dtype = f"{where.name}_padding_keep{i}", ir.DataType.BOOL
+        node.outputs[0].shape = _broadcast_shape(cond, t)
+        new.append(node)
+        cond = node.outputs[0]
+    node = ir.Node("", "Where", [cond, where.inputs[1], where.inputs[2]], name=f"{where.name}_padding",
+                   num_outputs=1)
+    out = node.outputs[0]
+    out.name, out.dtype = f"{where.outputs[0].name}_padding", where.outputs[0].dtype
+    out.shape = _broadcast_shape(cond, where.inputs[1], where.inputs[2])
+    new.append(node)
+    return _narrowed(out, opset, new)
+
+
+def causal_masks(model: ir.Model, report: Report, take: bool = False) -> None:
+    """At each fused site whose bias is a decoder's causal and padding masks in one (_causal_where), records the
+    mask's fill; the report says that the op reads that bias at every element and computes every key. take: the
+    causal rule goes to the op's causal flag instead, and the bias keeps the rest, narrowed (the padding mask [B, 1,
+    1, S]); the keys past the diagonal are then skipped. Not the same function on one kind of row: a row whose
+    visible keys are all padding (a left-padded sequence's first tokens, a sequence of padding alone) is the softmax
+    over every key in the export (each at the fill), over its visible keys with the flag; every other row is the
+    same, and no other row reads those tokens (their keys are masked for every query)."""
+    opset = model.opset_imports.get("", 17)
+    done = {}
     for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
         scores = _shape(node.outputs[0])
-        if _attr(node, "causal", 0) or scores is None or len(scores) < 2 or not _same_dim(scores[-2], scores[-1]):
+        if _attr(node, "causal", 0) or scores is None or len(scores) < 2 or len(node.inputs) < 3:
             continue
-        site = _site_of(report, node)
-        for slot, x in _masks_of(node):
-            fill = causal_in_mask(x) if slot == 2 else None
-            if fill is not None and site is not None:
-                site.details["causal_in_bias"] = fill
+        bias, site = node.inputs[2], _site_of(report, node)
+        where = None if bias is None else _causal_where(bias, scores[-2], scores[-1])
+        if where is None:
+            continue
+        if site is not None:
+            site.details["causal_in_bias"] = float(_constant_array(where.inputs[2]).item())
+        if not take:
+            continue
+        if id(bias) not in done:
+            new = []
+            done[id(bias)] = _without_causal_rule(where, scores[-2], scores[-1], opset, new), new
+            if new:
+                model.graph.insert_after(where, new)
+        rest, _ = done[id(bias)]
+        node.replace_input_with(2, rest)
+        node.attributes["causal"] = ir.AttrInt64("causal", 1)
+        report.causal_taken += 1
+        if site is not None:
+            site.details["causal_taken"] = _fmt(_shape(rest)) if rest is not None else "no bias"
+    if report.causal_taken:
+        RemoveUnusedNodesPass()(model)
 
 
 def fuse_attention(model: ir.Model, report: Report) -> None:
@@ -1617,12 +1683,13 @@ def load_model(path: os.PathLike) -> ir.Model:
     return model
 
 
-def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool = False) -> Report:
+def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool = False,
+                 decoder_causal: bool = False) -> Report:
     """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report.
-    ModelFileError when src is not an ONNX model. attention: as rewrite_model's."""
+    ModelFileError when src is not an ONNX model. attention, decoder_causal: as rewrite_model's."""
     src, dst = Path(src), Path(dst)
     model = load_model(src)
-    report = rewrite_model(model, name=src.name, attention=attention)
+    report = rewrite_model(model, name=src.name, attention=attention, decoder_causal=decoder_causal)
     dst.parent.mkdir(parents=True, exist_ok=True)
     if not report.fused and not _has_external_data(model) and src.resolve() != dst.resolve():
         shutil.copyfile(src, dst)  # nothing fused: the very same bytes (no inferred shapes added either)
