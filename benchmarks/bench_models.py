@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vit-inputs", type=count(1), default=2048, help="images for ViT-B/16's top-1 agreement")
     ap.add_argument("--attention", action="store_true",
                     help="rewrite with --attention (FusedAttention; the bundle needs flashgemm-build --attention)")
+    ap.add_argument("--decoder-causal", action="store_true",
+                    help="rewrite with --decoder-causal too (a decoder's causal rule to the op's causal flag)")
     ap.add_argument("--exporter", default="torchscript", choices=models.EXPORTERS,
                     help="how the models are exported (flashgemm-getmodel --exporter; default torchscript)")
     ap.add_argument("--attn-implementation", default="eager", choices=models.ATTENTIONS,
@@ -52,7 +54,8 @@ def main(argv=None) -> int:
     for name in args.model or models.SEED_MODELS:
         r = model_bench.bench_model(name, args.bundle, args.work, batch=args.batch, reps=args.reps,
                                     vit_inputs=args.vit_inputs, attention=args.attention, exporter=args.exporter,
-                                    attn_implementation=args.attn_implementation)
+                                    attn_implementation=args.attn_implementation,
+                                    decoder_causal=args.decoder_causal)
         results[model_bench.label(r)] = r
         model_bench.save(list(results.values()), out)
     print(f"wrote {out} and {out.with_suffix('.md')}")

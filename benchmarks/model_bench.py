@@ -86,10 +86,11 @@ def _vit_head(hidden: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch: Optional[int] = None,
                 accuracy_inputs: int = 4, vit_inputs: int = 2048, warmup: int = 5, reps: int = 30,
                 log: Callable = print, device: str = "cuda", tiny: bool = False, attention: bool = False,
-                exporter: str = "torchscript", attn_implementation: str = "eager") -> dict:
+                exporter: str = "torchscript", attn_implementation: str = "eager", decoder_causal: bool = False) -> dict:
     """attention: rewrite with flashgemm-rewrite --attention (the sites become FusedAttention; no score-site
     breakdown then). exporter, attn_implementation: how the model is exported (models.export's exporter and
-    attention; the golden float32 run is exported the same way)."""
+    attention; the golden float32 run is exported the same way). decoder_causal: flashgemm-rewrite
+    --decoder-causal (a decoder's causal rule to the op's flag)."""
     batch = batch or BATCH[name]
     work = Path(work_dir)
     dev = device
@@ -102,8 +103,10 @@ def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch
             models.export(name, out_dir, tiny=tiny, dtype=dtype, batch=batch, log=log, device=dev, exporter=exporter,
                           attention=attn_implementation)
         paths[dtype] = p
-    fused_path = out_dir / f"{p.name.split('.')[0]}.fused{'-attention' if attention else ''}.f16.onnx"
-    report = rewrite.rewrite_file(paths["float16"], fused_path, log=log, attention=attention)
+    fused_path = out_dir / (f"{p.name.split('.')[0]}.fused{'-attention' if attention else ''}"
+                            f"{'-causal' if decoder_causal else ''}.f16.onnx")
+    report = rewrite.rewrite_file(paths["float16"], fused_path, log=log, attention=attention,
+                                  decoder_causal=decoder_causal)
     log(f"[{name}] export + rewrite: {time.time() - t0:.0f} s")
 
     so_fused = session_options(bundle_dir)
@@ -137,6 +140,7 @@ def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch
             top1["images"] += len(top[0])
     result = {"model": name, "batch": batch, "rewrite": report.to_json(), "fused_sites": len(report.fused),
               "attention": attention, "exporter": exporter, "attn_implementation": attn_implementation,
+              "decoder_causal": decoder_causal,
               "max_abs_error": err, "accuracy_inputs": accuracy_inputs,
               "output_max_abs_golden": float(np.abs(g64).max())}
     if top1["images"]:
@@ -210,9 +214,11 @@ def environment() -> dict:
 
 
 def label(result: dict) -> str:
-    """The model's name, with its export where that is not the TorchScript exporter's eager attention."""
+    """The model's name, with its export where that is not the TorchScript exporter's eager attention, and
+    --decoder-causal where the rewrite took it."""
     how = (result.get("exporter", "torchscript"), result.get("attn_implementation", "eager"))
-    return result["model"] + ("" if how == ("torchscript", "eager") else f" ({how[0]}, {how[1]})")
+    return (result["model"] + ("" if how == ("torchscript", "eager") else f" ({how[0]}, {how[1]})")
+            + (" --decoder-causal" if result.get("decoder_causal") else ""))
 
 
 def markdown(results: list, env: dict) -> str:
