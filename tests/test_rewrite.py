@@ -729,12 +729,12 @@ def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
 
 
 def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6, d: int = 16, cast: bool = False,
-                        kv_start=None):
+                        kv_start=None, constant: bool = False):
     """transformers 5's bidirectional mask: Where(And(And(True, q_idx `op` 0), padding), 0, -65504) with q_idx =
     Range(start, start + S delta, delta) over [1, 1, S, 1] and the padding attention_mask [B, S] over [B, 1, 1, S],
     added to the scores [B, 2, S, S]. cast: the test wrapped in Cast(to=BOOL), as TorchScript exports write it.
     kv_start: the test is a decoder's causal rule instead, `op`(kv_idx, q_idx) with kv_idx = Range(kv_start,
-    kv_start + S, 1) over [1, 1, 1, S]."""
+    kv_start + S, 1) over [1, 1, 1, S]; constant: both index ranges constants, as a static export folds them."""
     t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
 
     def const(name, dtype, dims, vals):
@@ -760,6 +760,10 @@ def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6,
                   helper.make_node("Range", ["kv_start", "kv_limit", "one_s"], ["kv"]),
                   helper.make_node("Unsqueeze", ["kv", "ax_k"], ["kv_idx"]),
                   helper.make_node(op, ["kv_idx", "q_idx"], [test])]
+        if constant:
+            nodes[-1:] = [const("kv_idx_c", i64, [1, 1, 1, s], list(range(kv_start, kv_start + s))),
+                          const("q_idx_c", i64, [1, 1, s, 1], list(range(start, start + s * delta, delta))),
+                          helper.make_node(op, ["kv_idx_c", "q_idx_c"], [test])]
     if cast:
         nodes.append(helper.make_node("Cast", ["q_test"], ["q_ok"], to=TensorProto.BOOL))
     nodes += [helper.make_node("Cast", ["attention_mask"], ["pad_b"], to=TensorProto.BOOL),
@@ -801,14 +805,16 @@ def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
 
 
+@pytest.mark.parametrize("constant", [False, True])
 @pytest.mark.parametrize("op,kv_start,cast,causal", [("LessOrEqual", 0, False, True), ("LessOrEqual", 0, True, True),
                                                      ("LessOrEqual", 1, False, False), ("Less", 0, False, False)])
-def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cast, causal):
+def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cast, causal, constant):
     """A decoder's mask, Where(True & kv_idx <= q_idx & padding, 0, -65504) added to the scores, is fused as a bias
     of the scores' shape, and the report says that it holds the causal rule (every key computed); an index test
-    that is not the causal rule (kv_idx + 1 <= q_idx, kv_idx < q_idx) is not taken for one. P matches either way."""
+    that is not the causal rule (kv_idx + 1 <= q_idx, kv_idx < q_idx) is not taken for one. The index ranges
+    computed or constants (a static export's). P matches either way."""
     src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
-    onnx.save(_padding_mask_graph(0, 1, op, cast=cast, kv_start=kv_start), str(src))
+    onnx.save(_padding_mask_graph(0, 1, op, cast=cast, kv_start=kv_start, constant=constant), str(src))
     report = rewrite.rewrite_file(src, dst)
     assert len(report.fused) == 1 and not report.masks_narrowed, report.text()
     assert ("causal_in_bias" in report.fused[0].details) == causal, report.text()

@@ -1239,15 +1239,21 @@ def _index_range(v: ir.Value, axis: int, length) -> Optional[float]:
     return start.item()
 
 
-def _causal_rule(v: ir.Value, m, n) -> bool:
+def _causal_rule(v: ir.Value, m, n, opset: int = 17) -> bool:
     """Whether the boolean `v` is the causal rule of scores [..., m, n] with m = n, key j <= query i:
     LessOrEqual(kv_idx, q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges from one start along the last axis
     (the n keys) and the one before it (the m queries), as transformers' decoder masks write it (without a cache:
-    query i is position i). It is then the op's causal rule, j > i + (n - m) masked."""
+    query i is position i), or made of constants (a static export's) whose values are that triangle. It is then the
+    op's causal rule, j > i + (n - m) masked."""
     p = v.producer()
     if not _same_dim(m, n) or p is None or p.domain not in ("", "ai.onnx") or p.op_type not in (
             "LessOrEqual", "GreaterOrEqual"):
         return False
+    if isinstance(m, int):
+        val = _constant_value(v, opset)
+        if val is not None:
+            return (val.dtype == np.bool_ and val.ndim >= 2 and val.shape[-2:] == (m, n)
+                    and bool(np.all(val == np.tril(np.ones((m, n), bool)))))
     kv, q = p.inputs if p.op_type == "LessOrEqual" else reversed(p.inputs)
     start = _index_range(kv, -1, n)
     return start is not None and _index_range(q, -2, m) == start
@@ -1264,7 +1270,7 @@ def _and_terms(v: ir.Value) -> list:
     return _and_terms(p.inputs[0]) + _and_terms(p.inputs[1])
 
 
-def _causal_where(v: ir.Value, m, n) -> Optional[ir.Node]:
+def _causal_where(v: ir.Value, m, n, opset: int = 17) -> Optional[ir.Node]:
     """The Where(causal rule And ..., 0, fill) that computes the additive `v` (through Expands and Casts), fill at or
     below the masking threshold: a decoder's causal and padding masks in one, as transformers builds them for scores
     [..., m, n]; else None."""
@@ -1276,7 +1282,8 @@ def _causal_where(v: ir.Value, m, n) -> Optional[ir.Node]:
     keep, fill = _constant_array(p.inputs[1]), _constant_array(p.inputs[2])
     if keep is None or fill is None or keep.size != 1 or fill.size != 1 or keep.item() != 0:
         return None
-    if not fill.item() <= MASKED_AT_OR_BELOW or not any(_causal_rule(t, m, n) for t in _and_terms(p.inputs[0])):
+    if not fill.item() <= MASKED_AT_OR_BELOW or not any(_causal_rule(t, m, n, opset)
+                                                         for t in _and_terms(p.inputs[0])):
         return None
     return p
 
@@ -1368,7 +1375,7 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
 def _without_causal_rule(where: ir.Node, m, n, opset: int, new: list) -> Optional[ir.Value]:
     """The decoder mask computed by `where` (_causal_where) with its causal rule left out of the And, narrowed
     (_narrowed: a padding mask [B, 1, 1, S]); None when the rule was its only term. New nodes go to `new`."""
-    terms = [t for t in _and_terms(where.inputs[0]) if not _causal_rule(t, m, n)]
+    terms = [t for t in _and_terms(where.inputs[0]) if not _causal_rule(t, m, n, opset)]
     if not terms or all(_always_true(t, opset) for t in terms):
         return None
     cond = terms[0]
@@ -1402,7 +1409,7 @@ def causal_masks(model: ir.Model, report: Report, take: bool = False) -> None:
         if _attr(node, "causal", 0) or scores is None or len(scores) < 2 or len(node.inputs) < 3:
             continue
         bias, site = node.inputs[2], _site_of(report, node)
-        where = None if bias is None else _causal_where(bias, scores[-2], scores[-1])
+        where = None if bias is None else _causal_where(bias, scores[-2], scores[-1], opset)
         if where is None:
             continue
         if site is not None:
