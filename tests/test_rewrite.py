@@ -1,4 +1,4 @@
-"""The attention-score rewrite (flashgemm/ort/rewrite.py) on the tiny seed models and on hand-made graphs.
+"""The attention-score rewrite (flashgemm/ort/rewrite/) on the tiny seed models and on hand-made graphs.
 
 The tiny models in tests/data/ were exported by
     flashgemm-getmodel --model all --tiny --dtype float16 --batch 2 --out tests/data
@@ -598,9 +598,9 @@ def test_symbolic_dim_not_provable_left_alone(tmp_path, via):
 
 def test_min_broadcast_rule():
     """a vs Min(k, a), k >= 1: the broadcast is a; anything else is not decided by the rule."""
-    assert rewrite._min_of("Min(32, sequence)", "sequence") and rewrite._min_of("Min(1, s)", "s")
-    assert not rewrite._min_of("Min(0, s)", "s") and not rewrite._min_of("Min(32, t)", "s")
-    assert not rewrite._min_of("Max(32, s)", "s") and not rewrite._min_of("Min(s, t)", "s")
+    assert rewrite.shapes.min_of("Min(32, sequence)", "sequence") and rewrite.shapes.min_of("Min(1, s)", "s")
+    assert not rewrite.shapes.min_of("Min(0, s)", "s") and not rewrite.shapes.min_of("Min(32, t)", "s")
+    assert not rewrite.shapes.min_of("Max(32, s)", "s") and not rewrite.shapes.min_of("Min(s, t)", "s")
 
 
 def test_model_workloads_of_the_tiny_models(tmp_path):

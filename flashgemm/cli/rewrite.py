@@ -4,7 +4,7 @@
     flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json] [--attention] [--decoder-causal]
 
 Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] -> Softmax(last axis) where that is provably the same
-function (flashgemm/ort/rewrite.py says exactly when), folds a Transpose of K into transB=1 and a constant
+function (flashgemm/ort/rewrite/ says exactly when), folds a Transpose of K into transB=1 and a constant
 scale on Q into the op's scale. float16/bfloat16 models only: a float32 model is left as it is (the report says
 so); export it in float16 (flashgemm-getmodel --dtype float16). The output imports opset ("flashgemm", 1): run it
 with the custom-op library registered (flashgemm/ort/session.py). Exit status 0 also when nothing was fused.

@@ -7,7 +7,7 @@ exported with PyTorch + transformers.
 No model hub: every config is written out below from the published config.json of the named checkpoint, and the
 weights are a seeded random init (`torch.manual_seed(seed)`, default 0, then transformers' own `_init_weights`). The
 numbers are therefore meaningless; the *graphs* (ops, shapes, dtypes, where scale and mask enter attention) are the
-real ones, which is what the rewrite (flashgemm/ort/rewrite.py) and the kernels care about.
+real ones, which is what the rewrite (flashgemm/ort/rewrite/) and the kernels care about.
 
 Export path: `attn_implementation="eager"` and the TorchScript exporter (`torch.onnx.export(..., dynamo=False)`,
 opset 17), which writes attention as explicit ops. What the exports look like (transformers 5.23, torch 2.13):

@@ -1,0 +1,359 @@
+"""The fused sites' bias and mask: dropped when made of constants that add nothing, narrowed when a broadcast of a
+narrower one, and a decoder's causal rule recognized inside (taken as the causal flag on request)."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+from flashgemm.op.variant import MASKED_AT_OR_BELOW
+from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference)
+from flashgemm.ort.rewrite.values import shape_of, fmt_dims, constant_array, attr_of, same_dim, broadcast_shape
+from flashgemm.ort.rewrite.report import Report, site_of
+
+
+CONSTANT_INPUT_LIMIT = (64, 1 << 24)  # the most nodes and elements drop_constant_masks evaluates for one input
+
+
+def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
+    """The value of `v` when it is computed from constants alone (initializers, Constant nodes; no graph input), by
+    a handful of standard ops, into a tensor of known static shape (CONSTANT_INPUT_LIMIT), evaluated with onnx's
+    reference evaluator; else None."""
+    import onnx  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    shape = shape_of(v)  # bounded before anything is computed: a static shape of at most the limit's elements
+    if shape is None or not all(isinstance(d, int) for d in shape) or math.prod(shape) > CONSTANT_INPUT_LIMIT[1]:
+        return None
+    nodes, inits, todo = set(), {}, [v]
+    while todo:
+        x = todo.pop()
+        if x.is_graph_input():
+            return None
+        if x.const_value is not None:
+            inits[x.name] = x
+            continue
+        p = x.producer()
+        if p is None or p.domain not in ("", "ai.onnx") or any(
+                a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in p.attributes.values()):
+            return None
+        if p not in nodes:
+            nodes.add(p)
+            if len(nodes) > CONSTANT_INPUT_LIMIT[0]:
+                return None
+            todo += [i for i in p.inputs if i is not None]
+    order = [n for n in v.graph if n in nodes] if v.graph is not None else []
+    if len(order) != len(nodes):
+        return None
+    graph = onnx.helper.make_graph(
+        [ir.serde.serialize_node(n) for n in order], "constant", [],
+        [onnx.helper.make_empty_tensor_value_info(v.name)],
+        initializer=[ir.serde.serialize_tensor(x.const_value) for x in inits.values()])
+    for t, x in zip(graph.initializer, inits.values()):
+        t.name = x.name
+    try:
+        (out,) = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]))\
+            .run(None, {})
+    except Exception:  # noqa: BLE001  (an op the reference evaluator lacks, or fails on: leave the input)
+        return None
+    return np.asarray(out)
+
+
+def _masks_of(node: ir.Node) -> list:
+    """(slot, value) of a FusedGemmSoftmax node's bias and mask inputs that are present."""
+    return [(slot, node.inputs[slot]) for slot in (2, 3) if len(node.inputs) > slot and node.inputs[slot] is not None]
+
+
+def drop_constant_masks(model: ir.Model, report: Report) -> None:
+    """A fused site's bias (or additive mask) that is zeros everywhere, or a boolean mask that keeps everything,
+    computed from constants alone: dropped. Exporters write one for a model without padding (transformers 5's
+    bidirectional mask for ViT: Where(arange(S) >= 0, 0, -65504), expanded to [B, 1, S, S]); ONNX Runtime cannot
+    constant-fold it (fp16 Where has no CPU kernel), so every Run would compute it and every site read it."""
+    opset = model.opset_imports.get("", 17)
+    seen = {}
+    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        for slot, x in _masks_of(node):
+            if id(x) not in seen:
+                seen[id(x)] = _constant_value(x, opset)
+            val = seen[id(x)]
+            if val is None or not (np.all(val) if val.dtype == np.bool_ else np.all(val == 0)):
+                continue
+            node.replace_input_with(slot, None)
+            report.constant_masks_dropped += 1
+            site = site_of(report, node)
+            if site is not None:
+                site.details.setdefault("dropped", []).append("bias" if slot == 2 else "mask")
+        inputs = list(node.inputs)
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        if len(inputs) != len(node.inputs):
+            node.resize_inputs(len(inputs))
+    if report.constant_masks_dropped:  # the masks' computations, unless something else reads them
+        RemoveUnusedNodesPass()(model)
+
+
+# ops through which an integer index range keeps its values (only their arrangement changes)
+_VALUE_KEEPING = ("Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity")
+
+# ops whose output holds only values of their data input (input 0; Concat: of every input), in any arrangement
+_VALUE_SUBSET = _VALUE_KEEPING + ("Gather", "GatherElements", "GatherND", "Transpose", "Slice", "Flatten", "Tile",
+                                  "Concat")
+
+
+def constant_values(v: Optional[ir.Value], depth: int = 16) -> Optional[np.ndarray]:
+    """Every value v can hold (flat, float64), where v is read out of constants through ops that only move values
+    (_VALUE_SUBSET) or is a ConstantOfShape (its one value): else None."""
+    if v is None or depth == 0:
+        return None
+    try:
+        arr = constant_array(v)
+    except Exception:  # noqa: BLE001  (external data not available: nothing is known of it)
+        return None
+    if arr is not None:
+        return np.asarray(arr, dtype=np.float64).ravel()
+    p = v.producer()
+    if p is None or p.domain != "":
+        return None
+    if p.op_type == "ConstantOfShape":
+        value = p.attributes.get("value")
+        return np.asarray(value.as_tensor().numpy() if value is not None else [0.0], dtype=np.float64).ravel()
+    if p.op_type not in _VALUE_SUBSET:
+        return None
+    found = [constant_values(x, depth - 1) for x in ([x for x in p.inputs if x is not None]
+                                                      if p.op_type == "Concat" else p.inputs[:1])]
+    return None if not found or any(f is None for f in found) else np.concatenate(found)
+
+
+def _range_start(v: ir.Value) -> Optional[float]:
+    """The least element of `v` when it holds an increasing index range: Range(start, limit, delta) of constant start
+    and constant delta > 0, through ops that keep its values (_VALUE_KEEPING); else None."""
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
+        return None
+    start, delta = constant_array(p.inputs[0]), constant_array(p.inputs[2])
+    if start is None or delta is None or start.size != 1 or delta.size != 1 or not delta.item() > 0:
+        return None
+    return start.item()
+
+
+def _always_true(v: ir.Value, opset: int) -> bool:
+    """Whether every element of the boolean `v` is provably true: a constant of trues, an And of such (or a Cast of such
+    to bool), or an index range compared with a constant it never falls below (GreaterOrEqual(Range(0, S, 1), 0):
+    transformers 5 writes one into every bidirectional mask, which broadcasts a [B, 1, 1, S] padding mask to
+    [B, 1, S, S])."""
+    val = _constant_value(v, opset)
+    if val is not None:
+        return val.dtype == np.bool_ and bool(np.all(val))
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return False
+    if p.op_type == "And":
+        return _always_true(p.inputs[0], opset) and _always_true(p.inputs[1], opset)
+    if p.op_type == "Cast" and p.inputs[0].dtype == ir.DataType.BOOL:  # (to bool, as TorchScript exports write it)
+        return attr_of(p, "to", 0) == ir.DataType.BOOL and _always_true(p.inputs[0], opset)
+    if p.op_type in ("GreaterOrEqual", "Greater"):
+        start, c = _range_start(p.inputs[0]), constant_array(p.inputs[1])
+        if start is None or c is None or c.size != 1:
+            return False
+        return start >= c.item() if p.op_type == "GreaterOrEqual" else start > c.item()
+    return False
+
+
+def _index_range(v: ir.Value, axis: int, length) -> Optional[float]:
+    """The first index of `v` when it is Range(start, limit, 1) of constant start placed along `axis` (negative,
+    from the last) by ops that keep its values (_VALUE_KEEPING): that dim `length` (one dim with it, known or
+    symbolic) and every other dim 1; else None."""
+    shape = shape_of(v)
+    if shape is None or len(shape) < -axis or not same_dim(shape[axis], length) or any(
+            d != 1 for i, d in enumerate(shape) if i != len(shape) + axis):
+        return None
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
+        return None
+    start, delta = constant_array(p.inputs[0]), constant_array(p.inputs[2])
+    if start is None or delta is None or start.size != 1 or delta.size != 1 or delta.item() != 1:
+        return None
+    return start.item()
+
+
+def _causal_rule(v: ir.Value, m, n, opset: int = 17) -> bool:
+    """Whether the boolean `v` is the causal rule of scores [..., m, n] with m = n, key j <= query i:
+    LessOrEqual(kv_idx, q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges from one start along the last axis
+    (the n keys) and the one before it (the m queries), as transformers' decoder masks write it (without a cache:
+    query i is position i), or made of constants (a static export's) whose values are that triangle. It is then the
+    op's causal rule, j > i + (n - m) masked."""
+    p = v.producer()
+    if not same_dim(m, n) or p is None or p.domain not in ("", "ai.onnx") or p.op_type not in (
+            "LessOrEqual", "GreaterOrEqual"):
+        return False
+    if isinstance(m, int):
+        val = _constant_value(v, opset)
+        if val is not None:
+            return (val.dtype == np.bool_ and val.ndim >= 2 and val.shape[-2:] == (m, n)
+                    and bool(np.all(val == np.tril(np.ones((m, n), bool)))))
+    kv, q = p.inputs if p.op_type == "LessOrEqual" else reversed(p.inputs)
+    start = _index_range(kv, -1, n)
+    return start is not None and _index_range(q, -2, m) == start
+
+
+def _and_terms(v: ir.Value) -> list:
+    """The terms of an And tree (Expands and Casts to bool on the way dropped), `v` itself when it is no And."""
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and (
+            p.op_type == "Expand" or p.op_type == "Cast" and attr_of(p, "to", 0) == ir.DataType.BOOL):
+        v, p = p.inputs[0], p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "And":
+        return [v]
+    return _and_terms(p.inputs[0]) + _and_terms(p.inputs[1])
+
+
+def _causal_where(v: ir.Value, m, n, opset: int = 17) -> Optional[ir.Node]:
+    """The Where(causal rule And ..., 0, fill) that computes the additive `v` (through Expands and Casts), fill at or
+    below the masking threshold: a decoder's causal and padding masks in one, as transformers builds them for scores
+    [..., m, n]; else None."""
+    p = v.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in ("Expand", "Cast"):
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Where":
+        return None
+    keep, fill = constant_array(p.inputs[1]), constant_array(p.inputs[2])
+    if keep is None or fill is None or keep.size != 1 or fill.size != 1 or keep.item() != 0:
+        return None
+    if not fill.item() <= MASKED_AT_OR_BELOW or not any(_causal_rule(t, m, n, opset)
+                                                         for t in _and_terms(p.inputs[0])):
+        return None
+    return p
+
+
+# elementwise ops (numpy broadcasting): on inputs that broadcast to theirs, their output broadcasts to theirs
+_ELEMENTWISE = ("Identity", "Cast", "Not", "Neg", "And", "Or", "Add", "Sub", "Mul", "Div", "Equal", "Less",
+                "LessOrEqual", "Greater", "GreaterOrEqual", "Where")
+
+
+def _narrowed(v: ir.Value, opset: int, new: list) -> ir.Value:
+    """A value that equals `v` once broadcast to v's shape, as narrow as its computation allows: Expands dropped,
+    and the always-true terms of Ands (_always_true), through elementwise ops (_ELEMENTWISE: an elementwise op
+    commutes with broadcasting its inputs). New nodes go to `new` (in order); `v` itself when nothing narrows."""
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return v
+    if p.op_type == "Expand":
+        return _narrowed(p.inputs[0], opset, new)
+    if p.op_type not in _ELEMENTWISE:
+        return v
+    if p.op_type == "And":
+        a, b = p.inputs
+        if _always_true(a, opset):
+            return _narrowed(b, opset, new)
+        if _always_true(b, opset):
+            return _narrowed(a, opset, new)
+    ins = [None if x is None else _narrowed(x, opset, new) for x in p.inputs]
+    if all(x is y for x, y in zip(ins, p.inputs)):
+        return v
+    node = ir.Node("", p.op_type, ins, attributes=list(p.attributes.values()), name=f"{p.name}_narrow",
+                   num_outputs=1)
+    out = node.outputs[0]
+    out.name, out.dtype = f"{v.name}_narrow", v.dtype
+    out.shape = broadcast_shape(*[x for x in ins if x is not None])
+    new.append(node)
+    return out
+
+
+def narrow_masks(model: ir.Model, report: Report) -> None:
+    """A fused site's bias or mask that is a broadcast of a narrower one (an Expand, or an always-true term of an
+    And, on its way: _narrowed) is given to the op narrow; the op broadcasts it itself. transformers 5's
+    bidirectional masks AND a [B, 1, 1, S] padding mask with `q_idx >= 0` over [1, 1, S, 1], older exports Expand
+    it to [B, 1, S, S]: so narrowed, the op reads one row for every row of the scores (stride 0: its kernels read a
+    thread's columns once for all its rows) instead of a materialized [B, 1, S, S]."""
+    opset = model.opset_imports.get("", 17)
+    done = {}
+    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        for slot, x in _masks_of(node):
+            if id(x) not in done:
+                new = []
+                narrow = _narrowed(x, opset, new)
+                wide, thin = shape_of(x), shape_of(narrow)
+                # taken where it provably broadcasts a dim of x that is not 1 (else the copy would buy nothing)
+                if wide is None or thin is None or not any(
+                        t == 1 and w != 1 for t, w in zip(reversed(thin), reversed(wide))) and len(thin) >= len(wide):
+                    for n in new:  # not taken: a node outside the graph still counts as a use of its inputs
+                        for i in range(len(n.inputs)):
+                            n.replace_input_with(i, None)
+                    narrow, new = x, []
+                done[id(x)] = narrow
+                if new:
+                    model.graph.insert_after(x.producer(), new)
+            if done[id(x)] is x:
+                continue
+            node.replace_input_with(slot, done[id(x)])
+            report.masks_narrowed += 1
+            site = site_of(report, node)
+            if site is not None:
+                site.details["narrowed" if slot == 2 else "mask_narrowed"] = fmt_dims(shape_of(done[id(x)]))
+    if report.masks_narrowed:  # the wide computations, unless something else reads them
+        RemoveUnusedNodesPass()(model)
+
+
+def _without_causal_rule(where: ir.Node, m, n, opset: int, new: list) -> Optional[ir.Value]:
+    """The decoder mask computed by `where` (_causal_where) with its causal rule left out of the And, narrowed
+    (_narrowed: a padding mask [B, 1, 1, S]); None when the rule was its only term. New nodes go to `new`."""
+    terms = [t for t in _and_terms(where.inputs[0]) if not _causal_rule(t, m, n, opset)]
+    if not terms or all(_always_true(t, opset) for t in terms):
+        return None
+    cond = terms[0]
+    for i, t in enumerate(terms[1:]):
+        node = ir.Node("", "And", [cond, t], name=f"{where.name}_padding_and{i}", num_outputs=1)
+        node.outputs[0].name, node.outputs[0].dtype = f"{where.name}_padding_keep{i}", ir.DataType.BOOL
+        node.outputs[0].shape = broadcast_shape(cond, t)
+        new.append(node)
+        cond = node.outputs[0]
+    node = ir.Node("", "Where", [cond, where.inputs[1], where.inputs[2]], name=f"{where.name}_padding",
+                   num_outputs=1)
+    out = node.outputs[0]
+    out.name, out.dtype = f"{where.outputs[0].name}_padding", where.outputs[0].dtype
+    out.shape = broadcast_shape(cond, where.inputs[1], where.inputs[2])
+    new.append(node)
+    return _narrowed(out, opset, new)
+
+
+def causal_masks(model: ir.Model, report: Report, take: bool = False) -> None:
+    """At each fused site whose bias is a decoder's causal and padding masks in one (_causal_where), records the
+    mask's fill; the report says that the op reads that bias at every element and computes every key. take: the
+    causal rule goes to the op's causal flag instead, and the bias keeps the rest, narrowed (the padding mask [B, 1,
+    1, S]); the keys past the diagonal are then skipped. Not the same function on one kind of row: a row whose
+    visible keys are all padding (a left-padded sequence's first tokens, a sequence of padding alone) is the softmax
+    over every key in the export (each at the fill), over its visible keys with the flag; every other row is the
+    same, and no other row reads those tokens (their keys are masked for every query)."""
+    opset = model.opset_imports.get("", 17)
+    done = {}
+    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
+        scores = shape_of(node.outputs[0])
+        if attr_of(node, "causal", 0) or scores is None or len(scores) < 2 or len(node.inputs) < 3:
+            continue
+        bias, site = node.inputs[2], site_of(report, node)
+        where = None if bias is None else _causal_where(bias, scores[-2], scores[-1], opset)
+        if where is None:
+            continue
+        if site is not None:
+            site.details["causal_in_bias"] = float(constant_array(where.inputs[2]).item())
+        if not take:
+            continue
+        if id(bias) not in done:
+            new = []
+            done[id(bias)] = _without_causal_rule(where, scores[-2], scores[-1], opset, new), new
+            if new:
+                model.graph.insert_after(where, new)
+        rest, _ = done[id(bias)]
+        node.replace_input_with(2, rest)
+        node.attributes["causal"] = ir.AttrInt64("causal", 1)
+        report.causal_taken += 1
+        if site is not None:
+            site.details["causal_taken"] = fmt_dims(shape_of(rest)) if rest is not None else "no bias"
+    if report.causal_taken:
+        RemoveUnusedNodesPass()(model)
