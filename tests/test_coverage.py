@@ -22,15 +22,19 @@ def test_markdown_gives_every_row_its_counts_difference_and_reasons():
             {"architecture": "beit", "exporter": "torchscript", "attention": "eager", "softmax": 2,
              "fused_attention": 1, "fused_p": 0, "left": {"s1": ["added operand [1, ?]: cannot prove it broadcasts"]},
              "not_matched": [], "kept_p": [], "max_abs_diff": 0.0},
-            {"architecture": "bart-encoder", "exporter": "dynamo", "export_error": "TorchExportError: failed"}]
+            {"architecture": "bart-encoder", "exporter": "dynamo", "export_error": "TorchExportError: failed"},
+            {"architecture": "llama", "exporter": "dynamo", "attention": "sdpa", "softmax": 2, "fused_attention": 2,
+             "fused_p": 0, "left": {}, "not_matched": [], "kept_p": [], "max_abs_diff": 0.001,
+             "max_abs_diff_padded_out": 0.001, "decoder_causal": {"sites": 2, "max_abs_diff_kept": 0.00098}}]
     text = coverage.markdown(rows, ENV)
     lines = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| architecture")]
-    assert len(lines) == 4 and "torch 2.14.1" in text and "abc1234" in text
+    assert len(lines) == 5 and "torch 2.14.1" in text and "abc1234" in text
     assert lines[0].startswith("| mpnet | torchscript (eager) | 2 | 2 | 0 | bias [batch, 1, 1, sequence] + mask "
-                               "[1, 2, 16, 16] | 0.0039 | 0.002 | – |")
+                               "[1, 2, 16, 16] | 0.0039 | 0.002 | – | – |")
     assert "not MatMul -> [scale] -> [Add [-> Add]] -> Softmax" in lines[1] and "| – |" in lines[1]  # no padded run
     assert "cannot prove it broadcasts" in lines[2]
     assert "export failed: TorchExportError: failed" in lines[3]
+    assert "| 0.001 | 0.001 | 2, 0.00098 | – |" in lines[4]  # --decoder-causal: its sites, the kept tokens' diff
 
 
 def test_reads_says_what_the_op_reads():
