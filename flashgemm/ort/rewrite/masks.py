@@ -126,18 +126,24 @@ def constant_values(v: Optional[ir.Value], depth: int = 16) -> Optional[np.ndarr
     return None if not found or any(f is None for f in found) else np.concatenate(found)
 
 
-def _range_start(v: ir.Value) -> Optional[float]:
-    """The least element of `v` when it holds an increasing index range: Range(start, limit, delta) of constant start
-    and constant delta > 0, through ops that keep its values (_VALUE_KEEPING); else None."""
+def _range(v: ir.Value) -> Optional[tuple]:
+    """(start, delta) when `v` holds Range(start, limit, delta) of constant start and delta, through ops that keep
+    its values (_VALUE_KEEPING); else None."""
     p = v.producer()
     while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
         p = p.inputs[0].producer()
     if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
         return None
     start, delta = constant_array(p.inputs[0]), constant_array(p.inputs[2])
-    if start is None or delta is None or start.size != 1 or delta.size != 1 or not delta.item() > 0:
+    if start is None or delta is None or start.size != 1 or delta.size != 1:
         return None
-    return start.item()
+    return start.item(), delta.item()
+
+
+def _range_start(v: ir.Value) -> Optional[float]:
+    """The least element of `v` when it holds an increasing index range (_range with delta > 0); else None."""
+    r = _range(v)
+    return r[0] if r is not None and r[1] > 0 else None
 
 
 def _always_true(v: ir.Value, opset: int) -> bool:
@@ -164,22 +170,15 @@ def _always_true(v: ir.Value, opset: int) -> bool:
 
 
 def _index_range(v: ir.Value, axis: int, length) -> Optional[float]:
-    """The first index of `v` when it is Range(start, limit, 1) of constant start placed along `axis` (negative,
-    from the last) by ops that keep its values (_VALUE_KEEPING): that dim `length` (one dim with it, known or
-    symbolic) and every other dim 1; else None."""
+    """The first index of `v` when it is Range(start, limit, 1) of constant start (_range) placed along `axis`
+    (negative, from the last): that dim `length` (one dim with it, known or symbolic) and every other dim 1; else
+    None."""
     shape = shape_of(v)
     if shape is None or len(shape) < -axis or not same_dim(shape[axis], length) or any(
             d != 1 for i, d in enumerate(shape) if i != len(shape) + axis):
         return None
-    p = v.producer()
-    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
-        p = p.inputs[0].producer()
-    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
-        return None
-    start, delta = constant_array(p.inputs[0]), constant_array(p.inputs[2])
-    if start is None or delta is None or start.size != 1 or delta.size != 1 or delta.item() != 1:
-        return None
-    return start.item()
+    r = _range(v)
+    return r[0] if r is not None and r[1] == 1 else None
 
 
 def _causal_rule(v: ir.Value, m, n, opset: int = 17) -> bool:
