@@ -622,7 +622,8 @@ def test_model_workloads_of_the_tiny_models(tmp_path):
 
 def test_workloads_of_models_for_tune_and_build(tmp_path):
     """--from-model of flashgemm-tune and flashgemm-build: every model's specs, logged; a missing file or a model
-    without a fusable site is an error that says so."""
+    without a fusable site is an error that says so, and so is a model rewritten with --attention unless the build
+    has --attention too."""
     from flashgemm.ort.rewrite import workloads_of_models  # noqa: PLC0415
     lines = []
     models = [DATA / "bert-large-tiny.f16.onnx", DATA / "whisper-enc-tiny.f16.onnx"]
@@ -634,6 +635,15 @@ def test_workloads_of_models_for_tune_and_build(tmp_path):
     _, src, _ = _rewrite_proto(attention("float32", add=(2, 1, 1, 7)), tmp_path)  # float32: nothing to fuse
     with pytest.raises(ValueError, match="no fusable attention-score site"):
         workloads_of_models([src], log=lambda *_: None)
+    # a model rewritten with --attention: its FusedAttention sites need no workload (their kernels serve every
+    # length) when the build has --attention; without it, the error names the fix
+    fused = tmp_path / "bert.attention.onnx"
+    rewrite.rewrite_file(DATA / "bert-large-tiny.f16.onnx", fused, attention=True)
+    lines = []
+    assert workloads_of_models([fused], log=lines.append, attention_ok=True) == []
+    assert "2 FusedAttention site(s) (rewritten with --attention)" in lines[-1], lines
+    with pytest.raises(ValueError, match="are FusedAttention already .* flashgemm-build --attention --from-model"):
+        workloads_of_models([fused], log=lambda *_: None)
 
 
 def test_site_past_a_contrib_op_is_typed(tmp_path):

@@ -32,11 +32,11 @@ def _log(msg: str) -> None:
     print(msg if msg.startswith("[build]") else f"[build] {msg}", flush=True)
 
 
-def _workloads(specs: list, models: list) -> list:
+def _workloads(specs: list, models: list, attention: bool) -> list:
     from flashgemm.op.workloads import parse  # noqa: PLC0415
     if models:
         from flashgemm.ort.rewrite import workloads_of_models  # noqa: PLC0415
-        specs = specs + workloads_of_models(models, log=_log, symbolic_ok=True)
+        specs = specs + workloads_of_models(models, log=_log, symbolic_ok=True, attention_ok=attention)
     return [parse(s) for s in specs]
 
 
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         if args.attention == "model" and not args.from_model:
             ap.error("--attention model needs --from-model MODEL.onnx (the models whose variants to build)",
                      fix="add --from-model, or use --attention (the common variants) or --attention all")
-        extra = _workloads(args.workload, args.from_model)  # before any work: a mistake there fails at once
+        extra = _workloads(args.workload, args.from_model, bool(args.attention))  # a mistake fails at once
         limit = kernel_library.COMPILE_LIMIT_S if args.compile_limit is None else args.compile_limit
         tuned = best.load_all(target, args.db, compile_limit_s=limit)
         if extra and targets.is_cuda(target):

@@ -14,7 +14,7 @@ from flashgemm.ort.model import ATTENTION_OP_TYPE
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference)
 from flashgemm.ort.rewrite.values import SUPPORTED, shape_of, attr_of
 from flashgemm.ort.rewrite.shapes import infer_shapes, infer_symbolic_shapes
-from flashgemm.ort.rewrite.pipeline import rewrite_model, load_model, ModelFileError
+from flashgemm.ort.rewrite.pipeline import rewrite_model, load_model, ModelFileError, count_ops
 
 
 def any_length_requests(paths, log: Callable = print, heads: bool = False) -> list:
@@ -30,11 +30,13 @@ def any_length_requests(paths, log: Callable = print, heads: bool = False) -> li
     return out
 
 
-def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False) -> list:
+def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False, attention_ok: bool = False) -> list:
     """The workload specs of every model in `paths` (model_workloads), each model's listed in the log: what
     `flashgemm-tune --from-model` tunes and `flashgemm-build --from-model` builds kernels for. ValueError, with the fix,
     for a missing file, a file that is not a model (ModelFileError) or a model without a fusable site of static M, N, K
-    (symbolic_ok: unless it has sites of symbolic lengths, which any-length kernels serve: model_any_length)."""
+    (symbolic_ok: unless it has sites of symbolic lengths, which any-length kernels serve: model_any_length;
+    attention_ok: unless its sites are FusedAttention already, rewritten with --attention, whose kernels
+    flashgemm-build --attention builds for any length: model_attention_variants)."""
     specs = []
     for path in paths:
         if not os.path.isfile(path):
@@ -47,6 +49,16 @@ def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False)
                     continue
                 raise ValueError(f"--from-model {path}: every fusable attention-score site has a symbolic batch or "
                                  f"length; flashgemm-build --from-model builds any-length kernels for them")
+            attention_sites = count_ops(load_model(path), ATTENTION_OP_TYPE, DOMAIN)
+            if attention_sites:
+                if attention_ok:
+                    log(f"{path}: {attention_sites} FusedAttention site(s) (rewritten with --attention): their "
+                        f"kernels serve every length")
+                    continue
+                raise ValueError(f"--from-model {path}: its {attention_sites} site(s) are FusedAttention already "
+                                 f"(rewritten with --attention): build with flashgemm-build --attention --from-model; "
+                                 f"to tune, give --from-model the model before the rewrite (flashgemm-tune "
+                                 f"--attention tunes FusedAttention's tiles from its sites)")
             raise ValueError(f"--from-model {path}: no fusable attention-score site with static M, N, K "
                              f"(see flashgemm-rewrite's report)")
         specs += found
