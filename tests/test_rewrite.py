@@ -291,6 +291,9 @@ def test_rewrite_cli(tmp_path):
                         "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
     assert "attention: 2 fused site(s) became FusedAttention" in r.stdout, r.stdout
     assert "flashgemm-build --attention" in r.stdout and '"attention": 2' in (tmp_path / "r.json").read_text()
+    # every site FusedAttention: the next step is the build with --attention (tuning takes the original model)
+    assert f"flashgemm-build --target auto --attention --from-model {out}" in r.stdout, r.stdout
+    assert "flashgemm-tune" not in r.stdout
     llama = DATA / "llama-3.2-1b-tiny-dyn.f16.onnx"  # a decoder: its causal rule said, taken with --decoder-causal
     r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention"],
                        capture_output=True, text=True, check=True)

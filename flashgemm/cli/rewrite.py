@@ -48,14 +48,16 @@ def main(argv=None) -> int:
         report = rewrite_file(args.src, args.dst, attention=args.attention, decoder_causal=args.decoder_causal)
     print(report.text())
     print(f"wrote {args.dst}")
-    if report.fused:  # a rewritten model is only as fast as the kernels its site shapes get
+    if report.fused and len(report.fused) > (report.attention or 0):
+        # a rewritten model is only as fast as the kernels its site shapes get
         print(f"next, on the GPU machine: flashgemm-tune --target auto --from-model {args.dst} (tune its shapes), "
               f"or at least flashgemm-build --target auto --from-model {args.dst} (default schedules); a shape "
               f"left to the generic kernel is correct but ~100x slower")
     if report.attention:
-        print(f"FusedAttention nodes need a bundle built with flashgemm-build --attention, whose tensor-core kernels "
-              f"serve them on CUDA (only sites with such a head size were fused); on the CPU they run a generic "
-              f"kernel, slower than the original graph")
+        print(f"FusedAttention nodes need a bundle built with flashgemm-build --attention (next: flashgemm-build "
+              f"--target auto --attention --from-model {args.dst}), whose tensor-core kernels serve them on CUDA "
+              f"(only sites with such a head size were fused); on the CPU they run a generic kernel, slower than the "
+              f"original graph")
     if args.json:
         with ap.errors(OSError, what=f"cannot write {args.json}", fix=writable):
             Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
