@@ -792,6 +792,17 @@ def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6,
                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
+def _padding_mask_p(src, dst, so, attention_mask, seed: int) -> tuple:
+    """P of _padding_mask_graph's original (src) and rewritten (dst) model on the CPU EP: random Q, K [2, 2, 6, 16]
+    and the given attention_mask [2, 6]."""
+    rng = np.random.default_rng(seed)
+    feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
+    feeds["attention_mask"] = np.array(attention_mask, np.int64)
+    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    return p0, p1
+
+
 @pytest.mark.parametrize("cast", [False, True])
 @pytest.mark.parametrize("start,delta,op,narrowed", [(0, 1, "GreaterOrEqual", True), (1, 2, "Greater", True),
                                                      (0, 1, "Greater", False), (-1, 1, "GreaterOrEqual", False)])
@@ -810,11 +821,7 @@ def test_rewrite_narrows_a_padding_mask_broadcast_by_an_always_true_term(so, tmp
     shapes = {v.name: [x.dim_value for x in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
     assert shapes[node.input[2]] == ([2, 1, 1, 6] if narrowed else [2, 1, 6, 6]), shapes.get(node.input[2])
     assert (rewrite.count_ops(dst, "Range") == 0) == narrowed  # the test's computation left with it
-    rng = np.random.default_rng(5)
-    feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
-    feeds["attention_mask"] = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int64)
-    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
-    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    p0, p1 = _padding_mask_p(src, dst, so, [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], seed=5)
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
 
 
@@ -835,11 +842,8 @@ def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cas
     assert ("1 fused site(s) read a decoder's causal and padding masks" in report.text()) == causal
     if causal:
         assert report.fused[0].details["causal_in_bias"] == -65504.0
-    rng = np.random.default_rng(6)
-    feeds = {n: rng.standard_normal((2, 2, 6, 16)).astype(np.float16) for n in ("Q", "K")}
-    feeds["attention_mask"] = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]], np.int64)
-    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
-    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    mask = [[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]]
+    p0, p1 = _padding_mask_p(src, dst, so, mask, seed=6)
     np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
     # --decoder-causal: the rule becomes causal=1 and the bias the padding mask [2, 1, 1, 6] (its Range, LessOrEqual
     # and [2, 1, 6, 6] broadcast gone); P the same except at batch 0's rows 0 and 1, whose visible keys are padding
@@ -852,7 +856,7 @@ def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cas
     assert helper.get_node_attr_value(node, "causal") == 1 and rewrite.count_ops(dst, "LessOrEqual") == 0
     shapes = {v.name: [x.dim_value for x in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
     assert shapes[node.input[2]] == [2, 1, 1, 6], shapes.get(node.input[2])
-    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    _, p1 = _padding_mask_p(src, dst, so, mask, seed=6)
     kept = np.ones((2, 2, 6), bool)
     kept[0, :, :2] = False
     np.testing.assert_allclose(p1[kept].astype(np.float64), p0[kept].astype(np.float64), rtol=0, atol=P_ATOL)
