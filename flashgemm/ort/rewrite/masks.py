@@ -343,12 +343,12 @@ def causal_masks(model: ir.Model, report: Report, take: bool = False) -> None:
             site.details["causal_in_bias"] = float(constant_array(where.inputs[2]).item())
         if not take:
             continue
-        if id(bias) not in done:
+        if id(bias) not in done:  # one mask feeds every layer: stripped once
             new = []
-            done[id(bias)] = _without_causal_rule(where, scores[-2], scores[-1], opset, new), new
+            done[id(bias)] = _without_causal_rule(where, scores[-2], scores[-1], opset, new)
             if new:
                 model.graph.insert_after(where, new)
-        rest, _ = done[id(bias)]
+        rest = done[id(bias)]
         node.replace_input_with(2, rest)
         node.attributes["causal"] = ir.AttrInt64("causal", 1)
         report.causal_taken += 1
