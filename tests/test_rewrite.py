@@ -32,6 +32,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from flashgemm.ort import rewrite
+from flashgemm.bundle import any_length
 from flashgemm.bundle.kernel_library import export_bundle
 from flashgemm.ort.session import run, session_options
 from flashgemm.op.variant import Variant
@@ -303,6 +304,10 @@ def test_rewrite_cli(tmp_path):
                        check=True)
     assert "2 fused site(s) take a decoder mask's causal rule as the causal flag" in r.stdout, r.stdout
     assert '"causal_taken": 2' in (tmp_path / "r.json").read_text()
+    # its variant (the padding row a bias under the causal flag) is one the default build gives tensor-core kernels
+    found = rewrite.model_attention_variants(out)
+    assert [(v.has_bias, v.causal) for v in found] == [(True, True)], found
+    assert set(found) <= set(any_length.ATTENTION_COMMON_VARIANTS)
 
 
 def test_regenerate_tiny_models_match(tmp_path):

@@ -44,6 +44,10 @@ COMMON_VARIANTS = tuple(
     for dtype in ("float16", "bfloat16")
     for bias, mask, causal in ((False, "none", False), (False, "add", False), (False, "bool", False),
                                (True, "none", False), (False, "none", True)))
+# FusedAttention's tensor-core kernels add a decoder's padding row (a bias) under the causal flag: what
+# flashgemm-rewrite --decoder-causal makes of every decoder export with a padding mask
+ATTENTION_COMMON_VARIANTS = COMMON_VARIANTS + tuple(Variant(dtype, True, True, "none", True)
+                                                    for dtype in ("float16", "bfloat16"))
 
 
 def serves(k: int) -> bool:

@@ -62,7 +62,7 @@ def _attention_variants(choice: str, models: list):
     from flashgemm.ort.rewrite import model_attention_variants  # noqa: PLC0415
     if choice == "all":
         return None
-    out = [] if choice == "model" else list(any_length.COMMON_VARIANTS)
+    out = [] if choice == "model" else list(any_length.ATTENTION_COMMON_VARIANTS)
     for path in models:
         found = model_attention_variants(path)
         _log(f"{path}: FusedAttention variants " + (", ".join(v.key for v in found) or "none"))
@@ -101,7 +101,8 @@ def main(argv=None) -> int:
                          "and, on CUDA, tensor-core kernels for head sizes 32, 64, 80, 96, 128 (Q's and V's equal; "
                          "wgmma on sm_90 at 64 and 128; 10-12 a variant), with the tiles tuned by flashgemm-tune "
                          "--attention under --db, for the variants of: common (the default) the dtypes, mask kinds "
-                         "and causal masking exported models carry, with K transposed, plus those of the --from-model "
+                         "and causal masking exported models carry, with K transposed, and a decoder's padding bias "
+                         "under causal masking (flashgemm-rewrite --decoder-causal), plus those of the --from-model "
                          "models; model: only those; all: all 48 (about 600 kernels, minutes on many cores). A "
                          "variant without them runs its generic kernel, slower than the unfused graph it replaces "
                          "(the op warns)")
