@@ -310,6 +310,22 @@ def test_rewrite_cli(tmp_path):
     assert set(found) <= set(any_length.ATTENTION_COMMON_VARIANTS)
 
 
+def test_rewrite_reads_external_data_beside_the_model(tmp_path, monkeypatch):
+    """A model over 2 GB keeps its weights in a file beside it (every LLM's export): symbolic shape inference reads
+    the small ones from there, not from the working directory, so its dynamic sites fuse as the one-file model's."""
+    src = DATA / "llama-3.2-1b-tiny-dyn.f16.onnx"
+    ext = tmp_path / "model" / "llama.onnx"
+    ext.parent.mkdir()
+    onnx.save(onnx.load(str(src)), str(ext), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="llama.onnx.data", size_threshold=0)
+    monkeypatch.chdir(tmp_path)
+    one = rewrite.rewrite_file(src, tmp_path / "one.onnx", attention=True, decoder_causal=True)
+    two = rewrite.rewrite_file(ext, tmp_path / "two.onnx", attention=True, decoder_causal=True)
+    assert len(two.fused) == len(one.fused) == 2 and "symbolic shape inference failed" not in two.text(), two.text()
+    ops = [[n.op_type for n in onnx.load(str(tmp_path / f)).graph.node] for f in ("one.onnx", "two.onnx")]
+    assert ops[0] == ops[1] and ops[0].count("FusedAttention") == 2
+
+
 def test_regenerate_tiny_models_match(tmp_path):
     pytest.importorskip("torch", reason="regenerating the tiny models needs torch (pip install -e '.[models]')")
     pytest.importorskip("transformers", reason="regenerating the tiny models needs transformers "

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
@@ -102,8 +103,8 @@ def load_model(path: os.PathLike) -> ir.Model:
 
 def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool = False,
                  decoder_causal: bool = False) -> Report:
-    """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB); returns the report.
-    ModelFileError when src is not an ONNX model. attention, decoder_causal: as rewrite_model's."""
+    """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB, else one file); returns the
+    report. ModelFileError when src is not an ONNX model. attention, decoder_causal: as rewrite_model's."""
     src, dst = Path(src), Path(dst)
     model = load_model(src)
     report = rewrite_model(model, name=src.name, attention=attention, decoder_causal=decoder_causal)
@@ -115,6 +116,9 @@ def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool =
         return report
     size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     external = dst.name + ".data" if size > EXTERNAL_DATA_THRESHOLD else None
+    for v in model.graph.initializers.values():  # saved in one file, not pointing at a data file beside src
+        if external is None and isinstance(v.const_value, ir.ExternalTensor):
+            v.const_value = ir.tensor(np.array(v.const_value.numpy()), name=v.name)
     ir.save(model, str(dst), external_data=external)
     if log:
         log(report.text())

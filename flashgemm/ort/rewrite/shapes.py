@@ -77,8 +77,8 @@ def _symbolic_inference(model: ir.Model):
     sympy expressions of them) through the shape arithmetic, so the mask's [batch, 1, 1, sequence] and the scores'
     [batch, heads, sequence, sequence] become comparable. auto_merge stays off: it equates two symbols met at a
     broadcast on the assumption that neither is 1 - an assumption, not a proof. Weights above _INLINE_LIMIT elements
-    go in as typed graph inputs (shape only: nothing is read or copied). Inference that stops at a node it cannot
-    resolve still returns what it found before it."""
+    go in as typed graph inputs (shape only: nothing is read or copied); the smaller ones of a model with external
+    data are read into it. Inference that stops at a node it cannot resolve still returns what it found before it."""
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference  # noqa: PLC0415
     except Exception as e:  # noqa: BLE001  (onnxruntime or sympy missing)
@@ -92,6 +92,8 @@ def _symbolic_inference(model: ir.Model):
             del clone.graph.initializers[name]
             v.const_value = None
             clone.graph.inputs.append(v)
+        elif isinstance(v.const_value, ir.ExternalTensor):  # read here: inference would look for its file in the cwd
+            v.const_value = ir.tensor(v.const_value.numpy(), name=name)
     inputs_symbols = {d.value for v in model.graph.inputs if v.shape is not None for d in v.shape
                       if not isinstance(d, int) and getattr(d, "value", None)}
     ssi_log = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")
