@@ -884,6 +884,74 @@ def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cas
     assert np.abs(p1[~kept].astype(np.float64) - p0[~kept]).max() > 0.1  # those rows: visible keys only
 
 
+def _cache_mask_graph(positions: str) -> onnx.ModelProto:
+    """A decoder's mask with a cache, as transformers' exports compute it: queries Q [2, 2, 3, 16] at positions past
+    .. past + 2 (past = 4, the cache K_past's length), keys K = Concat(K_past, K_new) [2, 2, 7, 16] at 0 .. 6, and
+    Where(kv_idx <= q_idx & padding, 0, -65504) added to the scores, attention_mask [2, 7]. positions: how q_idx is
+    computed, "add" Range(0, seq, 1) + past, "range" Range(past, past + seq, 1); "no_offset" Range(0, seq, 1) (query
+    i at position i: a rule the op's bottom-right aligned causal flag is not)."""
+    t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
+
+    def const(name, dtype, dims, vals):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dtype, dims, vals))
+    nodes = [const("zero_i", i64, [], [0]), const("one_i", i64, [], [1]), const("two_i", i64, [], [2]),
+             const("ax_q", i64, [3], [0, 1, 3]), const("ax_k", i64, [3], [0, 1, 2]), const("ax_p", i64, [2], [1, 2]),
+             const("zero", t16, [], [0.0]), const("low", t16, [], [-65504.0]),
+             helper.make_node("Concat", ["K_past", "K_new"], ["K"], axis=2),
+             helper.make_node("Shape", ["Q"], ["q_shape"]), helper.make_node("Shape", ["K_past"], ["past_shape"]),
+             helper.make_node("Gather", ["q_shape", "two_i"], ["seq"], axis=0),
+             helper.make_node("Gather", ["past_shape", "two_i"], ["past"], axis=0),
+             helper.make_node("Add", ["past", "seq"], ["total"]),
+             helper.make_node("Range", ["zero_i", "total", "one_i"], ["kv"]),
+             helper.make_node("Unsqueeze", ["kv", "ax_k"], ["kv_idx"])]
+    if positions == "add":
+        nodes += [helper.make_node("Range", ["zero_i", "seq", "one_i"], ["q0"]),
+                  helper.make_node("Add", ["q0", "past"], ["q"])]
+    elif positions == "range":
+        nodes.append(helper.make_node("Range", ["past", "total", "one_i"], ["q"]))
+    else:
+        nodes.append(helper.make_node("Range", ["zero_i", "seq", "one_i"], ["q"]))
+    nodes += [helper.make_node("Unsqueeze", ["q", "ax_q"], ["q_idx"]),
+              helper.make_node("LessOrEqual", ["kv_idx", "q_idx"], ["rule"]),
+              helper.make_node("Cast", ["attention_mask"], ["pad_b"], to=TensorProto.BOOL),
+              helper.make_node("Unsqueeze", ["pad_b", "ax_p"], ["pad"]),
+              helper.make_node("And", ["rule", "pad"], ["keep"]),
+              helper.make_node("Where", ["keep", "zero", "low"], ["mask"])] + _masked_scores()
+    inputs = [helper.make_tensor_value_info("Q", t16, [2, 2, 3, 16]),
+              helper.make_tensor_value_info("K_past", t16, [2, 2, 4, 16]),
+              helper.make_tensor_value_info("K_new", t16, [2, 2, 3, 16]),
+              helper.make_tensor_value_info("attention_mask", i64, [2, 7])]
+    init = [helper.make_tensor("c", t16, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)]
+    return helper.make_model(helper.make_graph(nodes, "cache", inputs, [helper.make_tensor_value_info("P", t16, None)],
+                                               initializer=init),
+                             opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("positions,causal", [("add", True), ("range", True), ("no_offset", False)])
+def test_rewrite_takes_a_cached_decoders_causal_rule(so, tmp_path, positions, causal):
+    """With a cache, query i sits at position past + i among past + m keys: kv_idx <= q_idx is the op's bottom-right
+    aligned causal rule, and --decoder-causal takes it (the bias left: the padding row [2, 1, 1, 7]); positions
+    that start at 0 (the top-left triangle) are not that rule and stay in the bias. P matches the original at every
+    row (no row's visible keys are all padding here)."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_cache_mask_graph(positions), str(src))
+    report = rewrite.rewrite_file(src, dst, decoder_causal=True)
+    assert len(report.fused) == 1 and report.causal_taken == int(causal), report.text()
+    m = onnx.load(str(dst))
+    (node,) = _ops(m, "FusedGemmSoftmax", "flashgemm")
+    shapes = {v.name: [x.dim_value for x in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
+    assert helper.get_node_attr_value(node, "causal") == int(causal)
+    assert shapes[node.input[2]] == ([2, 1, 1, 7] if causal else [2, 1, 3, 7]), shapes.get(node.input[2])
+    rng = np.random.default_rng(8)
+    feeds = {"Q": rng.standard_normal((2, 2, 3, 16)), "K_past": rng.standard_normal((2, 2, 4, 16)),
+             "K_new": rng.standard_normal((2, 2, 3, 16))}
+    feeds = {k: v.astype(np.float16) for k, v in feeds.items()}
+    feeds["attention_mask"] = np.array([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 0]], np.int64)
+    (p0,) = run(ort.InferenceSession(str(src), providers=CPU), feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds)
+    np.testing.assert_allclose(p1.astype(np.float64), p0.astype(np.float64), rtol=0, atol=P_ATOL)
+
+
 def _two_terms_graph(table_low: float = -2.0, computed: bool = False, zeros: bool = False) -> onnx.ModelProto:
     """Softmax(MatMul(Q, K^T) * 0.25 + PB + M), Q [2, 3, 5, 8], K [2, 3, 7, 8]: PB a relative position bias gathered
     out of a constant table [8 buckets, 3 heads] (values in [table_low, 2]) by constant bucket ids [5, 7] and moved

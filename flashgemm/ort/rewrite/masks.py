@@ -169,34 +169,89 @@ def _always_true(v: ir.Value, opset: int) -> bool:
     return False
 
 
+def _placed(v: ir.Value, axis: int, length) -> bool:
+    """Whether `v` is a vector placed along `axis` (negative, from the last): that dim `length` (known or symbolic)
+    and every other dim 1."""
+    shape = shape_of(v)
+    return shape is not None and len(shape) >= -axis and same_dim(shape[axis], length) and all(
+        d == 1 for i, d in enumerate(shape) if i != len(shape) + axis)
+
+
 def _index_range(v: ir.Value, axis: int, length) -> Optional[float]:
     """The first index of `v` when it is Range(start, limit, 1) of constant start (_range) placed along `axis`
-    (negative, from the last): that dim `length` (one dim with it, known or symbolic) and every other dim 1; else
-    None."""
-    shape = shape_of(v)
-    if shape is None or len(shape) < -axis or not same_dim(shape[axis], length) or any(
-            d != 1 for i, d in enumerate(shape) if i != len(shape) + axis):
+    (_placed); else None."""
+    if not _placed(v, axis, length):
         return None
     r = _range(v)
     return r[0] if r is not None and r[1] == 1 else None
 
 
-def _causal_rule(v: ir.Value, m, n, opset: int = 17) -> bool:
-    """Whether the boolean `v` is the causal rule of scores [..., m, n] with m = n, key j <= query i:
-    LessOrEqual(kv_idx, q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges from one start along the last axis
-    (the n keys) and the one before it (the m queries), as transformers' decoder masks write it (without a cache:
-    query i is position i), or made of constants (a static export's) whose values are that triangle. It is then the
-    op's causal rule, j > i + (n - m) masked."""
+def _unit_range(v: ir.Value) -> Optional[ir.Node]:
+    """The Range(start, limit, 1) node whose values `v` holds (through _VALUE_KEEPING ops); else None."""
     p = v.producer()
-    if not same_dim(m, n) or p is None or p.domain not in ("", "ai.onnx") or p.op_type not in (
-            "LessOrEqual", "GreaterOrEqual"):
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
+        return None
+    delta = constant_array(p.inputs[2])
+    return p if delta is not None and delta.size == 1 and delta.item() == 1 else None
+
+
+def _sum_of(v: ir.Value, a: ir.Value, b: ir.Value) -> bool:
+    """Whether `v` is Add(a, b) or Add(b, a)."""
+    p = v.producer()
+    return p is not None and p.domain in ("", "ai.onnx") and p.op_type == "Add" and (
+        (p.inputs[0] is a and p.inputs[1] is b) or (p.inputs[0] is b and p.inputs[1] is a))
+
+
+def _cache_causal_rule(kv: ir.Value, q: ir.Value, m, n) -> bool:
+    """Whether kv_idx <= q_idx is the causal rule of a decoder with a cache: the m queries at positions past ..
+    past + m - 1 and the n = past + m keys at 0 .. n - 1, so key j <= query i + (n - m), the op's rule. Proved on the
+    graph, as transformers' exports compute the positions: kv_idx = Range(0, L, 1) and q_idx = Range(past, L, 1) of
+    the same limit L, or q_idx = Range(0, s, 1) + past with L = past + s (past a scalar, the cache's length)."""
+    if not _placed(kv, -1, n) or not _placed(q, -2, m):
         return False
-    if isinstance(m, int):
+    kr = _unit_range(kv)
+    start = None if kr is None else constant_array(kr.inputs[0])
+    if start is None or start.size != 1 or start.item() != 0:
+        return False
+    limit = kr.inputs[1]
+    qr = _unit_range(q)
+    if qr is not None:
+        return qr.inputs[1] is limit
+    p = q.producer()
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
+        p = p.inputs[0].producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Add":
+        return False
+    for r, past in (p.inputs, reversed(p.inputs)):
+        rr = _unit_range(r)
+        shape = shape_of(past)
+        if rr is None or shape is None or math.prod(shape) != 1 or not _sum_of(limit, past, rr.inputs[1]):
+            continue
+        s0 = constant_array(rr.inputs[0])
+        if s0 is not None and s0.size == 1 and s0.item() == 0:
+            return True
+    return False
+
+
+def _causal_rule(v: ir.Value, m, n, opset: int = 17) -> bool:
+    """Whether the boolean `v` is the op's causal rule for scores [..., m, n], key j <= query i + (n - m):
+    LessOrEqual(kv_idx, q_idx) or GreaterOrEqual(q_idx, kv_idx) of index ranges along the last axis (the n keys)
+    and the one before it (the m queries), as transformers' decoder masks write it: from one start where m = n
+    (no cache: query i is position i), or a cache's positions (_cache_causal_rule); or made of constants (a static
+    export's) whose values are that triangle."""
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type not in ("LessOrEqual", "GreaterOrEqual"):
+        return False
+    if isinstance(m, int) and isinstance(n, int):
         val = _constant_value(v, opset)
         if val is not None:
             return (val.dtype == np.bool_ and val.ndim >= 2 and val.shape[-2:] == (m, n)
-                    and bool(np.all(val == np.tril(np.ones((m, n), bool)))))
+                    and bool(np.all(val == np.tril(np.ones((m, n), bool), k=n - m))))
     kv, q = p.inputs if p.op_type == "LessOrEqual" else reversed(p.inputs)
+    if not same_dim(m, n):
+        return _cache_causal_rule(kv, q, m, n)
     start = _index_range(kv, -1, n)
     return start is not None and _index_range(q, -2, m) == start
 
