@@ -2,7 +2,8 @@
 
     python -m benchmarks.attention --attention-bundle DIR --bundle DIR [--dtype float16,bfloat16] --out OUT.json
 
-Shapes: W1-W3's attention (Q, K, V [B, H, L, D]) and a causal decoder prefill. Systems, each checked against an
+Shapes: W1-W3's attention (Q, K, V [B, H, L, D]), a causal decoder prefill, and decoder generation steps (one
+query a sequence against a cache of N keys, every key visible: Q [B, H, 1, D], K and V [B, H, N, D]). Systems, each checked against an
 FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and outputs in device memory):
   sdpa_flash, sdpa_efficient, sdpa_cudnn   torch's scaled_dot_product_attention, one backend each
   ours_attention                          flashgemm::FusedAttention in ONNX Runtime (CUDA EP, IOBinding), the
@@ -42,6 +43,18 @@ from benchmarks.peers import gpu_info, peak_tflops, time_in_rounds
 # name: (B, H, M = N, D, causal)
 SHAPES = {"W1": (16, 16, 512, 64, False), "W2": (16, 12, 197, 64, False), "W3": (8, 20, 1500, 64, False),
           "prefill": (4, 32, 2048, 128, True)}
+# name: (B, H, N, D): one query a sequence against N cached keys, a decoder's generation step (its causal rule
+# leaves every key visible); "decode-b1" one sequence, whose B x H blocks of one query tile leave most SMs idle
+DECODE_SHAPES = {"decode": (4, 32, 2048, 128), "decode-b1": (1, 32, 4096, 128)}
+
+
+def shape_sizes(name: str) -> tuple:
+    """(B, H, M, N, D, causal) of a shape of SHAPES or DECODE_SHAPES."""
+    if name in SHAPES:
+        b, h, length, d, causal = SHAPES[name]
+        return b, h, length, length, d, causal
+    b, h, n, d = DECODE_SHAPES[name]
+    return b, h, 1, n, d, False
 MASKS = ("none", "padding", "full", "decoder")
 SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ort_mha_queued", "ours_attention",
            "ours_attention_queued", "ours_scores_matmul", "ort_unfused")
@@ -103,15 +116,16 @@ def padding_mask(kind: str, b: int, m: int, n: int, dtype, device: str = "cuda")
     return mask if kind == "padding" else mask.expand(b, 1, m, n).contiguous()
 
 
-def _graph(kind: str, dtype: str, shape, scale: float, causal: bool, bias_shape=None):
-    """ONNX graphs of Q, K, V [, bias] -> O: 'attention' (FusedAttention), 'scores' (FusedGemmSoftmax + MatMul),
-    'unfused' (the bias an Add before the Softmax)."""
+def _graph(kind: str, dtype: str, shape, scale: float, causal: bool, bias_shape=None, keys=None):
+    """ONNX graphs of Q [B, H, M, D] (`shape`), K, V [B, H, keys (default M), D] [, bias] -> O: 'attention'
+    (FusedAttention), 'scores' (FusedGemmSoftmax + MatMul), 'unfused' (the bias an Add before the Softmax)."""
     from onnx import helper  # noqa: PLC0415
 
     from flashgemm.ort.model import DOMAIN, IR_VERSION, OPSET, elem_type  # noqa: PLC0415
     t = elem_type(dtype)
     b, h, m, d = shape
-    inputs = [helper.make_tensor_value_info(n, t, [b, h, m, d]) for n in ("Q", "K", "V")]
+    n = m if keys is None else keys
+    inputs = [helper.make_tensor_value_info(x, t, [b, h, L, d]) for x, L in (("Q", m), ("K", n), ("V", n))]
     bias = [] if bias_shape is None else ["bias"]
     if bias:
         inputs.append(helper.make_tensor_value_info("bias", t, list(bias_shape)))
@@ -154,7 +168,7 @@ def _ort_mha(queued: bool, threads: int):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
         t = elem_type(dtype)
         names = ["Q", "K", "V"]
-        inputs = [helper.make_tensor_value_info(x, t, [b, m, h * d]) for x in names]
+        inputs = [helper.make_tensor_value_info(x, t, [b, L, h * d]) for x, L in zip(names, (m, n, n))]
         extra = {}
         if mask is not None and mask.shape[2] == 1:  # padding: key_padding_mask [B, N], 1 where kept
             extra["key_padding_mask"] = (mask.view(b, n) == 0).to(torch.int32).contiguous()
@@ -171,7 +185,8 @@ def _ort_mha(queued: bool, threads: int):
                                                         helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=IR_VERSION)
         sess, ro = _cuda_session(model, None, queued, threads)
-        packed = {n: x.transpose(1, 2).reshape(b, m, h * d).contiguous() for n, x in (("Q", q), ("K", k), ("V", v))}
+        packed = {name: x.transpose(1, 2).reshape(b, x.shape[2], h * d).contiguous()
+                  for name, x in (("Q", q), ("K", k), ("V", v))}
         packed.update(extra)
         o = torch.empty((b, m, h * d), dtype=q.dtype, device="cuda")
         io = sess.io_binding()
@@ -196,7 +211,8 @@ def _ort(kind: str, bundle, queued: bool, threads: int):
 
     def prepare(q, k, v, scale, causal, mask=None):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
-        model = _graph(kind, dtype, tuple(q.shape), scale, causal, None if mask is None else tuple(mask.shape))
+        model = _graph(kind, dtype, tuple(q.shape), scale, causal, None if mask is None else tuple(mask.shape),
+                       keys=k.shape[2])
         sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued, threads)
         o = torch.empty_like(q)
         io = sess.io_binding()
@@ -233,7 +249,7 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     # a stream of its own: torch's default stream has the handle 0, which ORT's user_compute_stream cannot take
     with torch.cuda.stream(torch.cuda.Stream()):
         for name in shape_names:
-            if mask == "decoder" and not SHAPES[name][4]:
+            if mask == "decoder" and not shape_sizes(name)[5]:
                 log(f"{name}: not causal, no --mask decoder (a decoder's mask is the causal shape's)")
                 continue
             rows += _bench_shape(name, dtypes, makers, peak, reps, rounds, log, mask)
@@ -244,23 +260,24 @@ def _bench_shape(name: str, dtypes, makers: dict, peak, reps: int, rounds: int, 
     """The rows of shape `name`, one a dtype: every system checked against the FP32 reference, then timed."""
     import torch  # noqa: PLC0415
     rows = []
-    b, h, m, d, causal = SHAPES[name]
+    b, h, m, n, d, causal = shape_sizes(name)
+    half = causal  # the work a causal prefill needs
     causal = causal and mask_kind != "decoder"  # the decoder's mask holds the causal triangle instead of the flag
     for dtype in dtypes:
         tdt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn((b, h, m, d), generator=g, device="cuda", dtype=tdt) for _ in range(3))
-        mask = padding_mask(mask_kind, b, m, m, tdt)
+        q, k, v = (torch.randn((b, h, L, d), generator=g, device="cuda", dtype=tdt) for L in (m, n, n))
+        mask = padding_mask(mask_kind, b, m, n, tdt)
         scale = 1.0 / d ** 0.5
         s = (q.float() @ k.float().transpose(-1, -2)) * scale
         if causal:
-            s = s.masked_fill(torch.ones(m, m, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+            s = s.masked_fill(torch.ones(m, n, dtype=torch.bool, device="cuda").triu(n - m + 1), float("-inf"))
         if mask is not None:
             s += mask.float()
         ref = torch.softmax(s, -1) @ v.float()
         del s
-        flops = 4 * b * h * m * m * d * (0.5 if SHAPES[name][4] else 1.0)  # the work a causal prefill needs
-        calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, m, d], "causal": causal,
+        flops = 4 * b * h * m * n * d * (0.5 if half else 1.0)
+        calls, row = {}, {"shape": name, "dtype": dtype, "sizes": [b, h, m, n, d], "causal": causal,
                           "mask": mask_kind, "systems": {}}
         for sys_name, make in makers.items():
             try:
@@ -287,7 +304,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attention-bundle", required=True, help="a bundle built with flashgemm-build --attention")
     ap.add_argument("--bundle", required=True, help="the bundle of FusedGemmSoftmax's tuned kernels")
-    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)} (the default), "
+                                                             f"{', '.join(DECODE_SHAPES)}")
     ap.add_argument("--dtype", default="float16,bfloat16")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of the systems to run")
     ap.add_argument("--reps", type=int, default=100)
@@ -299,6 +317,9 @@ def main(argv=None) -> int:
                          "padding mask in one [B, 1, M, N] (decoder; see the module doc)")
     ap.add_argument("--out", default=None, help="write the rows here (JSON)")
     args = ap.parse_args(argv)
+    unknown = [x for x in args.shapes.split(",") if x not in SHAPES and x not in DECODE_SHAPES]
+    if unknown:
+        ap.error(f"unknown shapes {unknown}: choose from {', '.join([*SHAPES, *DECODE_SHAPES])}")
     result = bench(args.shapes.split(","), args.dtype.split(","), args.attention_bundle, args.bundle, args.reps,
                    args.rounds, systems=args.systems.split(","), ort_threads=args.ort_threads, mask=args.mask)
     if args.out:
