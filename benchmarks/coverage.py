@@ -6,7 +6,9 @@ exporters, rewritten with --attention and run on ONNX Runtime's CPU EP against t
 Needs torch and transformers (pip install '.[models]'); no GPU, no model hub: each architecture is its transformers
 class on a tiny config (2 layers, hidden 64, 2 heads of 32; grouped key/value heads where the architecture has them).
 Encoder-decoders (T5, BART, Whisper) run their decoder on 8 target tokens beside (no cache): their decoder's causal
-self-attention and cross-attention are sites too.
+self-attention and cross-attention are sites too. Decoders with a cache ("-cache": GPT-2, Llama, Qwen2, Mistral,
+Phi-3) take 16 new tokens after a key/value cache of 8 (inputs past_key_L and past_value_L, symbolic past axis), as a
+generation loop's prompt continuation or step runs them; their attention_mask spans cache and new tokens.
 Per architecture and exporter ("dynamo": torch.onnx.export(dynamo=True) with transformers' SDPA attention where the
 architecture has it, else eager; "torchscript": dynamo=False, eager attention), symbolic batch and sequence axes: the
 Softmax nodes of the export, the sites the rewrite fused (FusedAttention or FusedGemmSoftmax) and why it left the
@@ -27,12 +29,12 @@ import warnings
 from pathlib import Path
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
-SEQ, BATCH, IMAGE, AUDIO, TARGET, MELS = 16, 2, 32, 400, 8, 8
+SEQ, BATCH, IMAGE, AUDIO, TARGET, MELS, PAST = 16, 2, 32, 400, 8, 8, 8
 
 
 def _architectures() -> dict:
     """name -> (builder of the torch module, input kind: "text" | "vision" | "audio" | "text2text" | "speech2text":
-    the last two encoder-decoders, run on decoder_input_ids beside, without a cache)."""
+    encoder-decoders, run on decoder_input_ids beside, without a cache | "text-cache": a decoder after a cache)."""
     import transformers as tf  # noqa: PLC0415
 
     def text(cls, cfg_cls, **kw):
@@ -43,7 +45,7 @@ def _architectures() -> dict:
 
     bart = dict(vocab_size=128, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
                 decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64)
-    return {
+    found = {
         "bert": text(tf.BertModel, tf.BertConfig),
         "roberta": text(tf.RobertaModel, tf.RobertaConfig),
         "xlm-roberta": text(tf.XLMRobertaModel, tf.XLMRobertaConfig),
@@ -80,6 +82,9 @@ def _architectures() -> dict:
             **TINY, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
             num_conv_pos_embedding_groups=2)), "audio"),
     }
+    for name in ("gpt2", "llama", "qwen2", "mistral", "phi3"):
+        found[f"{name}-cache"] = (found[name][0], "text-cache")
+    return found
 
 
 def _build(builder, attention: str):
@@ -97,6 +102,7 @@ def _build(builder, attention: str):
 
 def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
     import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
     model, attention = _build(builder, "sdpa" if exporter == "dynamo" else "eager")
 
     class Wrapped(torch.nn.Module):
@@ -107,6 +113,12 @@ def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
         def forward(self, *x):
             if kind == "text":
                 return self.model(input_ids=x[0], attention_mask=x[1]).last_hidden_state
+            if kind == "text-cache":
+                cache = transformers.DynamicCache(config=self.model.config)
+                for layer in range(len(x) // 2 - 1):
+                    cache.update(x[2 + 2 * layer], x[3 + 2 * layer], layer)
+                return self.model(input_ids=x[0], attention_mask=x[1], past_key_values=cache,
+                                  use_cache=True).last_hidden_state
             if kind == "text2text":
                 return self.model(input_ids=x[0], attention_mask=x[1], decoder_input_ids=x[2],
                                   use_cache=False).last_hidden_state
@@ -116,7 +128,20 @@ def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
             return self.model(**{key: x[0]}).last_hidden_state
 
     target = {"decoder_input_ids": {0: "batch", 1: "target"}}
-    if kind in ("text", "text2text"):
+    if kind == "text-cache":
+        with torch.no_grad():  # the cache's per-layer [batch, key/value heads, past, head size] from one short run
+            probe = model(input_ids=torch.randint(3, 128, (BATCH, 2)), use_cache=True).past_key_values
+        names, args = ["input_ids", "attention_mask"], [torch.randint(3, 128, (BATCH, SEQ)),
+                                                        torch.ones(BATCH, PAST + SEQ, dtype=torch.int64)]
+        args[1][1, :3] = 0  # left padding in the trace: transformers keeps the mask
+        axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"}}
+        for layer, cached in enumerate(probe.layers):
+            for part, t in (("key", cached.keys), ("value", cached.values)):
+                names.append(f"past_{part}_{layer}")
+                args.append(torch.randn(BATCH, t.shape[1], PAST, t.shape[3]).half())
+                axes[names[-1]] = {0: "batch", 2: "past"}
+        args = tuple(args)
+    elif kind in ("text", "text2text"):
         names, args = ["input_ids", "attention_mask"], (torch.randint(3, 128, (BATCH, SEQ)),
                                                         torch.ones(BATCH, SEQ, dtype=torch.int64))
         args[1][0, -4:] = 0  # padding in the trace: transformers keeps the mask
@@ -147,12 +172,17 @@ def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
 
 
 def _feeds(sess, padded_out: bool, seed: int = 0) -> dict:
+    cache = any(i.name.startswith("past_") for i in sess.get_inputs())
     import numpy as np  # noqa: PLC0415
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in sess.get_inputs():
         if i.name in ("input_ids", "decoder_input_ids"):
             feeds[i.name] = rng.integers(3, 128, (BATCH, SEQ if i.name == "input_ids" else TARGET)).astype(np.int64)
+        elif i.name == "attention_mask" and cache:
+            mask = np.ones((BATCH, PAST + SEQ), np.int64)
+            mask[1, :3] = 0  # left padding, in the cache
+            feeds[i.name] = mask
         elif i.name == "attention_mask":
             mask = np.ones((BATCH, SEQ), np.int64)
             mask[0, -4:] = 0  # right padding
@@ -160,6 +190,8 @@ def _feeds(sess, padded_out: bool, seed: int = 0) -> dict:
             if padded_out:
                 mask[1] = 0
             feeds[i.name] = mask
+        elif i.name.startswith("past_"):
+            feeds[i.name] = rng.standard_normal((BATCH, i.shape[1], PAST, i.shape[3])).astype(np.float16)
         else:
             shape = {"pixel_values": (BATCH, 3, IMAGE, IMAGE), "input_values": (BATCH, AUDIO),
                      "input_features": (BATCH, MELS, 2 * SEQ)}[i.name]
@@ -223,8 +255,8 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
         b = run(ort.InferenceSession(str(causal_dst), session_options(bundle), providers=["CPUExecutionProvider"]),
                 feeds)[0].astype(np.float64)
         kept = np.ones(a.shape[:2], bool)
-        if kind == "text":  # the output's tokens are the input's: a token keeps a key once one is kept at or before it
-            kept = np.maximum.accumulate(feeds["attention_mask"], axis=1) > 0
+        if kind in ("text", "text-cache"):  # a token keeps a key once one is kept at or before its position
+            kept = (np.maximum.accumulate(feeds["attention_mask"], axis=1) > 0)[:, -a.shape[1]:]
         row["decoder_causal"] = {"sites": causal.causal_taken, "max_abs_diff_kept": float(np.abs(a - b)[kept].max())}
     log(f"{name} ({exporter}, {row['attention']}): {row['softmax']} Softmax -> {row['fused_attention']} "
         f"FusedAttention + {row['fused_p']} FusedGemmSoftmax; max |diff| {row['max_abs_diff']:.3g}"

@@ -74,3 +74,21 @@ def test_one_architecture_for_real(tmp_path):
     assert row["softmax"] == row["fused_attention"] == 2 and not row["left"] and not row["not_matched"], row
     assert row["max_abs_diff"] < 1e-2 and row["max_abs_diff_padded_out"] < 1e-2, row
     assert row["reads"] == ["bias [batch, 1, 1, sequence] + mask [1, 2, sequence, sequence]"], row
+
+
+def test_a_decoder_with_a_cache_for_real(tmp_path):
+    """Llama after a key/value cache (queries past the cache, by the dynamo exporter): both sites fused, the bias
+    holding the causal rule, which --decoder-causal takes as the flag, the same output at the kept tokens."""
+    pytest.importorskip("torch", reason="exporting needs torch (pip install '.[models]')")
+    pytest.importorskip("transformers", reason="exporting needs transformers (pip install '.[models]')")
+    from flashgemm.bundle.kernel_library import export_bundle
+    from flashgemm.op.variant import Variant
+    bundle = tmp_path / "bundle"
+    export_bundle(bundle, "llvm", variants=[Variant("float16", True, b, "none", c) for b, c in ((True, False),
+                                                                                             (True, True))],
+                  attention=True, log=lambda *a: None)
+    (tmp_path / "work").mkdir()
+    row = coverage.check("llama-cache", "dynamo", bundle, tmp_path / "work", log=lambda *a: None)
+    assert row["softmax"] == row["fused_attention"] == 2 and row["max_abs_diff"] < 1e-2, row
+    assert row["reads"] == ["bias [batch, 1, sequence, sym:past + sequence] (causal rule inside)"], row
+    assert row["decoder_causal"]["sites"] == 2 and row["decoder_causal"]["max_abs_diff_kept"] < 1e-2, row

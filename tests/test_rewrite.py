@@ -888,8 +888,8 @@ def _cache_mask_graph(positions: str) -> onnx.ModelProto:
     """A decoder's mask with a cache, as transformers' exports compute it: queries Q [2, 2, 3, 16] at positions past
     .. past + 2 (past = 4, the cache K_past's length), keys K = Concat(K_past, K_new) [2, 2, 7, 16] at 0 .. 6, and
     Where(kv_idx <= q_idx & padding, 0, -65504) added to the scores, attention_mask [2, 7]. positions: how q_idx is
-    computed, "add" Range(0, seq, 1) + past, "range" Range(past, past + seq, 1); "no_offset" Range(0, seq, 1) (query
-    i at position i: a rule the op's bottom-right aligned causal flag is not)."""
+    computed, "add" Range(0, seq, 1) + past ("add_cast": each length Cast first), "range" Range(past, past + seq,
+    1); "no_offset" Range(0, seq, 1) (query i at position i: a rule the op's bottom-right aligned flag is not)."""
     t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
 
     def const(name, dtype, dims, vals):
@@ -901,15 +901,21 @@ def _cache_mask_graph(positions: str) -> onnx.ModelProto:
              helper.make_node("Shape", ["Q"], ["q_shape"]), helper.make_node("Shape", ["K_past"], ["past_shape"]),
              helper.make_node("Gather", ["q_shape", "two_i"], ["seq"], axis=0),
              helper.make_node("Gather", ["past_shape", "two_i"], ["past"], axis=0),
-             helper.make_node("Add", ["past", "seq"], ["total"]),
-             helper.make_node("Range", ["zero_i", "total", "one_i"], ["kv"]),
-             helper.make_node("Unsqueeze", ["kv", "ax_k"], ["kv_idx"])]
+             helper.make_node("Add", ["past", "seq"], ["total"])]
+    if positions == "add_cast":  # as TorchScript exports write it: each length Cast before its use
+        nodes += [helper.make_node("Cast", [x], [f"{x}_c"], to=i64) for x in ("past", "seq", "total")]
+        nodes += [helper.make_node("Range", ["zero_i", "total_c", "one_i"], ["kv"]),
+                  helper.make_node("Range", ["zero_i", "seq_c", "one_i"], ["q0"]),
+                  helper.make_node("Add", ["q0", "past_c"], ["q"])]
+    else:
+        nodes.append(helper.make_node("Range", ["zero_i", "total", "one_i"], ["kv"]))
+    nodes.append(helper.make_node("Unsqueeze", ["kv", "ax_k"], ["kv_idx"]))
     if positions == "add":
         nodes += [helper.make_node("Range", ["zero_i", "seq", "one_i"], ["q0"]),
                   helper.make_node("Add", ["q0", "past"], ["q"])]
     elif positions == "range":
         nodes.append(helper.make_node("Range", ["past", "total", "one_i"], ["q"]))
-    else:
+    elif positions == "no_offset":
         nodes.append(helper.make_node("Range", ["zero_i", "seq", "one_i"], ["q"]))
     nodes += [helper.make_node("Unsqueeze", ["q", "ax_q"], ["q_idx"]),
               helper.make_node("LessOrEqual", ["kv_idx", "q_idx"], ["rule"]),
@@ -927,7 +933,8 @@ def _cache_mask_graph(positions: str) -> onnx.ModelProto:
                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-@pytest.mark.parametrize("positions,causal", [("add", True), ("range", True), ("no_offset", False)])
+@pytest.mark.parametrize("positions,causal", [("add", True), ("add_cast", True), ("range", True),
+                                               ("no_offset", False)])
 def test_rewrite_takes_a_cached_decoders_causal_rule(so, tmp_path, positions, causal):
     """With a cache, query i sits at position past + i among past + m keys: kv_idx <= q_idx is the op's bottom-right
     aligned causal rule, and --decoder-causal takes it (the bias left: the padding row [2, 1, 1, 7]); positions

@@ -197,18 +197,29 @@ def _unit_range(v: ir.Value) -> Optional[ir.Node]:
     return p if delta is not None and delta.size == 1 and delta.item() == 1 else None
 
 
-def _sum_of(v: ir.Value, a: ir.Value, b: ir.Value) -> bool:
-    """Whether `v` is Add(a, b) or Add(b, a)."""
+def _uncast(v: ir.Value) -> ir.Value:
+    """`v` with the Casts that compute it left out (lengths, which TorchScript exports cast between integer types)."""
     p = v.producer()
-    return p is not None and p.domain in ("", "ai.onnx") and p.op_type == "Add" and (
-        (p.inputs[0] is a and p.inputs[1] is b) or (p.inputs[0] is b and p.inputs[1] is a))
+    while p is not None and p.domain in ("", "ai.onnx") and p.op_type == "Cast":
+        v, p = p.inputs[0], p.inputs[0].producer()
+    return v
+
+
+def _sum_of(v: ir.Value, a: ir.Value, b: ir.Value) -> bool:
+    """Whether `v` is Add(a, b) or Add(b, a), Casts looked through (_uncast)."""
+    p = _uncast(v).producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Add":
+        return False
+    x, y, a, b = _uncast(p.inputs[0]), _uncast(p.inputs[1]), _uncast(a), _uncast(b)
+    return (x is a and y is b) or (x is b and y is a)
 
 
 def _cache_causal_rule(kv: ir.Value, q: ir.Value, m, n) -> bool:
     """Whether kv_idx <= q_idx is the causal rule of a decoder with a cache: the m queries at positions past ..
     past + m - 1 and the n = past + m keys at 0 .. n - 1, so key j <= query i + (n - m), the op's rule. Proved on the
     graph, as transformers' exports compute the positions: kv_idx = Range(0, L, 1) and q_idx = Range(past, L, 1) of
-    the same limit L, or q_idx = Range(0, s, 1) + past with L = past + s (past a scalar, the cache's length)."""
+    the same limit L, or q_idx = Range(0, s, 1) + past with L = past + s (past a scalar, the cache's length; Casts
+    of these lengths looked through)."""
     if not _placed(kv, -1, n) or not _placed(q, -2, m):
         return False
     kr = _unit_range(kv)
@@ -218,7 +229,7 @@ def _cache_causal_rule(kv: ir.Value, q: ir.Value, m, n) -> bool:
     limit = kr.inputs[1]
     qr = _unit_range(q)
     if qr is not None:
-        return qr.inputs[1] is limit
+        return _uncast(qr.inputs[1]) is _uncast(limit)
     p = q.producer()
     while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
         p = p.inputs[0].producer()
