@@ -661,6 +661,27 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decod
     assert np.isfinite(o1.astype(np.float32)).all()
 
 
+@pytest.mark.parametrize("padding", ["none", "left", "all"])
+def test_rewrite_attention_tiny_generation_step(sess_opts, device, padding, tmp_path):
+    """A decoder's generation step (Llama: one new token a sequence after a cache of 15, models' llama-3.2-1b-step):
+    both sites become FusedAttention reading the padding row [2, 1, 1, 16] alone (the causal rule leaves the new token
+    every cached key, so none is said to be inside it), and the rewritten model computes what the original does with
+    no padding, a left-padded cache, and a sequence padded out (its row every key at the lowest: exactly)."""
+    name = "llama-3.2-1b-step-tiny.f16"
+    dst = tmp_path / f"{name}.attention.onnx"
+    report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True)
+    assert report.attention == 2 and not report.attention_left, report.text()
+    assert [s.details["bias_shape"] for s in report.fused] == [[2, 1, 1, 16]] * 2, report.text()
+    assert not any("causal_in_bias" in s.details for s in report.fused), report.text()
+    original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
+    feeds = _model_feeds(original)
+    feeds["attention_mask"][:] = 1
+    feeds["attention_mask"][{"none": np.s_[0, :0], "left": np.s_[0, :6], "all": np.s_[1, :]}[padding]] = 0
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    assert o1.shape == (2, 1, 64)
+    _assert_computes_original(o1, DATA / f"{name}.onnx", feeds, device, feeds["attention_mask"].any(axis=1)[:, None])
+
+
 @pytest.mark.parametrize("name", ["mpnet-base-tiny-dyn.f16", "mpnet-base-tiny-dyn-dynamo.f16"])
 @pytest.mark.parametrize("padding", ["right", "all"])
 def test_rewrite_attention_relative_position_bias(sess_opts, device, name, padding, tmp_path):

@@ -339,6 +339,7 @@ def test_regenerate_tiny_models_match(tmp_path):
             [("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn.f16.onnx", {"dynamic_batch": True, "dynamic_seq": True}),
              ("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16.onnx",
               {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA})] + \
+            [("llama-3.2-1b-step", DATA / "llama-3.2-1b-step-tiny.f16.onnx", {})] + \
             [("mpnet-base", DATA / f"mpnet-base-tiny-dyn{how}.f16.onnx",
               {"dynamic_batch": True, "dynamic_seq": True, **({"exporter": "dynamo"} if how else {})})
              for how in ("", "-dynamo")]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
 
-    flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|mpnet-base|llama-3.2-1b|all [--tiny]
+    flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|mpnet-base|llama-3.2-1b|llama-3.2-1b-step|all
+                        [--tiny]
                         [--dtype float32|float16]
                         [--batch N] [--dynamic-batch] [--dynamic-seq] [--exporter torchscript|dynamo]
                         [--attention eager|sdpa] [--seed S] [--out DIR]
@@ -15,6 +16,8 @@
     llama-3.2-1b a decoder (meta-llama/Llama-3.2-1B config: 16 layers, 32 query heads of 64 sharing 8 key/value
                  heads, rotary positions), its prefill at seq 2048 without the LM head, inputs input_ids +
                  attention_mask ("all" is the first, third and fourth)
+    llama-3.2-1b-step  the same decoder's generation step: one new token after a key/value cache of 2047 (inputs
+                 past_key_L / past_value_L, random), the attention_mask over both
 
 No model hub is used: the weights are random (torch.manual_seed(S), default 0), so outputs are meaningless but the
 graphs are the real ones. --tiny: 2 layers, hidden 64, 2 heads, short sequences (CI; tests/data/ holds these, made
@@ -22,7 +25,8 @@ with `--model all --tiny --dtype float16 --batch 2 --out tests/data`, the -dynb 
 bert-large-tiny-dyn with `--model bert-large --tiny --batch 2 --dynamic-batch --dynamic-seq --out tests/data`; the
 -dynamo-sdpa ones as those with `--exporter dynamo --attention sdpa`; llama-3.2-1b-tiny-dyn with `--model
 llama-3.2-1b --tiny --batch 2 --dynamic-batch --dynamic-seq`, with and without the dynamo flags, and
-mpnet-base-tiny-dyn alike, with `--exporter dynamo` and eager attention).
+mpnet-base-tiny-dyn alike, with `--exporter dynamo` and eager attention; llama-3.2-1b-step-tiny with `--model
+llama-3.2-1b-step --tiny --batch 2`).
 --exporter dynamo --attention sdpa: what torch.onnx.export and transformers write by default today (the default here,
 torchscript and eager, is what the benchmarks use).
 Output: DIR/<model>[-tiny][-dynb|-dyns|-dyn][-dynamo][-sdpa].<f32|f16>.onnx (symbolic batch | sequence | both),

@@ -44,6 +44,11 @@ triangle and the padding in one, Where(causal & padding, 0, lowest) of [B, 1, S,
 FusedAttention reads as a bias of the scores' shape (not as its causal flag: a query row whose every key up to itself
 is padding attends to all keys at the lowest logit in the export, to none past itself with the flag).
 
+Llama 3.2 1B's generation step ("llama-3.2-1b-step"): the same decoder stack after a key/value cache of 2047 tokens
+(inputs past_key_L / past_value_L [B, 8, 2047, 64], random), one new token a sequence, the first sequence
+left-padded: each site is one query row against 2048 keys, its mask the padding row (the causal rule leaves every
+cached key visible to the new token). Tiny: a cache of 15.
+
 Whisper: the *large-v2* config (d_model 1280, 32 layers, 20 heads of 64, 80 mel bins x 3000 frames -> 1500 positions).
 Why: its attention-score shape is workload W3 (flashgemm/op/workloads.py: 20 heads x 1500 x 1500 x 64) and its input
 is the 80 x 3000 log-mel. large-v3 differs only in num_mel_bins=128 (the attention is identical); base (512 wide,
@@ -194,6 +199,48 @@ _mpnet = _token_model("MPNetModel", "MPNetConfig", init={"add_pooling_layer": Fa
 _llama = _token_model("LlamaModel", "LlamaConfig", call={"use_cache": False})
 
 
+def _decoder_step(model: str, config: str) -> Callable:
+    """The build function of a transformers decoder's generation step: (config dict, attention) -> a module taking
+    input_ids [B, new], attention_mask [B, past + new] and each layer's cached keys and values ([B, key/value heads,
+    past, head size], past_key_L, past_value_L), returning the new tokens' last_hidden_state."""
+    def build(cfg: dict, attention: str = "eager"):
+        import torch  # noqa: PLC0415
+        import transformers  # noqa: PLC0415
+
+        class DecoderStep(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                config_cls, model_cls = getattr(transformers, config), getattr(transformers, model)
+                self.model = model_cls(config_cls(**cfg, attn_implementation=attention))
+
+            def forward(self, input_ids, attention_mask, *past):
+                cache = transformers.DynamicCache(config=self.model.config)
+                for layer in range(len(past) // 2):
+                    cache.update(past[2 * layer], past[2 * layer + 1], layer)
+                return self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                                  use_cache=True).last_hidden_state
+
+        return DecoderStep()
+    return build
+
+
+_llama_step = _decoder_step("LlamaModel", "LlamaConfig")
+
+
+def _step_inputs(cfg: dict, batch: int, past: int, gen):
+    """One new token a sequence after a cache of `past` (random keys and values); the first sequence left-padded by
+    a quarter of the cache, as a batch of prompts of unequal lengths is."""
+    import torch  # noqa: PLC0415
+    kv_shape = (batch, cfg["num_key_value_heads"], past, cfg["head_dim"])
+    mask = torch.ones(batch, past + 1, dtype=torch.int64)
+    mask[0, :max(1, past // 4)] = 0
+    out = {"input_ids": torch.randint(1, cfg["vocab_size"], (batch, 1), generator=gen), "attention_mask": mask}
+    for layer in range(cfg["num_hidden_layers"]):
+        out[f"past_key_{layer}"] = _randn(kv_shape, gen)
+        out[f"past_value_{layer}"] = _randn(kv_shape, gen)
+    return out
+
+
 def _bert_inputs(cfg: dict, batch: int, seq: int, gen):
     import torch  # noqa: PLC0415
     ids = torch.randint(1, cfg["vocab_size"], (batch, seq), generator=gen)
@@ -258,6 +305,10 @@ SPECS = {
     "mpnet-base": _token_spec("mpnet-base", "sentence-transformers/all-mpnet-base-v2", _mpnet_base, _mpnet_tiny,
                               _mpnet, 384),
     "llama-3.2-1b": _token_spec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama, 2048),
+    "llama-3.2-1b-step": ModelSpec(
+        "llama-3.2-1b-step", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama_step,
+        lambda cfg, b, gen, tiny: _step_inputs(cfg, b, 15 if tiny else 2047, gen), "last_hidden_state",
+        "num_hidden_layers"),
 }
 NAMES = tuple(SPECS)
 SEED_MODELS = ("bert-large", "vit-b16", "whisper-enc")  # the benchmarked three ("all" in the commands)

@@ -257,9 +257,10 @@ def _causal_rule(v: ir.Value, m, n, opset: int = 17) -> bool:
         return False
     if isinstance(m, int) and isinstance(n, int):
         val = _constant_value(v, opset)
-        if val is not None:
-            return (val.dtype == np.bool_ and val.ndim >= 2 and val.shape[-2:] == (m, n)
-                    and bool(np.all(val == np.tril(np.ones((m, n), bool), k=n - m))))
+        if val is not None:  # (a triangle of trues alone, one query after its cache, masks nothing: no rule)
+            tri = np.tril(np.ones((m, n), bool), k=n - m)
+            return (val.dtype == np.bool_ and val.ndim >= 2 and val.shape[-2:] == (m, n) and not tri.all()
+                    and bool(np.all(val == tri)))
     kv, q = p.inputs if p.op_type == "LessOrEqual" else reversed(p.inputs)
     if not same_dim(m, n):
         return _cache_causal_rule(kv, q, m, n)
