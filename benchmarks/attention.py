@@ -17,6 +17,9 @@ FP32 torch reference before it is timed (benchmarks.peers.time_cuda, inputs and 
                                           with the run option disable_synchronize_execution_providers=1: each Run
                                           queues its kernels and returns, as torch's calls do, without waiting for
                                           the GPU at its end; the gap to the plain rows is ORT's end-of-Run sync
+  ours_attention_graph                    the queued session with the CUDA EP's enable_cuda_graph: after its first
+                                          Runs each Run replays the captured kernels (ORT's per-node host work
+                                          left out; what a short kernel's Run costs beyond it)
 --mask adds an additive padding mask (0 where kept, the dtype's lowest where not; batch element i pads its last
 (i % 4) N / 8 columns): "padding" as BERT's exports give it, [B, 1, 1, N]; "full" the same mask materialized as
 [B, 1, M, N] (as transformers' 4-D masks are); on the causal shape beside the causal flag (SDPA, which takes no
@@ -57,21 +60,23 @@ def shape_sizes(name: str) -> tuple:
     return b, h, 1, n, d, False
 MASKS = ("none", "padding", "full", "decoder")
 SYSTEMS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "ort_mha", "ort_mha_queued", "ours_attention",
-           "ours_attention_queued", "ours_scores_matmul", "ort_unfused")
+           "ours_attention_queued", "ours_attention_graph", "ours_scores_matmul", "ort_unfused")
 
 
-def _cuda_session(model, so, queued: bool, threads: int):
+def _cuda_session(model, so, queued: bool, threads: int, cuda_graph: bool = False):
     """An ORT CUDA EP session of `model`, and the run options its Run takes. queued: on torch's current stream,
     Run not synchronizing the EP at its end (the GPU work of back-to-back calls queues as torch's does).
-    threads: the session's intra-op threads (0: ORT's default)."""
+    threads: the session's intra-op threads (0: ORT's default). cuda_graph: the EP's enable_cuda_graph (after its
+    first Runs each Run replays the kernels captured, with the same bound addresses)."""
     import onnxruntime as ort  # noqa: PLC0415
     import torch  # noqa: PLC0415
-    provider = "CUDAExecutionProvider"
+    options = {"enable_cuda_graph": "1"} if cuda_graph else {}
     if queued:
         stream = torch.cuda.current_stream().cuda_stream
         if not stream:  # ORT takes a null stream for none, and would run on a stream of its own, unsynchronized
             raise RuntimeError("a queued ORT session needs a torch stream other than the default (bench sets one)")
-        provider = (provider, {"user_compute_stream": str(stream)})
+        options["user_compute_stream"] = str(stream)
+    provider = ("CUDAExecutionProvider", options)
     so = so or ort.SessionOptions()
     so.intra_op_num_threads = threads
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
@@ -203,7 +208,7 @@ def _ort_mha(queued: bool, threads: int):
     return prepare
 
 
-def _ort(kind: str, bundle, queued: bool, threads: int):
+def _ort(kind: str, bundle, queued: bool, threads: int, cuda_graph: bool = False):
     import torch  # noqa: PLC0415
 
     from flashgemm.ort.model import elem_type  # noqa: PLC0415
@@ -213,7 +218,7 @@ def _ort(kind: str, bundle, queued: bool, threads: int):
         dtype = "float16" if q.dtype == torch.float16 else "bfloat16"
         model = _graph(kind, dtype, tuple(q.shape), scale, causal, None if mask is None else tuple(mask.shape),
                        keys=k.shape[2])
-        sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued, threads)
+        sess, ro = _cuda_session(model, session_options(bundle) if bundle else None, queued, threads, cuda_graph)
         o = torch.empty_like(q)
         io = sess.io_binding()
         et = elem_type(dtype)
@@ -237,6 +242,7 @@ def bench(shape_names, dtypes, attention_bundle, bundle, reps: int, rounds: int,
     n = ort_threads
     makers["ours_attention"] = _ort("attention", attention_bundle, False, n)
     makers["ours_attention_queued"] = _ort("attention", attention_bundle, True, n)
+    makers["ours_attention_graph"] = _ort("attention", attention_bundle, True, n, cuda_graph=True)
     makers["ours_scores_matmul"] = _ort("scores", bundle, False, n)
     makers["ort_unfused"] = _ort("unfused", None, False, n)
     makers["ort_mha"] = _ort_mha(False, n)
