@@ -126,13 +126,18 @@ def constant_values(v: Optional[ir.Value], depth: int = 16) -> Optional[np.ndarr
     return None if not found or any(f is None for f in found) else np.concatenate(found)
 
 
-def _range(v: ir.Value) -> Optional[tuple]:
-    """(start, delta) when `v` holds Range(start, limit, delta) of constant start and delta, through ops that keep
-    its values (_VALUE_KEEPING); else None."""
+def _source(v: ir.Value, op_type: str) -> Optional[ir.Node]:
+    """The `op_type` node whose values `v` holds, through ops that keep its values (_VALUE_KEEPING); else None."""
     p = v.producer()
     while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
         p = p.inputs[0].producer()
-    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
+    return p if p is not None and p.domain in ("", "ai.onnx") and p.op_type == op_type else None
+
+
+def _range(v: ir.Value) -> Optional[tuple]:
+    """(start, delta) when `v` holds Range(start, limit, delta) of constant start and delta (_source); else None."""
+    p = _source(v, "Range")
+    if p is None:
         return None
     start, delta = constant_array(p.inputs[0]), constant_array(p.inputs[2])
     if start is None or delta is None or start.size != 1 or delta.size != 1:
@@ -187,13 +192,9 @@ def _index_range(v: ir.Value, axis: int, length) -> Optional[float]:
 
 
 def _unit_range(v: ir.Value) -> Optional[ir.Node]:
-    """The Range(start, limit, 1) node whose values `v` holds (through _VALUE_KEEPING ops); else None."""
-    p = v.producer()
-    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
-        p = p.inputs[0].producer()
-    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Range":
-        return None
-    delta = constant_array(p.inputs[2])
+    """The Range(start, limit, 1) node whose values `v` holds (_source); else None."""
+    p = _source(v, "Range")
+    delta = None if p is None else constant_array(p.inputs[2])
     return p if delta is not None and delta.size == 1 and delta.item() == 1 else None
 
 
@@ -230,10 +231,8 @@ def _cache_causal_rule(kv: ir.Value, q: ir.Value, m, n) -> bool:
     qr = _unit_range(q)
     if qr is not None:
         return _uncast(qr.inputs[1]) is _uncast(limit)
-    p = q.producer()
-    while p is not None and p.domain in ("", "ai.onnx") and p.op_type in _VALUE_KEEPING:
-        p = p.inputs[0].producer()
-    if p is None or p.domain not in ("", "ai.onnx") or p.op_type != "Add":
+    p = _source(q, "Add")
+    if p is None:
         return False
     for r, past in (p.inputs, reversed(p.inputs)):
         rr = _unit_range(r)
