@@ -204,32 +204,37 @@ def test_kernel_sources_compare_names_what_changed(tmp_path, capsys):
 def test_attention_benchmark_graphs_take_the_mask_as_a_bias():
     """benchmarks.attention --mask: FusedAttention and FusedGemmSoftmax get the padding mask as their bias input, the
     unfused graph as an Add before the Softmax (run here on ORT's CPU EP against numpy)."""
-    import numpy as np
-    import onnxruntime as ort
-
     from benchmarks.attention import _graph
     b, h, m, d = 2, 3, 5, 8
     for kind, op in (("attention", "FusedAttention"), ("scores", "FusedGemmSoftmax")):
         (node, *_) = _graph(kind, "float16", (b, h, m, d), 0.5, False, (b, 1, 1, m)).graph.node
         assert node.op_type == op and list(node.input)[-1] == "bias"
-    model = _graph("unfused", "float16", (b, h, m, d), 0.5, False, (b, 1, 1, m))
-    rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((b, h, m, d)).astype(np.float16) for _ in range(3))
-    bias = np.where(np.arange(m) < np.array([[m], [m - 2]]), 0, -65504).astype(np.float16).reshape(b, 1, 1, m)
+    _unfused_graph_against_numpy(b, h, m, m, d, pad=2, seed=0)
+
+
+def _unfused_graph_against_numpy(b, h, m, n, d, pad, seed):
+    """benchmarks.attention's unfused graph of Q [b, h, m, d], K and V [b, h, n, d] and a padding row (batch 1's last
+    `pad` keys) on ORT's CPU EP, against numpy in float64."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from benchmarks.attention import _graph
+    model = _graph("unfused", "float16", (b, h, m, d), 0.5, False, (b, 1, 1, n), keys=n)
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((b, h, L, d)).astype(np.float16) for L in (m, n, n))
+    bias = np.where(np.arange(n) < np.array([[n], [n - pad]]), 0, -65504).astype(np.float16).reshape(b, 1, 1, n)
     (o,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"Q": q, "K": k, "V": v, "bias": bias})
     s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) * 0.5 + bias
     p = np.exp(s - s.max(-1, keepdims=True))
     ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    assert o.shape == (b, h, m, d)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=1e-2)
 
 
 def test_attention_benchmark_decode_shapes():
     """benchmarks.attention's generation steps: one query a sequence against N keys (Q [B, H, 1, D], K and V [B, H,
     N, D]) in every graph; the unfused one run here on ORT's CPU EP against numpy, with a padding row."""
-    import numpy as np
-    import onnxruntime as ort
-
     from benchmarks.attention import DECODE_SHAPES, SHAPES, _graph, shape_sizes
     assert all(shape_sizes(x)[2] == 1 and not shape_sizes(x)[5] for x in DECODE_SHAPES)
     assert shape_sizes("prefill")[2:4] == (SHAPES["prefill"][2],) * 2
@@ -237,17 +242,7 @@ def test_attention_benchmark_decode_shapes():
     dims = {x.name: [e.dim_value for e in x.type.tensor_type.shape.dim]
             for x in _graph("attention", "float16", (b, h, 1, d), 0.5, False, keys=n).graph.input}
     assert dims == {"Q": [b, h, 1, d], "K": [b, h, n, d], "V": [b, h, n, d]}
-    model = _graph("unfused", "float16", (b, h, 1, d), 0.5, False, (b, 1, 1, n), keys=n)
-    rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal((b, h, L, d)).astype(np.float16) for L in (1, n, n))
-    bias = np.where(np.arange(n) < np.array([[n], [n - 3]]), 0, -65504).astype(np.float16).reshape(b, 1, 1, n)
-    (o,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"Q": q, "K": k, "V": v, "bias": bias})
-    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) * 0.5 + bias
-    p = np.exp(s - s.max(-1, keepdims=True))
-    ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
-    assert o.shape == (b, h, 1, d)
-    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=1e-2)
+    _unfused_graph_against_numpy(b, h, 1, n, d, pad=3, seed=1)
 
 
 def test_attention_benchmark_masks():
