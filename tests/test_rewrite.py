@@ -945,6 +945,7 @@ def test_rewrite_takes_a_cached_decoders_causal_rule(so, tmp_path, positions, ca
     onnx.save(_cache_mask_graph(positions), str(src))
     report = rewrite.rewrite_file(src, dst, decoder_causal=True)
     assert len(report.fused) == 1 and report.causal_taken == int(causal), report.text()
+    assert ("--decoder-causal took nothing" in report.text()) == (not causal), report.text()
     m = onnx.load(str(dst))
     (node,) = _ops(m, "FusedGemmSoftmax", "flashgemm")
     shapes = {v.name: [x.dim_value for x in v.type.tensor_type.shape.dim] for v in m.graph.value_info}

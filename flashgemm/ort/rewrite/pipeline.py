@@ -51,6 +51,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     drop_constant_masks(model, report)
     narrow_masks(model, report)
     drop_constant_masks(model, report)  # what narrowing left made of constants alone (transformers 5.25's ViT mask)
+    report.decoder_causal = decoder_causal
     causal_masks(model, report, take=decoder_causal)
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)

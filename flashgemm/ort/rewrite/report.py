@@ -31,6 +31,7 @@ class Report:
     constant_masks_dropped: int = 0  # all-zero biases / all-true masks made of constants (drop_constant_masks)
     masks_narrowed: int = 0  # biases / masks given to the op without an always-true broadcasting term (narrow_masks)
     causal_taken: int = 0  # sites given a decoder mask's causal rule as the causal flag (causal_masks, take=True)
+    decoder_causal: bool = False  # the flag was asked for (rewrite_model(decoder_causal=True))
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -92,6 +93,10 @@ class Report:
                          f"flag (--decoder-causal): a row whose visible keys are all padding (a left-padded "
                          f"sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
                          f"the original attends to every key at the mask's fill; every other row is the same")
+        elif self.decoder_causal and self.fused:
+            lines.append("  note    --decoder-causal took nothing: no fused site's bias holds a causal rule that masks "
+                         "a key (one the rewrite does not recognize, as a sliding window's or one summed into a "
+                         "position bias, stays in the bias, read exactly)")
         if self.attention is not None:
             lines.append(f"  attention: {self.attention} fused site(s) became FusedAttention "
                          f"(P never stored); {self.heads_transposes} Transpose(s) between heads and sequence around "
