@@ -36,8 +36,9 @@ def main(argv=None) -> int:
                          "stored); needs a bundle built with flashgemm-build --attention (CUDA; on the CPU the generic "
                          "kernel, slower)")
     ap.add_argument("--decoder-causal", action="store_true",
-                    help="where a decoder adds its causal and padding masks as one bias (transformers' exports), give "
-                         "the op the causal rule as its causal flag and the padding mask alone: the keys past the "
+                    help="where a decoder adds its causal and padding masks as one bias (transformers' exports, "
+                         "with a key/value cache or without), give the op the causal rule as its causal flag and the "
+                         "padding mask alone: the keys past the "
                          "diagonal are skipped (about half a prefill's work) and one row of the mask is read. The same "
                          "at every row but one kind: a row whose visible keys are all padding (a left-padded "
                          "sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
