@@ -102,7 +102,8 @@ def _build(builder, attention: str):
 
 def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
     import torch  # noqa: PLC0415
-    import transformers  # noqa: PLC0415
+
+    from flashgemm.ort.models import key_value_cache  # noqa: PLC0415
     model, attention = _build(builder, "sdpa" if exporter == "dynamo" else "eager")
 
     class Wrapped(torch.nn.Module):
@@ -114,10 +115,8 @@ def _export(name: str, builder, kind: str, exporter: str, out: Path) -> tuple:
             if kind == "text":
                 return self.model(input_ids=x[0], attention_mask=x[1]).last_hidden_state
             if kind == "text-cache":
-                cache = transformers.DynamicCache(config=self.model.config)
-                for layer in range(len(x) // 2 - 1):
-                    cache.update(x[2 + 2 * layer], x[3 + 2 * layer], layer)
-                return self.model(input_ids=x[0], attention_mask=x[1], past_key_values=cache,
+                return self.model(input_ids=x[0], attention_mask=x[1],
+                                  past_key_values=key_value_cache(self.model.config, x[2:]),
                                   use_cache=True).last_hidden_state
             if kind == "text2text":
                 return self.model(input_ids=x[0], attention_mask=x[1], decoder_input_ids=x[2],

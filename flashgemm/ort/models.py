@@ -199,6 +199,16 @@ _mpnet = _token_model("MPNetModel", "MPNetConfig", init={"add_pooling_layer": Fa
 _llama = _token_model("LlamaModel", "LlamaConfig", call={"use_cache": False})
 
 
+def key_value_cache(config, past):
+    """A transformers cache holding each layer's keys and values, `past` = (keys 0, values 0, keys 1, ...): how an
+    export takes a decoder's cache as graph inputs."""
+    import transformers  # noqa: PLC0415
+    cache = transformers.DynamicCache(config=config)
+    for layer in range(len(past) // 2):
+        cache.update(past[2 * layer], past[2 * layer + 1], layer)
+    return cache
+
+
 def _decoder_step(model: str, config: str) -> Callable:
     """The build function of a transformers decoder's generation step: (config dict, attention) -> a module taking
     input_ids [B, new], attention_mask [B, past + new] and each layer's cached keys and values ([B, key/value heads,
@@ -214,10 +224,8 @@ def _decoder_step(model: str, config: str) -> Callable:
                 self.model = model_cls(config_cls(**cfg, attn_implementation=attention))
 
             def forward(self, input_ids, attention_mask, *past):
-                cache = transformers.DynamicCache(config=self.model.config)
-                for layer in range(len(past) // 2):
-                    cache.update(past[2 * layer], past[2 * layer + 1], layer)
-                return self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                  past_key_values=key_value_cache(self.model.config, past),
                                   use_cache=True).last_hidden_state
 
         return DecoderStep()

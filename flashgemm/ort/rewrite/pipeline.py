@@ -6,12 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
 from flashgemm.ort.op_schema import DOMAIN
-from flashgemm.ort.rewrite.values import dtype_of
+from flashgemm.ort.rewrite.values import dtype_of, read_in
 from flashgemm.ort.rewrite.report import Report
 from flashgemm.ort.rewrite.shapes import infer_shapes, infer_symbolic_shapes
 from flashgemm.ort.rewrite.masks import drop_constant_masks, narrow_masks, causal_masks
@@ -117,9 +116,8 @@ def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool =
         return report
     size = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     external = dst.name + ".data" if size > EXTERNAL_DATA_THRESHOLD else None
-    for v in model.graph.initializers.values():  # saved in one file, not pointing at a data file beside src
-        if external is None and isinstance(v.const_value, ir.ExternalTensor):
-            v.const_value = ir.tensor(np.array(v.const_value.numpy()), name=v.name)
+    for v in model.graph.initializers.values() if external is None else ():
+        read_in(v)  # saved in one file, not pointing at a data file beside src
     ir.save(model, str(dst), external_data=external)
     if log:
         log(report.text())

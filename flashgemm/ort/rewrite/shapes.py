@@ -10,7 +10,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
-from flashgemm.ort.rewrite.values import shape_of, known_dims
+from flashgemm.ort.rewrite.values import shape_of, known_dims, read_in
 
 
 def _fold_small_constant_of_shape(node: ir.Node):
@@ -92,8 +92,8 @@ def _symbolic_inference(model: ir.Model):
             del clone.graph.initializers[name]
             v.const_value = None
             clone.graph.inputs.append(v)
-        elif isinstance(v.const_value, ir.ExternalTensor):  # read here: inference would look for its file in the cwd
-            v.const_value = ir.tensor(v.const_value.numpy(), name=name)
+        else:
+            read_in(v)  # inference would look for an external file in the working directory
     inputs_symbols = {d.value for v in model.graph.inputs if v.shape is not None for d in v.shape
                       if not isinstance(d, int) and getattr(d, "value", None)}
     ssi_log = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")

@@ -129,3 +129,9 @@ def broadcast_shape(*values: ir.Value) -> Optional[ir.Shape]:
             return None
         dims.append(ds.pop() if ds else 1)
     return ir.Shape(dims)
+
+
+def read_in(v: ir.Value) -> None:
+    """An initializer whose data sits in an external file, read into memory (a copy: the file's mapping may close)."""
+    if isinstance(v.const_value, ir.ExternalTensor):
+        v.const_value = ir.tensor(np.array(v.const_value.numpy()), name=v.name)
