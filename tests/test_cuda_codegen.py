@@ -277,7 +277,7 @@ def test_attention_mma_builds(results, case):
     """mma.sync of the variant's dtype for Q K^T and P V (D / 8 and N-chunk / 8 n8 tiles a k-step), K and V
     through ldmatrix (V transposed), cp.async copies, quad shuffles for the row statistics, built for the arch."""
     arch, variant, d = ATTENTION_MMA_CASES[case]
-    (r,) = [x for x in results["attention_mma"] if x["arch"] == arch and x["d"] == d]
+    r = results["attention_mma"][case]  # (the worker's results in the cases' order)
     assert r["ok"], r.get("error")
     src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
     assert src.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32") > 0
@@ -291,6 +291,7 @@ def test_attention_mma_builds(results, case):
 ATTENTION_WGMMA_CASES = [
     ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add"}, 64),
     ("sm_90", {"dtype": "bfloat16", "mask": "bool", "causal": True}, 128),  # K as [D, N]: MN-major, transposed
+    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "fill"}, 64),  # DeBERTa's
 ]
 
 
@@ -300,7 +301,7 @@ def test_attention_wgmma_builds(results, case):
     (m64n{D}), cp.async copies fenced for the async proxy, quad shuffles for the row statistics, built for sm_90a
     (the fatbin's sm_90 machine code)."""
     arch, variant, d = ATTENTION_WGMMA_CASES[case]
-    (r,) = [x for x in results["attention_wgmma"] if x["arch"] == arch and x["d"] == d]
+    r = results["attention_wgmma"][case]
     assert r["ok"], r.get("error")
     src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, %\d+, %\d+,", src)
@@ -313,7 +314,7 @@ def test_attention_wgmma_builds(results, case):
 
 # FusedGemmSoftmax's Hopper kernel (flashgemm/kernel/fused_gemm_softmax_wgmma.py): B in both layouts, both K
 GEMM_SOFTMAX_WGMMA_CASES = [
-    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "bool"}, 64),
+    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "fill"}, 64),
     ("sm_90", {"dtype": "bfloat16", "mask": "add", "causal": True}, 128),
 ]
 
@@ -323,7 +324,7 @@ def test_gemm_softmax_wgmma_builds(results, case):
     """wgmma of the variant's dtype from shared memory for A B (m64n{chunk}), cp.async copies fenced for the async
     proxy, P staged in shared memory and stored in 16-byte vectors (rows of N % 8 == 0), built for sm_90a."""
     arch, variant, k = GEMM_SOFTMAX_WGMMA_CASES[case]
-    (r,) = [x for x in results["attention_gemm_softmax_wgmma"] if x["arch"] == arch and x["d"] == k]
+    r = results["attention_gemm_softmax_wgmma"][case]
     assert r["ok"], r.get("error")
     src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
     assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.{ab}\.{ab} \{{[^}}]*\}}, %\d+, %\d+,", src)

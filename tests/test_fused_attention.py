@@ -14,19 +14,19 @@ import tvm
 
 from flashgemm.kernel.fused_attention import runtime_func
 from flashgemm.op.reference import fused_attention_ref
-from flashgemm.op.variant import Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, MASK_KINDS, Variant
 from flashgemm.spaces import llvm
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # P leaves in fp32 here (the reference's P is exact): the error is O's rounding plus fp32 sums over N
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
 VARIANTS = [Variant(d, t, b, m, c) for d, t, b, m, c in itertools.product(
-    ("float16", "bfloat16"), (False, True), (False, True), ("none", "add", "bool"), (False, True))]
+    ("float16", "bfloat16"), (False, True), (False, True), MASK_KINDS, (False, True))]
 
 
 @pytest.fixture(scope="module")
 def kernels():
-    """All 48 variants in one llvm module (one compile)."""
+    """All 64 variants in one llvm module (one compile)."""
     funcs = {f"attn_{v.key}": llvm.attention_generic_schedule(runtime_func(v, name=f"attn_{v.key}")).mod["main"]
              for v in VARIANTS}
     target = llvm.export_target(tvm.target.Target("llvm"))
@@ -36,7 +36,7 @@ def kernels():
 def run(kernels, v: Variant, q, k, vv, bias=None, mask=None, scale=1.0, zero_nan_rows=0):
     dev = tvm.cpu()
     o = np.zeros(q.shape[:-1] + (vv.shape[-1],), NP[v.dtype])
-    args = [q, k, vv] + ([bias] if v.has_bias else []) + ([mask.astype(np.uint8) if v.mask == "bool" else mask]
+    args = [q, k, vv] + ([bias] if v.has_bias else []) + ([mask.astype(np.uint8) if v.mask in BOOL_MASK_KINDS else mask]
                                                           if v.mask != "none" else []) + [o]
     tensors = [tvm.runtime.tensor(x, dev) for x in args]
     kernels[f"attn_{v.key}"](*tensors, float(scale), int(zero_nan_rows))
@@ -52,7 +52,7 @@ def inputs(v: Variant, sizes, seed=0):
     vv = rng.standard_normal((b0, b1, n, d)).astype(dt)
     bias = rng.standard_normal((b0, b1, m, n)).astype(dt) if v.has_bias else None
     mask = None
-    if v.mask == "bool":
+    if v.mask in BOOL_MASK_KINDS:
         mask = rng.random((b0, b1, m, n)) < 0.7
     elif v.mask == "add":
         with np.errstate(over="ignore"):
@@ -63,7 +63,7 @@ def inputs(v: Variant, sizes, seed=0):
 def check(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows=0):
     out = run(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows)
     ref = fused_attention_ref(q, kt, vv, bias, mask, scale=scale, trans_b=v.trans_b, causal=v.causal,
-                              zero_nan_rows=zero_nan_rows)
+                              zero_nan_rows=zero_nan_rows, mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None)
     assert out.dtype == NP[v.dtype] and out.shape == ref.shape
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return out, ref
@@ -91,6 +91,25 @@ def test_fully_masked_rows_are_zero(kernels):
     out, _ = check(kernels, v, q, kt, vv, bias, mask, 0.25)
     assert not np.any(out[0, 1, 2].astype(np.float32))
     assert not np.any(out[:, :, :4].astype(np.float32))  # causal, M - N = 4: rows 0..3 see no column
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mask_fill_rows_false_everywhere_are_uniform(kernels, dtype):
+    """mask "fill" (Where(mask, logits, lowest)): a row false everywhere is uniform, O = the mean of V's rows, where
+    "bool" makes it zeros; a NaN behind a false entry is never read; partly false rows are "bool"'s."""
+    fill, plain = Variant(dtype, True, True, "fill", False), Variant(dtype, True, True, "bool", False)
+    q, kt, vv, bias, mask = inputs(fill, (1, 2, 6, 9, 16, 8), seed=5)
+    mask[0, 1, 3] = False
+    q[0, 1, 3, 0] = np.nan  # its logits are all NaN, and all replaced
+    out, _ = check(kernels, fill, q, kt, vv, bias, mask, 0.25)
+    np.testing.assert_allclose(out[0, 1, 3].astype(np.float64), vv[0, 1].astype(np.float64).mean(axis=0),
+                               rtol=0, atol=ATOL[dtype])
+    zeros = run(kernels, plain, q, kt, vv, bias, mask, 0.25)
+    assert not np.any(zeros[0, 1, 3].astype(np.float32))
+    kept = np.ones(out.shape[:-1], bool)
+    kept[0, 1, 3] = False
+    np.testing.assert_allclose(out[kept].astype(np.float64), zeros[kept].astype(np.float64), rtol=0,
+                               atol=ATOL[dtype])
 
 
 def test_nan_and_inf(kernels):

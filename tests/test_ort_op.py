@@ -1,8 +1,8 @@
 """flashgemm::FusedGemmSoftmax through ONNX Runtime, on the CPU EP and (marked gpu) the CUDA EP, against the FP64
 reference and ORT's own ops.
 
-Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 48
-generic kernels, ~20 s; CUDA: the local GPU's arch with the committed databases' kernels and, on sm_90, the
+Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 64
+generic kernels, ~25 s; CUDA: the local GPU's arch with the committed databases' kernels and, on sm_90, the
 tensor-core kernels of test_cuda_tensor_core_kernel's variants, a few minutes, or a prebuilt one from
 $FLASHGEMM_TEST_CUDA_BUNDLE, made as the fixture makes it: python -m tests.test_ort_op DIR [TARGET]) into a temp dir
 and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
@@ -39,7 +39,7 @@ from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle, kern
 from flashgemm.ort.model import make_model
 from flashgemm import get_library_path
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, LIBRARY, LibraryError, providers, run, session_options
-from flashgemm.op.variant import ShapeError, canonicalize
+from flashgemm.op.variant import MASK_FILL, ShapeError, canonicalize
 from flashgemm.op.reference import fused_gemm_softmax_ref
 
 DTYPES = ["float16", "bfloat16"]
@@ -115,8 +115,9 @@ def rand(rng, shape, dtype, scale=1.0):
 
 
 def check(so, dtype, a_shape, b_shape, bias_shape=None, mask=None, scale=None, trans_b=0, causal=0, seed=0,
-          poke=None):
-    """Run the op on random inputs and compare with the reference. mask: None or a numpy array (bool or float).
+          poke=None, mask_fill=0):
+    """Run the op on random inputs and compare with the reference. mask: None or a numpy array (bool or float);
+    mask_fill: the op's attribute (a bool mask's false entries the dtype's lowest logit).
     poke: called with the feeds before the run (and the reference), to write special values into them. NaNs must
     come out exactly where the reference has them (assert_allclose's equal_nan)."""
     rng = np.random.default_rng(seed)
@@ -133,11 +134,12 @@ def check(so, dtype, a_shape, b_shape, bias_shape=None, mask=None, scale=None, t
         with np.errstate(over="ignore"):  # -1e9 -> -inf in float16, on purpose
             mask = feeds["mask"] = mask if mask.dtype == np.bool_ else mask.astype(NP[dtype])
     model = make_model(dtype, a.shape, b.shape, bias_shape, None if mask is None else mask.shape, mask_dtype,
-                       scale=scale, trans_b=trans_b, causal=causal)
+                       scale=scale, trans_b=trans_b, causal=causal, mask_fill=mask_fill)
     if poke is not None:
         poke(feeds)
     (p,) = run(session(so, model), feeds)
-    ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=trans_b, causal=causal)
+    ref = fused_gemm_softmax_ref(a, b, bias, mask, scale=scale, trans_b=trans_b, causal=causal,
+                                 mask_fill=MASK_FILL[dtype] if mask_fill else None)
     assert p.dtype == NP[dtype] and p.shape == ref.shape
     np.testing.assert_allclose(p.astype(np.float64), ref, rtol=0, atol=ATOL[dtype])
     return p, ref
@@ -180,6 +182,32 @@ def test_bool_mask(so, dtype, mask_shape):
     mask = np.random.default_rng(3).random(mask_shape) < 0.7
     mask.reshape(-1, mask.shape[-1])[0] = False  # one fully masked row (all rows of batch 0 for [2, 1, 1, N])
     check(so, dtype, [2, 3, 6, 10], [10, 12], [12], mask=mask)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_shape", [[2, 1, 6, 12], [2, 3, 6, 12]])
+def test_bool_mask_fill(so, dtype, mask_shape):
+    """mask_fill=1 (Where(mask, logits, lowest), torch's masked_fill with finfo.min): a false entry's logit is the
+    dtype's lowest, so a row false everywhere is uniform (1 / N) where a plain bool mask makes it zeros; a NaN behind
+    a false entry is never read; other rows as with a plain bool mask."""
+    mask = np.random.default_rng(3).random(mask_shape) < 0.7
+    mask[1, 0, 2] = False  # a row false everywhere (every head's, for [2, 1, M, N])
+
+    def poke(feeds):
+        feeds["A"][1, 0, 2, 0] = np.nan  # row 2 of batch 1, head 0: NaN logits, all replaced
+    p, _ = check(so, dtype, [2, 3, 6, 10], [10, 12], [12], mask=mask, mask_fill=1, poke=poke)
+    np.testing.assert_allclose(p[1, 0, 2].astype(np.float64), 1 / 12, rtol=0, atol=ATOL[dtype])
+    plain, _ = check(so, dtype, [2, 3, 6, 10], [10, 12], [12], mask=mask)
+    assert not np.any(plain[1, 0, 2].astype(np.float32))
+
+
+def test_mask_fill_needs_a_bool_mask(so):
+    """mask_fill=1 on an additive mask, or none: an error naming the attribute and the fix."""
+    model = make_model("float16", [2, 4, 8], [2, 8, 5], mask_shape=[5], scale=1.0, mask_fill=1)
+    feeds = {"A": np.zeros((2, 4, 8), np.float16), "B": np.zeros((2, 8, 5), np.float16),
+             "mask": np.zeros(5, np.float16)}
+    with pytest.raises(Exception, match=r"mask_fill=1 .* mask is float16 \(give a bool mask, or drop the attribute\)"):
+        run(session(so, model), feeds)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

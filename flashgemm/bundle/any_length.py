@@ -45,9 +45,11 @@ COMMON_VARIANTS = tuple(
     for bias, mask, causal in ((False, "none", False), (False, "add", False), (False, "bool", False),
                                (True, "none", False), (False, "none", True)))
 # FusedAttention's tensor-core kernels add a decoder's padding row (a bias) under the causal flag: what
-# flashgemm-rewrite --decoder-causal makes of every decoder export with a padding mask
-ATTENTION_COMMON_VARIANTS = COMMON_VARIANTS + tuple(Variant(dtype, True, True, "none", True)
-                                                    for dtype in ("float16", "bfloat16"))
+# flashgemm-rewrite --decoder-causal makes of every decoder export with a padding mask; and DeBERTa's sites: its
+# position terms a bias, its padding a bool mask with mask_fill (Where(~mask, lowest, scores))
+ATTENTION_COMMON_VARIANTS = COMMON_VARIANTS + tuple(Variant(dtype, True, True, mask, causal)
+                                                    for dtype in ("float16", "bfloat16")
+                                                    for mask, causal in (("none", True), ("fill", False)))
 
 
 def serves(k: int) -> bool:

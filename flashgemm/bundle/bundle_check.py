@@ -25,6 +25,7 @@ import numpy as np
 import tvm
 
 from flashgemm.op.reference import fused_attention_ref, fused_gemm_softmax_ref
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL
 
 from flashgemm.bundle.elf_check import elf_problem
 from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST, KernelLibraries, kernel_libraries
@@ -153,7 +154,7 @@ def inputs(fn: dict, sizes: tuple, seed: int = 0) -> tuple:
         mv[0, 0, 0, :] = -1e9  # a fully masked row: zeros, never NaN
         with np.errstate(over="ignore"):  # -1e9 overflows to -inf in fp16, as it does in real fp16 masks
             mask = mv.astype(nd)
-    elif fn["mask"] == "bool":
+    elif fn["mask"] in BOOL_MASK_KINDS:
         mask = rng.random((b0, b1, m, n)) > 0.2
         mask[0, 0, 0, :] = False
     scale = fn["scale"] if fn.get("scale") is not None else k ** -0.5
@@ -186,7 +187,8 @@ def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = N
         v[0, 0, n - 1, min(1, d - 1)] = np.nan
         poked.append(f"V[0,0,{n - 1},{min(1, d - 1)}]=nan")
         args.insert(2, tvm.runtime.tensor(v, dev))
-    kw = dict(scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]))
+    kw = dict(scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]),
+              mask_fill=MASK_FILL[dtype] if fn["mask"] == "fill" else None)
     # FusedAttention: both ways of its zero_nan_rows argument, NaN rows kept (the reference's NaN rows) and zeroed;
     # a kernel specialized on one (manifest "zero_nan_rows") that one, with the other passed: it must be ignored
     err, nan_ok, nan_rows = 0.0, True, None

@@ -540,7 +540,7 @@ def export_bundle(out_dir: os.PathLike, target_name: str, tuned: Iterable[TunedK
                   scale_twins: Optional[bool] = None, embed_ptx: bool = False, attention: bool = False,
                   tensor_core: Iterable[tuple] = (), attention_tuned: Iterable = (),
                   attention_tensor_core: Optional[Iterable[Variant]] = None) -> Path:
-    """Compile generic kernels for `variants` (default: all 48) plus the tuned kernels into one .so.
+    """Compile generic kernels for `variants` (default: all of Variant.all()) plus the tuned kernels into one .so.
     On sm_90 also FusedGemmSoftmax's tensor-core kernel (gemm_softmax_tensor_core_kernels) of every (variant, K) the
     bundle serves with a kernel of `tuned` (tuned, default-schedule or any-length) and of the (variant, K) pairs of
     `tensor_core`, where it takes that K: each serves every length of its K, past what the shape kernels cover.

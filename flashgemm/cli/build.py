@@ -102,8 +102,9 @@ def main(argv=None) -> int:
                          "wgmma on sm_90 at 64 and 128; 10-12 a variant), with the tiles tuned by flashgemm-tune "
                          "--attention under --db, for the variants of: common (the default) the dtypes, mask kinds "
                          "and causal masking exported models carry, with K transposed, and a decoder's padding bias "
-                         "under causal masking (flashgemm-rewrite --decoder-causal), plus those of the --from-model "
-                         "models; model: only those; all: all 48 (about 600 kernels, minutes on many cores). A "
+                         "under causal masking (flashgemm-rewrite --decoder-causal) and DeBERTa's bias and filled "
+                         "mask, plus those of the --from-model models; model: only those; all: all 64 (minutes on many "
+                         "cores). A "
                          "variant without them runs its generic kernel, slower than the unfused graph it replaces "
                          "(the op warns)")
     args = ap.parse_args(argv)
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
     from flashgemm import targets
     from flashgemm.bundle import attention_best, best  # noqa: PLC0415
     from flashgemm.tune import database
+    from flashgemm.op import variant  # noqa: PLC0415
 
     try:
         target = targets.resolve(args.target)
@@ -146,7 +148,7 @@ def main(argv=None) -> int:
             if attention_tc is not None:
                 _log(f"FusedAttention tensor-core kernels for {len(attention_tc)} variant(s) and those of tuned "
                      f"tiles; every other variant's FusedAttention runs its generic kernel (--attention all: all "
-                     f"48 variants)")
+                     f"{len(variant.Variant.all())} variants)")
         kernel_library.export_bundle(out, target, tuned, compile_limit_s=limit, embed_ptx=args.embed_ptx,
                                      attention=bool(args.attention), attention_tuned=attention_tuned,
                                      attention_tensor_core=attention_tc)

@@ -27,7 +27,7 @@ import math
 import tvm
 from tvm.script import tirx as T
 
-from flashgemm.op.variant import MASKED_AT_OR_BELOW, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, MASKED_AT_OR_BELOW, Variant
 
 NEG_INF = float("-inf")
 
@@ -73,7 +73,7 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
     sq, sk, sv = _strides("Q", 3), _strides("K", 3 if variant.trans_b else 2), _strides("V", 3)
     k_shape = (B0, B1, N, K) if variant.trans_b else (B0, B1, K, N)
     k_strides = (*sk, 1) if variant.trans_b else (*sk, N, 1)
-    mask_dtype = "uint8" if variant.mask == "bool" else dt
+    mask_dtype = "uint8" if variant.mask in BOOL_MASK_KINDS else dt
     has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
     recompute = chunk > 0  # (a Python bool: TVMScript evaluates the `if`s below while parsing)
     CW = max(int(chunk), 1)
@@ -91,6 +91,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif mask_kind == "bool":
             x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(NEG_INF))
+        elif mask_kind == "fill":
+            x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(MASK_FILL[dt]))
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
         return x

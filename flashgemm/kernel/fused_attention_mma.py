@@ -49,7 +49,8 @@ import tvm
 from tvm.script import tirx as T
 
 from flashgemm.kernel.fused_attention import zero_or_o
-from flashgemm.op.variant import ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, MASKED_AT_OR_BELOW, Variant
+from flashgemm.op.variant import (ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, BOOL_MASK_KINDS, MASK_FILL,
+                                  MASKED_AT_OR_BELOW, Variant)
 
 HEAD_SIZES = ATTENTION_HEAD_SIZES
 # the tile each head size ships with (warps, mt, bn, stages): the fastest of the measured sweep at W1-W3 (d = 64) and
@@ -57,6 +58,7 @@ HEAD_SIZES = ATTENTION_HEAD_SIZES
 TILES = {32: (4, 2, 64, 2), 64: (4, 2, 64, 2), 80: (4, 1, 64, 2), 96: (4, 1, 64, 2), 128: (4, 1, 32, 2)}
 ALIGN = 16  # bytes: every pointer (cp.async copies 16-byte chunks)
 LOG2E = 1.4426950408889634
+FLT_MAX = 3.4028234663852886e38  # float32's largest finite
 LOWEST = -3.4028234663852886e38
 PAD = 8  # elements of padding after each shared row
 # causal: V's non-finite values past a tile's diagonal are found by a first kernel, in V_SPLITS bands of rows a head
@@ -127,6 +129,9 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(-math.inf), x + mv * T.float32(LOG2E))
         elif mask_kind == "bool":
             x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x, T.float32(-math.inf))
+        elif mask_kind == "fill":  # (bfloat16's lowest in log2 units is past float32's: float32's lowest instead)
+            x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x,
+                         T.float32(max(MASK_FILL[dt] * LOG2E, -FLT_MAX)))
         if not bounded:
             return x
         ok = j < N
@@ -351,7 +356,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     dt = variant.dtype
     ab = "fp16" if dt == "float16" else "bf16"
     trans_b, mask_kind, causal = variant.trans_b, variant.mask, variant.causal
-    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    mask_dtype = "uint8" if mask_kind in BOOL_MASK_KINDS else dt
     BM, BN, D, NT = 16 * mt * warps, bn, d, 32 * warps
     DP = D + PAD  # a padded shared row of Q, K ([N, D]) and V
     BNP = BN + PAD  # a padded shared row of K as [D, N]

@@ -37,7 +37,7 @@ import tvm
 from tvm.script import tirx as T
 
 from flashgemm.kernel import fused_attention_mma as mma
-from flashgemm.op.variant import Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, Variant
 from flashgemm.tvm_ext.wgmma import smem_descriptor
 
 HEAD_SIZES = (64, 128)
@@ -190,7 +190,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     dt = variant.dtype
     ty = "f16" if dt == "float16" else "bf16"
     mask_kind, causal = variant.mask, variant.causal
-    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    mask_dtype = "uint8" if mask_kind in BOOL_MASK_KINDS else dt
     BM, BN, D, NT, NTS = pipe.BM, pipe.BN, pipe.D, pipe.NT, pipe.NTS
     DTS = D // 8  # n8 tiles of O
     o_mma = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ty}.{ty}"

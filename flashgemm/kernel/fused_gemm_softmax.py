@@ -34,7 +34,7 @@ from typing import Optional
 import tvm
 from tvm.script import tirx as T
 
-from flashgemm.op.variant import MASKED_AT_OR_BELOW, CanonicalShape, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
 NEG_INF = float("-inf")
 POS_INF = float("inf")
@@ -87,7 +87,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         bias_strides, mask_strides = _strides("bias", 4), _strides("mask", 4)
     else:
         a_strides = b_strides = bias_strides = mask_strides = None
-    mask_dtype = "uint8" if variant.mask == "bool" else dt
+    mask_dtype = "uint8" if variant.mask in BOOL_MASK_KINDS else dt
     # Runtime kernels accept any element-aligned pointer (ORT hands us user memory, e.g. numpy views),
     # unless the caller asks for more (tensor-core kernels: see runtime_func).
     align = align if strided else 64
@@ -109,6 +109,8 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif mask_kind == "bool":
             x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
+        elif mask_kind == "fill":
+            x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(MASK_FILL[dt]))
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
         return x
@@ -596,6 +598,9 @@ def _guarded_logit(variant: Variant, at, M, N):
             x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif variant.mask == "bool":
             x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x, T.float32(NEG_INF))
+        elif variant.mask == "fill":
+            x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x,
+                               T.float32(MASK_FILL[variant.dtype]))
         if variant.causal:
             x = T.if_then_else(vj > vi + (N - M), T.float32(NEG_INF), x)
         return T.if_then_else(tvm.tirx.And(vi < M, vj < N), x, T.float32(NEG_INF))

@@ -29,7 +29,7 @@ from tvm.script import tirx as T
 from flashgemm.kernel import fused_attention_mma as mma
 from flashgemm.kernel import fused_attention_wgmma as faw
 from flashgemm.kernel import fused_gemm_softmax as fgs
-from flashgemm.op.variant import Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, Variant
 
 HEAD_SIZES = faw.HEAD_SIZES  # the K this kernel takes
 # (warpgroups, bn, stages): the fastest of the measured tiles at W1-W3 and N = 1024 (K = 64) and at 2048 (K = 128)
@@ -56,7 +56,7 @@ def runtime_func(variant: Variant, k: int, wg: int = 0, bn: int = 128, stages: i
         wg, bn, stages = TILE[k]
     pipe = faw.Pipeline(variant, k, wg, bn, stages, with_v=False, names=("A", "B", "V"))
     dt, mask_kind, causal = variant.dtype, variant.mask, variant.causal
-    mask_dtype = "uint8" if mask_kind == "bool" else dt
+    mask_dtype = "uint8" if mask_kind in BOOL_MASK_KINDS else dt
     BM, BN, D, NT, NTS = pipe.BM, pipe.BN, pipe.D, pipe.NT, pipe.NTS
     B0, B1, M, N = pipe.B0, pipe.B1, pipe.M, pipe.N
     sq = pipe.sq

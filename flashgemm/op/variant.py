@@ -19,8 +19,12 @@ import math
 from typing import Optional, Sequence
 
 DTYPES = {"float16": "f16", "bfloat16": "bf16"}
-MASK_KINDS = ("none", "add", "bool")
+MASK_KINDS = ("none", "add", "bool", "fill")
+BOOL_MASK_KINDS = ("bool", "fill")  # the kinds whose mask is bool (a kernel's uint8)
 MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this (fp16's lowest finite) mask out
+# "fill" (a bool mask read as torch's masked_fill(~mask, torch.finfo(dtype).min)): a false entry's logit is the
+# dtype's lowest finite value, so that a row false everywhere is uniform, as the original Where + Softmax makes it
+MASK_FILL = {"float16": -65504.0, "bfloat16": -3.3895313892515355e38}
 # FusedAttention's tensor-core kernels (flashgemm/kernel/fused_attention_mma.py): the head sizes they serve (Q's and
 # V's equal), and the multiple of N they need with K as [D, N] (its rows copied in 16-byte chunks)
 ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 128)
@@ -39,7 +43,7 @@ class Variant:
     dtype: str = "float16"  # of A, B, bias, additive mask and P
     trans_b: bool = False  # B is [..., N, K]
     has_bias: bool = False
-    mask: str = "none"  # "none" | "add" (additive, same dtype) | "bool" (true = keep)
+    mask: str = "none"  # "none" | "add" (additive, same dtype) | "bool" (true = keep) | "fill" (bool, false = lowest)
     causal: bool = False  # bottom-right aligned: (i, j) is masked iff j > i + (N - M)
 
     def __post_init__(self):

@@ -17,7 +17,7 @@ import hashlib
 import re
 from typing import Optional
 
-from flashgemm.op.variant import ATTENTION_HEAD_SIZES, DTYPES, CanonicalShape, Variant, canonicalize
+from flashgemm.op.variant import ATTENTION_HEAD_SIZES, DTYPES, MASK_KINDS, CanonicalShape, Variant, canonicalize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Workload:
     scale: float = 1.0
     bias_shape: Optional[tuple] = None
     mask_shape: Optional[tuple] = None
-    mask_kind: str = "none"  # none | add | bool
+    mask_kind: str = "none"  # none | add | bool | fill (op.variant.MASK_KINDS)
     causal: bool = False
     # an any-length workload (flashgemm/bundle/any_length.py): the kernel of the any-length form whose bound is
     # this M x N, tuned at the bound (every call it serves is at most that long: its time there bounds theirs)
@@ -164,8 +164,8 @@ def parse(text: str, dtype: Optional[str] = None) -> Workload:
     if "mask" in fields:
         shape_text, _, kind = fields["mask"].partition(":")
         mask_shape, mask_kind = _shape(shape_text), (kind or "add")
-        if mask_kind not in ("add", "bool"):
-            raise ValueError(f"mask kind must be 'add' or 'bool', got {mask_kind!r}")
+        if mask_kind not in MASK_KINDS[1:]:
+            raise ValueError(f"mask kind must be one of {', '.join(MASK_KINDS[1:])}, got {mask_kind!r}")
     wl_dtype = dtype or fields.get("dtype", "float16")
     if wl_dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {wl_dtype!r}")

@@ -113,7 +113,10 @@ def _schema(attention: bool = False) -> defs.OpSchema:
         attributes=[defs.OpSchema.Attribute("scale", defs.OpSchema.AttrType.FLOAT, "logit scale", required=False),
                     defs.OpSchema.Attribute("transB", defs.OpSchema.AttrType.INT, "B is [..., N, K]", required=False),
                     defs.OpSchema.Attribute("causal", defs.OpSchema.AttrType.INT, "bottom-right causal mask",
-                                            required=False)]
+                                            required=False),
+                    defs.OpSchema.Attribute("mask_fill", defs.OpSchema.AttrType.INT,
+                                            "a bool mask's false entry is the type's lowest logit, not masked out "
+                                            "(Where(mask, logits, lowest))", required=False)]
         + ([defs.OpSchema.Attribute("zero_nan_rows", defs.OpSchema.AttrType.INT,
                                     "a NaN row of P is 0 (Where(IsNaN(P), 0, P) before P V)", required=False),
             defs.OpSchema.Attribute("bsnh", defs.OpSchema.AttrType.INTS,

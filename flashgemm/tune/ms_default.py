@@ -54,7 +54,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
 
 from flashgemm import targets
-from flashgemm.op.variant import MASK_KINDS, MASKED_AT_OR_BELOW, CanonicalShape, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, MASK_KINDS, MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
 from flashgemm.tune import database
 from flashgemm.spaces.intrinsics import register_intrinsics
@@ -132,7 +132,7 @@ def tensor_shapes(wl) -> dict:
     if v.has_bias:
         out["bias"] = (shape_of("bias", (c.b0, c.b1, c.m, c.n)), v.dtype)
     if v.mask != "none":
-        out["mask"] = (shape_of("mask", (c.b0, c.b1, c.m, c.n)), "uint8" if v.mask == "bool" else v.dtype)
+        out["mask"] = (shape_of("mask", (c.b0, c.b1, c.m, c.n)), "uint8" if v.mask in BOOL_MASK_KINDS else v.dtype)
     out["S"] = ((c.b0, c.b1, c.m, c.n), v.dtype)
     out["P"] = ((c.b0, c.b1, c.m, c.n), v.dtype)
     return out
@@ -172,6 +172,8 @@ def unfused_funcs(wl) -> dict:
             x = T.if_then_else(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(NEG_INF), x + mv)
         elif mask_kind == "bool":
             x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
+        elif mask_kind == "fill":
+            x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(MASK_FILL[v.dtype]))
         if causal:  # bottom-right aligned diagonal
             x = T.if_then_else(j > i + (N - M), T.float32(NEG_INF), x)
         return x

@@ -187,7 +187,8 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     v.trans_b = e.Int("trans_b") != 0;
     v.has_bias = e.Int("bias") != 0;
     v.mask = e.Str("mask");
-    if (v.mask != "none" && v.mask != "add" && v.mask != "bool") e.Fail("mask", "is not none|add|bool");
+    if (v.mask != "none" && v.mask != "add" && v.mask != "bool" && v.mask != "fill")
+      e.Fail("mask", "is not none|add|bool|fill");
     v.causal = e.Int("causal") != 0;
 
     // op (absent before format 2): which operator the kernel computes

@@ -23,7 +23,7 @@ struct VariantKey {
   bool bf16 = false;  // else float16
   bool trans_b = false;
   bool has_bias = false;
-  std::string mask = "none";  // none | add | bool
+  std::string mask = "none";  // none | add | bool | fill (bool, a false entry the lowest logit)
   bool causal = false;
 
   std::string Key() const;

@@ -170,6 +170,7 @@ FusedKernel::FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool a
                            ORT_INVALID_ARGUMENT);
     trans_b_ = BoolAttr(info, "transB");
     causal_ = BoolAttr(info, "causal");
+    mask_fill_ = BoolAttr(info, "mask_fill");
     if (attention_) {
       zero_nan_rows_ = BoolAttr(info, "zero_nan_rows");
       bsnh_ = BsnhAttr(info);
@@ -242,6 +243,10 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (mask.present && mask.type != t && mask.type != kBool)
     return fail(std::string("mask is ") + TypeName(mask.type) + "; it must be bool or the type of " + a_name + " (" +
                 TypeName(t) + ")");
+  if (mask_fill_ && !(mask.present && mask.type == kBool))
+    return fail(std::string("attribute mask_fill=1 gives a bool mask's false entries the lowest logit, but mask is ") +
+                (mask.present ? TypeName(mask.type) : std::string("absent")) +
+                " (give a bool mask, or drop the attribute)");
 
   // Shapes.
   CanonicalShape c;
@@ -266,7 +271,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   key.bf16 = t == kBF16;
   key.trans_b = trans_b_;
   key.has_bias = bias.present;
-  key.mask = !mask.present ? "none" : mask.type == kBool ? "bool" : "add";
+  key.mask = !mask.present ? "none" : mask.type != kBool ? "add" : mask_fill_ ? "fill" : "bool";
   key.causal = causal_;
   const Sizes sizes = c.sizes();
   uintptr_t bits = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(k_in) |

@@ -2,6 +2,8 @@
 // flashgemm::FusedAttention(Q, K, V, [bias], [mask]) -> O = FusedGemmSoftmax(Q, K, bias, mask) @ V, P never stored:
 // the same attributes, masks, broadcasting and special values; V [..., N, D] broadcasts to P's batch dims. Its own
 // attribute zero_nan_rows (0 | 1) makes a NaN row of P a zero row (O's row 0 · V), as exports of PyTorch's SDPA do.
+// Both ops' attribute mask_fill (0 | 1): a bool mask's false entry is T's lowest logit instead of masked out, as
+// Where(mask, logits, lowest) computes it (torch's masked_fill with finfo.min): a row false everywhere is uniform.
 //
 // Types: A, B, bias, an additive mask and P share one T in {float16, bfloat16}; the mask may instead be bool.
 // ORT infers a custom op's output type from the kernel registrations, so the op is registered once per T with A
@@ -41,6 +43,7 @@ class FusedKernel {
   bool attention_ = false;
   float scale_ = 1.0f;
   bool trans_b_ = false, causal_ = false, verbose_ = false;
+  bool mask_fill_ = false;  // a bool mask's false entry is T's lowest logit (the kernels' variant mask "fill")
   bool zero_nan_rows_ = false;  // FusedAttention: a NaN row of P is 0 (the SDPA export's Where(IsNaN(P), 0, P))
   Bsnh bsnh_{false, false, false, false};  // FusedAttention: which of Q, K, V, O are [batch, seq, heads, head size]
   bool packed_qkv_ = false;  // FusedAttention: Q, K, V one tensor [batch, seq, 3, heads, head size], given thrice
