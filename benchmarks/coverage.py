@@ -53,7 +53,10 @@ def _architectures() -> dict:
             vocab_size=128, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64)), "text"),
         "albert": text(tf.AlbertModel, tf.AlbertConfig, embedding_size=32),
         "electra": text(tf.ElectraModel, tf.ElectraConfig, embedding_size=32),
-        "deberta-v2": text(tf.DebertaV2Model, tf.DebertaV2Config),
+        # DeBERTa-v3's configuration (v3 is DebertaV2's code): disentangled attention (c2p, p2c) summed into the scores
+        "deberta-v2": text(tf.DebertaV2Model, tf.DebertaV2Config, relative_attention=True, pos_att_type=["p2c", "c2p"],
+                           position_buckets=8, max_relative_positions=-1, norm_rel_ebd="layer_norm",
+                           share_att_key=True, position_biased_input=False),
         "mpnet": text(tf.MPNetModel, tf.MPNetConfig),
         "clip-text": text(tf.CLIPTextModel, tf.CLIPTextConfig),
         "t5-encoder": (lambda: tf.T5EncoderModel(tf.T5Config(

@@ -37,7 +37,8 @@ from flashgemm.ort.model import make_site_models
 from flashgemm.ort.session import run, session_options
 
 BATCH = {"bert-large": 8, "vit-b16": 16, "whisper-enc": 4,  # issue 5's batch sizes
-         "mpnet-base": 16, "llama-3.2-1b": 4,  # an embedding batch; the causal prefill's (4 x 32 heads x 2048)
+         "mpnet-base": 16, "deberta-v3-base": 8, "llama-3.2-1b": 4,  # embedding and classifier batches; the causal
+         # prefill's (4 x 32 heads x 2048)
          "llama-3.2-1b-step": 4}  # the prefill's batch, one token each after its cache
 VIT_CLASSES = 1000
 

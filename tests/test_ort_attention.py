@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 
 from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle, kernel_libraries
 from flashgemm.op.reference import fused_attention_ref
-from flashgemm.op.variant import Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, Variant
 from flashgemm.ort.model import make_attention_model, make_model
 from flashgemm.ort.rewrite import count_ops, model_attention_variants, rewrite_file
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, providers, run, session_options
@@ -29,7 +29,8 @@ VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", T
             Variant("float16", False, False, "add", True), Variant("bfloat16", True, True, "add", False),
             Variant("bfloat16", False, False, "bool", True), Variant("float16", True, False, "none", True),
             Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False),
-            Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True)]
+            Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True),
+            Variant("float16", True, True, "fill", False), Variant("bfloat16", True, False, "fill", False)]
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -76,10 +77,11 @@ def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=N
                                  None if mask is None else mask.shape,
                                  None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
                                  scale=scale, trans_b=int(v.trans_b), causal=int(v.causal),
-                                 zero_nan_rows=zero_nan_rows)
+                                 zero_nan_rows=zero_nan_rows, mask_fill=int(v.mask == "fill"))
     (o,) = run(session(sess_opts, device, model), feeds)
     ref = fused_attention_ref(feeds["Q"], feeds["K"], feeds["V"], feeds.get("bias"), feeds.get("mask"), scale=scale,
-                              trans_b=v.trans_b, causal=v.causal, zero_nan_rows=zero_nan_rows)
+                              trans_b=v.trans_b, causal=v.causal, zero_nan_rows=zero_nan_rows,
+                              mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None)
     assert o.dtype == dt and o.shape == ref.shape, (o.shape, ref.shape)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return o, ref
@@ -104,10 +106,11 @@ def check_in_place(sess_opts, device, v: Variant, feeds, shapes, x, flags, rng, 
                                  None if mask is None else mask.shape,
                                  None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
                                  scale=d ** -0.5, trans_b=int(v.trans_b), causal=int(v.causal), bsnh=flags,
-                                 packed_qkv=packed_qkv)
+                                 packed_qkv=packed_qkv, mask_fill=int(v.mask == "fill"))
     (o,) = run(session(sess_opts, device, model), feeds)
     ref = fused_attention_ref(x["Q"], x["K"], x["V"], feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5,
-                              trans_b=v.trans_b, causal=v.causal)
+                              trans_b=v.trans_b, causal=v.causal,
+                              mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None)
     if flags[3]:
         ref = ref.transpose(HEADS)
     assert o.shape == ref.shape, (o.shape, ref.shape)
@@ -186,7 +189,7 @@ def test_packed_qkv_errors(sess_opts, device):
 
 
 def _mask(v: Variant, shape, rng):
-    if v.mask == "bool":
+    if v.mask in BOOL_MASK_KINDS:
         return rng.random(shape) < 0.7
     if v.mask == "add":
         with np.errstate(over="ignore"):
@@ -217,7 +220,7 @@ def test_tensor_core_kernel(sess_opts, device, v, d, zero_nan_rows, monkeypatch,
     rng = np.random.default_rng(4)
     mask = _mask(v, (b, 1, m, n), rng)
     if mask is not None:
-        mask[1, 0, 5] = False if v.mask == "bool" else -np.inf  # row 5 of batch 1: fully masked
+        mask[1, 0, 5] = False if v.mask in BOOL_MASK_KINDS else -np.inf  # row 5 of batch 1: fully masked
 
     def poke(feeds):
         feeds["Q"][0, 1, 3, 0] = np.nan
@@ -245,8 +248,8 @@ def test_tensor_core_kernel_one_row_bias_and_mask(sess_opts, device, v, m, d, mo
     rng = np.random.default_rng(6)
     mask = _mask(v, (b, 1, 1, n), rng)
     if mask is not None:
-        mask[0, 0, 0, 7] = True if v.mask == "bool" else 0.0
-        mask[1] = False if v.mask == "bool" else -np.inf
+        mask[0, 0, 0, 7] = True if v.mask in BOOL_MASK_KINDS else 0.0
+        mask[1] = False if v.mask in BOOL_MASK_KINDS else -np.inf
 
     def poke(feeds):
         if "bias" in feeds:
@@ -258,7 +261,7 @@ def test_tensor_core_kernel_one_row_bias_and_mask(sess_opts, device, v, m, d, mo
                  mask, scale=d ** -0.5, poke=poke)
     o = o.astype(np.float32)
     assert np.isnan(o[0]).all() if v.has_bias else np.isfinite(o[0]).all()
-    if mask is not None:
+    if mask is not None and v.mask != "fill":  # ("fill": batch 1's rows are uniform, the reference's)
         assert np.isnan(o[1, 0, :, 1]).all() and not np.any(np.delete(o[1], 1, axis=-1)) and not np.any(o[1, 1:])
     served = f"_{tensor_core_form(d)}_d{d}" if device == "cuda" else "_generic"
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
@@ -700,6 +703,36 @@ def test_rewrite_attention_relative_position_bias(sess_opts, device, name, paddi
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     attending = np.repeat(feeds["attention_mask"].any(axis=1, keepdims=True), feeds["attention_mask"].shape[1], 1)
     _assert_computes_original(o1, DATA / f"{name}.onnx", feeds, device, attending)
+
+
+@pytest.mark.parametrize("name", ["deberta-v3-base-tiny-dyn.f16", "deberta-v3-base-tiny-dyn-dynamo.f16"])
+@pytest.mark.parametrize("padding", ["right", "all"])
+@pytest.mark.parametrize("attention", [False, True], ids=["p", "attention"])
+def test_rewrite_batched_heads_and_masked_fill(sess_opts, device, name, padding, attention, tmp_path):
+    """DeBERTa computes its scores on [batch * heads, ...] views, adds its disentangled position terms and masks them
+    with Where(~mask, lowest, scores) after a Reshape to [batch, heads, ...]: both sites are lifted to 4-D and fused
+    (FusedGemmSoftmax, or with attention FusedAttention, P V lifted too) with the position terms as the bias, the
+    key's scale and transpose folded, and the mask as a bool mask with mask_fill=1; the rewritten model computes what
+    the original does at every token, the padding's (its rows uniform over every key in both) included."""
+    src, dst = DATA / f"{name}.onnx", tmp_path / f"{name}.rewritten.onnx"
+    report = rewrite_file(src, dst, attention=attention)
+    assert report.heads_lifted == 2 and len(report.fused) == 2 and not report.left_alone, report.text()
+    assert all(s.details["mask_fill"] == 1 and s.details["transB"] == 1 and "kscale" in s.details
+               for s in report.fused), report.text()
+    op = "FusedAttention" if attention else "FusedGemmSoftmax"
+    nodes = [n for n in onnx.load(str(dst)).graph.node if n.op_type == op]
+    assert len(nodes) == 2 and all(len(n.input) == 4 + attention and n.input[-2] and n.input[-1] and
+                                   helper.get_node_attr_value(n, "mask_fill") == 1 for n in nodes)
+    assert count_ops(dst, "Softmax") == 0 and count_ops(dst, "Where") == count_ops(src, "Where") - 2
+    if attention:  # V and O in place (Q and K feed the position terms too, so their Transposes stay)
+        assert report.attention == 2 and report.heads_transposes == 4 and not report.attention_left, report.text()
+        from flashgemm.bundle import any_length  # noqa: PLC0415
+        assert set(model_attention_variants(dst)) <= set(any_length.ATTENTION_COMMON_VARIANTS)  # the default build's
+    original = ort.InferenceSession(str(src), providers=providers(device))
+    feeds = _model_feeds(original, padded_out=padding == "all")
+    (o0,) = run(original, feeds)
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
 @pytest.mark.parametrize("name", ["bert-large-tiny.f16", "whisper-enc-tiny.f16"])

@@ -20,6 +20,7 @@ where the original rounds S, c*S and c*S+M to fp16). Hand-made single-site graph
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,11 +58,12 @@ P_ATOL = 2e-3
 @pytest.fixture(scope="module")
 def so(tmp_path_factory):
     """A bundle with only the kernels these tests use (float16, transB 0/1, bias 0/1; a bias and an additive mask;
-    a causal bias: ~8 s), the op library registered."""
+    a causal bias; a bool mask with mask_fill: ~8 s), the op library registered."""
     os.environ.pop("FLASHGEMM_BUNDLE_DIR", None)
     d = tmp_path_factory.mktemp("bundle_rewrite")
     variants = [Variant("float16", tb, b, "none", False) for tb in (False, True) for b in (False, True)] + \
-        [Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True)]
+        [Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True),
+         Variant("float16", True, False, "fill", False)]
     export_bundle(d, "llvm", variants=variants, log=lambda *a: None)
     return session_options(d)
 
@@ -340,9 +342,9 @@ def test_regenerate_tiny_models_match(tmp_path):
              ("llama-3.2-1b", DATA / "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16.onnx",
               {"dynamic_batch": True, "dynamic_seq": True, **DYNAMO_SDPA})] + \
             [("llama-3.2-1b-step", DATA / "llama-3.2-1b-step-tiny.f16.onnx", {})] + \
-            [("mpnet-base", DATA / f"mpnet-base-tiny-dyn{how}.f16.onnx",
+            [(name, DATA / f"{name}-tiny-dyn{how}.f16.onnx",
               {"dynamic_batch": True, "dynamic_seq": True, **({"exporter": "dynamo"} if how else {})})
-             for how in ("", "-dynamo")]
+             for name in ("mpnet-base", "deberta-v3-base") for how in ("", "-dynamo")]
     for name, path, dyn in cases:
         new = onnx.load(str(models.export(name, tmp_path, tiny=True, dtype="float16", batch=2, log=lambda *a: None,
                                           **dyn)))
@@ -524,6 +526,56 @@ def test_softmax_axis(tmp_path, axis, fused):
     if not fused:
         assert "not the last axis" in report.left_alone[0].reasons[0]
         assert dst.read_bytes() == src.read_bytes()
+
+
+def _masked_fill(model, fill, keep_first: bool, negated: bool):
+    """`model` (attention(): Softmax(Mul(MatMul, c))) with the scaled scores masked by a Where before the Softmax:
+    Where(Not(keep), fill, scores) (keep_first False) or Where(keep, scores, fill), keep a bool input [2, 1, 5, 7];
+    negated: the condition is a Not of its own (a Not node that the rewrite keeps) rather than Not(keep)."""
+    g = model.graph
+    softmax = g.node[-1]
+    g.input.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, [2, 1, 5, 7]))
+    g.initializer.append(helper.make_tensor("fill", TensorProto.FLOAT16, [], np.array(fill, np.float16).reshape(1)
+                                            .view(np.uint16).tobytes(), raw=True))
+    cond = "keep"
+    if not keep_first:
+        g.node.insert(len(g.node) - 1, helper.make_node("Not", ["keep"], ["drop"]))
+        cond = "drop"
+    if negated:  # Where(Not(Not(drop)), ...) is Where(keep, ...): the rewrite's mask is Not(drop)'s input
+        g.node.insert(len(g.node) - 1, helper.make_node("Not", [cond], ["cond2"]))
+        cond, keep_first = "cond2", not keep_first
+    ins = [cond, softmax.input[0], "fill"] if keep_first else [cond, "fill", softmax.input[0]]
+    g.node.insert(len(g.node) - 1, helper.make_node("Where", ins, ["Sw"]))
+    softmax.input[0] = "Sw"
+    return model
+
+
+@pytest.mark.parametrize("keep_first,negated", [(False, False), (True, False), (False, True)],
+                         ids=["fill-where-true", "fill-where-false", "not-of-a-not"])
+def test_masked_fill_becomes_a_bool_mask_with_mask_fill(so, tmp_path, keep_first, negated):
+    """Softmax(Where(~keep, lowest, scores)) (torch's masked_fill with finfo.min, as DeBERTa masks its scores) or
+    Where(keep, scores, lowest): the op's bool mask with mask_fill=1, the same function, a row masked everywhere
+    (uniform over every key) included."""
+    report, src, dst = _rewrite_proto(_masked_fill(attention(), -65504.0, keep_first, negated), tmp_path)
+    assert len(report.fused) == 1 and report.fused[0].details["mask_fill"] == 1, report.text()
+    (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedGemmSoftmax"]
+    assert helper.get_node_attr_value(node, "mask_fill") == 1 and node.input[2] == ""
+    assert rewrite.count_ops(dst, "Where") == 0
+    feeds = _qkm()
+    feeds["keep"] = np.random.default_rng(1).random((2, 1, 5, 7)) < 0.6
+    feeds["keep"][1, 0, 3] = False  # a row masked everywhere
+    _compare(so, src, dst, feeds)
+    (p1,) = run(ort.InferenceSession(str(dst), so, providers=CPU), feeds, ["P"])
+    np.testing.assert_allclose(p1[1, :, 3].astype(np.float64), 1 / 7, rtol=0, atol=P_ATOL)
+
+
+@pytest.mark.parametrize("fill,needle", [(-np.inf, "is not a one-element constant|with -inf"),
+                                         (-10000.0, "with -10000: the op's mask_fill takes float16's lowest")])
+def test_masked_fill_of_another_value_left_alone(tmp_path, fill, needle):
+    """A Where that fills with anything but the dtype's lowest is another function (with -inf a row masked everywhere
+    is NaN): left alone, with the reason."""
+    report, _, _ = _rewrite_proto(_masked_fill(attention(), fill, False, False), tmp_path)
+    assert not report.fused and re.search(needle, report.left_alone[0].reasons[0]), report.text()
 
 
 def test_non_constant_scale_left_alone(tmp_path):

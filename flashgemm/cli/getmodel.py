@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Export the seed models to ONNX (PyTorch + transformers, published configs written in code, seeded random weights).
 
-    flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|mpnet-base|llama-3.2-1b|llama-3.2-1b-step|all
-                        [--tiny]
+    flashgemm-getmodel --model bert-large|bert-small|vit-b16|whisper-enc|mpnet-base|deberta-v3-base|llama-3.2-1b|
+                               llama-3.2-1b-step|all [--tiny]
                         [--dtype float32|float16]
                         [--batch N] [--dynamic-batch] [--dynamic-seq] [--exporter torchscript|dynamo]
                         [--attention eager|sdpa] [--seed S] [--out DIR]
@@ -13,6 +13,8 @@
     whisper-enc  Whisper large-v2 encoder (openai/whisper-large-v2 config), 80 mel x 3000 frames -> 1500 positions
     mpnet-base   MPNet (sentence-transformers/all-mpnet-base-v2 config), seq 384: a relative position bias and the
                  padding mask added to the scores (eager attention only: transformers has no SDPA for it)
+    deberta-v3-base  DeBERTa-v3 (microsoft/deberta-v3-base config), seq 512: disentangled attention on [batch * heads]
+                 views, its padding mask a Where(~mask, lowest, scores) (eager attention only)
     llama-3.2-1b a decoder (meta-llama/Llama-3.2-1B config: 16 layers, 32 query heads of 64 sharing 8 key/value
                  heads, rotary positions), its prefill at seq 2048 without the LM head, inputs input_ids +
                  attention_mask ("all" is the first, third and fourth)
@@ -25,8 +27,8 @@ with `--model all --tiny --dtype float16 --batch 2 --out tests/data`, the -dynb 
 bert-large-tiny-dyn with `--model bert-large --tiny --batch 2 --dynamic-batch --dynamic-seq --out tests/data`; the
 -dynamo-sdpa ones as those with `--exporter dynamo --attention sdpa`; llama-3.2-1b-tiny-dyn with `--model
 llama-3.2-1b --tiny --batch 2 --dynamic-batch --dynamic-seq`, with and without the dynamo flags, and
-mpnet-base-tiny-dyn alike, with `--exporter dynamo` and eager attention; llama-3.2-1b-step-tiny with `--model
-llama-3.2-1b-step --tiny --batch 2`).
+mpnet-base-tiny-dyn and deberta-v3-base-tiny-dyn alike, with `--exporter dynamo` and eager attention;
+llama-3.2-1b-step-tiny with `--model llama-3.2-1b-step --tiny --batch 2`).
 --exporter dynamo --attention sdpa: what torch.onnx.export and transformers write by default today (the default here,
 torchscript and eager, is what the benchmarks use).
 Output: DIR/<model>[-tiny][-dynb|-dyns|-dyn][-dynamo][-sdpa].<f32|f16>.onnx (symbolic batch | sequence | both),

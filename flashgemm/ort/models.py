@@ -1,5 +1,5 @@
-"""Seed models as ONNX: BERT-Large, ViT-B/16, the Whisper (large-v2) encoder, MPNet and a decoder (Llama 3.2 1B),
-exported with PyTorch + transformers.
+"""Seed models as ONNX: BERT-Large, ViT-B/16, the Whisper (large-v2) encoder, MPNet, DeBERTa-v3 and a decoder
+(Llama 3.2 1B), exported with PyTorch + transformers.
 
     from flashgemm.ort.models import export
     path = export("bert-large", out_dir="build/models", dtype="float16", batch=1)
@@ -35,6 +35,11 @@ built from the 2-D `attention_mask` input; the example input used for tracing ha
 MPNet (all-mpnet-base-v2's config, a sentence-embedding model): its scores get a relative position bias, gathered
 from a table [32 buckets, heads] and broadcast to [B, h, S, S], and then the padding mask, two Adds before the
 Softmax (transformers has no SDPA attention for it: eager only, by either exporter).
+
+DeBERTa-v3 (deberta-v3-base's config): disentangled attention, its scores a batched MatMul on [batch * heads,
+sequence, head size] views plus the content-to-position and position-to-content terms (gathered from the queries'
+and keys' products with the relative position embeddings), reshaped to [B, h, S, S] and masked by
+Where(~mask, lowest, scores) with the mask [B, 1, S, S] (eager only, by either exporter).
 
 Llama 3.2 1B: the decoder stack (LlamaModel, no LM head, no KV cache: a prefill's hidden states) at seq 2048 and
 batch 4, the causal prefill's attention shape (32 heads x 2048 x 2048 x 64). Its attention differs from the
@@ -136,6 +141,19 @@ def _mpnet_tiny() -> dict:
                 intermediate_size=128, max_position_embeddings=34)
 
 
+def _deberta_v3_base() -> dict:  # (microsoft/deberta-v3-base)
+    return dict(vocab_size=128100, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                max_position_embeddings=512, type_vocab_size=0, initializer_range=0.02, layer_norm_eps=1e-7,
+                relative_attention=True, max_relative_positions=-1, position_buckets=256, norm_rel_ebd="layer_norm",
+                share_att_key=True, pos_att_type=["p2c", "c2p"], position_biased_input=False, pad_token_id=0)
+
+
+def _deberta_tiny() -> dict:
+    return dict(_deberta_v3_base(), vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=128, max_position_embeddings=64, position_buckets=8)
+
+
 def _llama_3_2_1b() -> dict:  # (meta-llama/Llama-3.2-1B)
     return dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                 num_attention_heads=32, num_key_value_heads=8, head_dim=64, hidden_act="silu",
@@ -195,6 +213,7 @@ def _token_model(model: str, config: str, init: Optional[dict] = None, call: Opt
 
 _bert = _token_model("BertModel", "BertConfig", init={"add_pooling_layer": False})
 _mpnet = _token_model("MPNetModel", "MPNetConfig", init={"add_pooling_layer": False})
+_deberta = _token_model("DebertaV2Model", "DebertaV2Config")
 # the decoder stack without the LM head: a prefill's hidden states, no KV cache
 _llama = _token_model("LlamaModel", "LlamaConfig", call={"use_cache": False})
 
@@ -312,6 +331,8 @@ SPECS = {
         "last_hidden_state", "encoder_layers"),
     "mpnet-base": _token_spec("mpnet-base", "sentence-transformers/all-mpnet-base-v2", _mpnet_base, _mpnet_tiny,
                               _mpnet, 384),
+    "deberta-v3-base": _token_spec("deberta-v3-base", "microsoft/deberta-v3-base", _deberta_v3_base, _deberta_tiny,
+                                   _deberta, 512),
     "llama-3.2-1b": _token_spec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama, 2048),
     "llama-3.2-1b-step": ModelSpec(
         "llama-3.2-1b-step", "meta-llama/Llama-3.2-1B", _llama_3_2_1b, _llama_tiny, _llama_step,

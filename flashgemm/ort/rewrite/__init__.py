@@ -7,8 +7,10 @@
 Five rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; those that match Add or Mul with
 `commute=True`, so Add(mask, s) and Mul(c, s) match as well as Add(s, mask) and Mul(s, c)):
 
-1. FuseScoresSoftmax   Softmax( [Add( [Mul(S, c) | Div(S, c) | S] , M )] ),  S = MatMul(A, B)
-                         -> FusedGemmSoftmax(A, B, [bias=M]; scale = c | 1/c | 1, transB=0, causal=0)
+1. FuseScoresSoftmax   Softmax( [Where(~keep, lowest, ] [Add( [Mul(S, c) | Div(S, c) | S] , M )] [)] ),
+                         S = MatMul(A, B)
+                         -> FusedGemmSoftmax(A, B, [bias=M], [keep; mask_fill=1]; scale = c | 1/c | 1, transB=0,
+                            causal=0)
 2. FoldKeyScale        FusedGemmSoftmax(A, Mul(X, c) | Div(X, c); scale s) -> FusedGemmSoftmax(A, X; scale s*c | s/c)
                          (PyTorch's SDPA export scales Q and K^T each by sqrt(scale))
 3. FoldBatchedTransposeB  FusedGemmSoftmax(A, Reshape(Transpose(Reshape(K, [-1, n, d]), [0,2,1]), [..., d, n]);
@@ -25,6 +27,9 @@ narrow_masks gives the op one that is a broadcast of a narrower one (an Expand, 
 causal_masks recognizes a decoder's causal rule in a bias (taken as the causal flag with decoder_causal). With
 attention, FusedAttention's passes follow (fuse_attention, fold_heads_transposes, pack_qkv_projections).
 
+Before the rules, lift_batched_heads (module batched) gives attention computed on [batch * heads, ...] views (DeBERTa:
+batched 3-D MatMuls, a Reshape to [batch, heads, ...] before the mask) its 4-D form, which they match.
+
 Rule 1 fuses only what is provably the same function (everything it declines is reported with the reason):
   - Softmax over the last axis: axis -1, or axis == rank-1 with the rank known (opset < 13's default axis 1 too,
     when the rank is 2; its 2-D coercion at the last axis is the row softmax);
@@ -33,13 +38,18 @@ Rule 1 fuses only what is provably the same function (everything it declines is 
     each site changes its numerics (and e.g. turns a -3.4e38 mask into -inf) - that is not a rewrite but a
     different model; export the model in float16 instead (flashgemm-getmodel --dtype float16);
   - A and B of known rank >= 2 (ONNX MatMul's 1-D promotion is not the op's contract);
-  - the scale is a constant (initializer or Constant, not a graph input) with exactly one element, finite (and
-    non-zero for Div), of rank <= the scores' rank (so it cannot broadcast the scores to a larger shape);
+  - the scale is a constant (initializer or Constant, not a graph input; or computed from static dims of a shape,
+    as DeBERTa's sqrt of its head size: values.shape_constant) with exactly one element, finite (and non-zero for
+    Div), of rank <= the scores' rank (so it cannot broadcast the scores to a larger shape);
   - the added operand M is unidirectionally broadcastable to the scores: rank <= theirs, and each of its dims
     (aligned right) is 1 or provably equal to the scores' dim (same number, or same symbolic name). An unknown
     dim, or a symbolic dim against a different one, is not provable: the site is left alone. M goes in as the
     op's `bias` input, which is added exactly as Add adds it (the op's `mask` input would instead zero rows whose
     entries are all <= -65504, which ONNX's Add + Softmax does not);
+  - a Where before the Softmax (torch's masked_fill, as DeBERTa masks its scores) must fill with the dtype's lowest
+    (-65504 in float16): its condition, bool and broadcastable, becomes the op's bool mask with mask_fill=1, whose
+    false entries take that logit as the Where gives it (a row masked everywhere is uniform, as the original's);
+    -inf or another fill is another function and is left alone;
   - for scores of rank >= 5 the shapes must be static and accepted by the op's canonicalization (the kernels take
     at most two independent batch dims; rank <= 4 always fits).
 Shapes: infer_shapes (onnx's inference, also on a constant-folded clone) and then infer_symbolic_shapes (onnxruntime's
@@ -57,8 +67,9 @@ c (Whisper: 64^-0.5 = 0.125) the fp16 product X*c is itself exact, for SDPA's sq
 (the folded op then rounds less than the export).
 
 The modules, one a role: report (the Report), values (reading a graph's values), shapes (shape inference),
-scores (the rules), masks (the fused sites' masks), attention (FusedAttention's passes), pipeline (rewrite_model,
-rewrite_file: the passes in order), workloads (what a model needs built).
+batched (the [batch * heads] views lifted), scores (the rules), masks (the fused sites' masks), attention
+(FusedAttention's passes), pipeline (rewrite_model, rewrite_file: the passes in order), workloads (what a model needs
+built).
 """
 from __future__ import annotations
 

@@ -81,6 +81,8 @@ def drop_constant_masks(model: ir.Model, report: Report) -> None:
             if val is None or not (np.all(val) if val.dtype == np.bool_ else np.all(val == 0)):
                 continue
             node.replace_input_with(slot, None)
+            if slot == 3:  # (a bool mask that keeps everything fills nothing)
+                node.attributes.pop("mask_fill", None)
             report.constant_masks_dropped += 1
             site = site_of(report, node)
             if site is not None:

@@ -17,6 +17,7 @@ from flashgemm.ort.rewrite.masks import drop_constant_masks, narrow_masks, causa
 from flashgemm.ort.rewrite.scores import (FuseScoresSoftmax, FoldTransposeB, FoldKeyScale, FoldBatchedTransposeB,
                                           FoldQueryScale, probe_sites)
 from flashgemm.ort.rewrite.attention import fuse_attention, fold_heads_transposes, pack_qkv_projections
+from flashgemm.ort.rewrite.batched import lift_batched_heads
 
 
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # protobuf's 2 GB limit, with margin
@@ -36,6 +37,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     report = Report(model=name, dtype=dtype_of(model))
     if note:
         report.notes.append(note)
+    report.heads_lifted = lift_batched_heads(model)  # (DeBERTa's [batch * heads, ...] views, before the rules see them)
     # 1. which sites are candidates, and why some are declined (no changes to the model)
     probe_report = Report()
     probe_sites(model, probe_report)

@@ -31,6 +31,7 @@ class Report:
     constant_masks_dropped: int = 0  # all-zero biases / all-true masks made of constants (drop_constant_masks)
     masks_narrowed: int = 0  # biases / masks given to the op without an always-true broadcasting term (narrow_masks)
     causal_taken: int = 0  # sites given a decoder mask's causal rule as the causal flag (causal_masks, take=True)
+    heads_lifted: int = 0  # sites computed on [batch * heads, ...] views, lifted to 4-D first (lift_batched_heads)
     decoder_causal: bool = False  # the flag was asked for (rewrite_model(decoder_causal=True))
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
@@ -53,12 +54,16 @@ class Report:
                  + (f"; a bias of zeros or an all-true mask, made of constants, dropped at "
                     f"{self.constant_masks_dropped}" if self.constant_masks_dropped else "")
                  + (f"; a bias or mask narrowed (an always-true broadcasting term dropped) at {self.masks_narrowed}"
-                    if self.masks_narrowed else "")]
+                    if self.masks_narrowed else "")
+                 + (f"; scores of [batch * heads, ...] views lifted to [batch, heads, ...] at {self.heads_lifted}"
+                    if self.heads_lifted else "")]
         for s in self.fused:
             d = s.details
             terms = {"summed": " (two added terms summed into the bias)",
                      "a term of zeros left out": " (an added term of zeros left out)"}.get(d.get("bias_terms"), "")
-            if "mask_shape" in d:
+            if "mask_fill" in d:
+                terms += f" mask=bool {d['mask_shape']} (Where(mask, scores, lowest): mask_fill=1)"
+            elif "mask_shape" in d:
                 terms = f" mask=add {d['mask_shape']} (a second added term)"
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
                          f"bias={'yes ' + str(d['bias_shape']) if d['bias'] else 'no'}{terms}"
@@ -116,7 +121,7 @@ class Report:
                 "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
                 "qkv_packed": self.qkv_packed,
                 "constant_masks_dropped": self.constant_masks_dropped, "masks_narrowed": self.masks_narrowed,
-                "causal_taken": self.causal_taken,
+                "causal_taken": self.causal_taken, "heads_lifted": self.heads_lifted,
                 "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 

@@ -9,9 +9,10 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
-from flashgemm.op.variant import MASKED_AT_OR_BELOW, canonicalize
+from flashgemm.op.variant import MASK_FILL, MASKED_AT_OR_BELOW, canonicalize
 from flashgemm.ort.op_schema import DOMAIN
-from flashgemm.ort.rewrite.values import (SUPPORTED, SiteRejected, reject, shape_of, fmt_dims, constant_scalar, attr_of,
+from flashgemm.ort.rewrite.values import (SUPPORTED, SiteRejected, reject, shape_of, fmt_dims, constant_array,
+                                          constant_scalar, attr_of,
                                           same_dim, dtype_name)
 from flashgemm.ort.rewrite.report import Report, node_name, site_of
 from flashgemm.ort.rewrite.masks import constant_values
@@ -85,19 +86,23 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
         self.report = report
         self._attrs = None
 
-    def pattern(self, op, a, b, c, m, m2):
+    def pattern(self, op, a, b, c, m, m2, cond, fill):
         s = op.MatMul(a, b, _outputs=["scores"])
         scaled = pattern.OrValue([op.Mul(s, c), op.Div(s, c), s], tag_var="scaling",
                                  tag_values=["Mul", "Div", "None"])
         masked = pattern.OrValue([op.Add(op.Add(scaled, m), m2), op.Add(scaled, m), scaled], tag_var="adds",
                                  tag_values=[2, 1, 0])
-        return op.Softmax(masked, _allow_other_attributes=True, _outputs=["probs"])
+        filled = pattern.OrValue([op.Where(cond, fill, masked), op.Where(cond, masked, fill), masked],
+                                 tag_var="where", tag_values=["fill_where_true", "fill_where_false", None])
+        return op.Softmax(filled, _allow_other_attributes=True, _outputs=["probs"])
 
-    def check(self, context, a, b, c, m, scores, probs, scaling, adds, m2=None, **_):
+    def check(self, context, a, b, c, m, scores, probs, scaling, adds, where, m2=None, cond=None, fill=None, **_):
         softmax = probs.producer()
         site = self.report.site(node_name(softmax)) if self.report is not None else None
         try:
             self._attrs = self._check(context, a, b, c, m, m2, scores, probs, scaling, adds)
+            if where is not None:
+                self._attrs.update(self._check_where(cond, fill, where, scores.dtype or a.dtype))
         except SiteRejected as e:
             if site is not None:
                 site.reasons.append(e.reason)
@@ -168,7 +173,32 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
         return {"scale": float(np.float32(scale)), "bias": bool(adds), "bias_shape": m_shape, "how": how,
                 "dtype": SUPPORTED[dtype], "shape": s_shape, "k": a_shape[-1]}
 
-    def rewrite(self, op, a, b, c, m, scores, probs, adds, m2=None, **_):
+    def _check_where(self, cond, fill, where, dtype) -> dict:
+        """Where(cond, lowest, scores) (or Where(cond, scores, lowest)) before the Softmax: the op's bool mask with
+        mask_fill, which gives its false entries the dtype's lowest logit exactly as the Where does (a row false
+        everywhere is then uniform, as here). Any other fill is another function: -inf makes such a row NaN."""
+        attrs = self._attrs
+        if attrs["how"] and attrs["how"][0] == "bias and additive mask":  # the op's mask slot is the Where's
+            attrs["how"] = ("summed", *attrs["how"][1:])
+            attrs["bias_shape"] = _broadcast_dims(shape_of(attrs["how"][1]), shape_of(attrs["how"][2]))
+        if cond.dtype != ir.DataType.BOOL:
+            reject(f"Where's condition is {dtype_name(cond.dtype)}, not bool", cond)
+        c_shape = shape_of(cond)
+        if c_shape is None:
+            reject("Where's condition: shape unknown, cannot prove it broadcasts to the scores", cond)
+        _check_broadcast(c_shape, attrs["shape"])
+        lowest = MASK_FILL[SUPPORTED[dtype]]
+        value = constant_array(fill)
+        if value is None or value.size != 1 or value.ndim > len(attrs["shape"]):
+            reject("Where's fill is not a one-element constant", fill)
+        value = float(np.asarray(value, np.float64).reshape(()))
+        if value != lowest:
+            reject(f"Where fills the masked scores with {value:g}: the op's mask_fill takes {dtype_name(dtype)}'s "
+                   f"lowest, {lowest:g}, alone (with another fill a row masked everywhere is another function)",
+                   fill)
+        return {"where": where, "mask_shape": c_shape}
+
+    def rewrite(self, op, a, b, c, m, scores, probs, adds, where, m2=None, cond=None, **_):
         attrs = self._attrs
         how = attrs["how"]
         if how and how[0] == "summed":
@@ -176,7 +206,12 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
             inputs[2].type, inputs[2].shape = m.type, ir.Shape(attrs["bias_shape"])
         else:
             inputs = [a, b, *how[1:]]
-        out = op.FusedGemmSoftmax(*inputs, scale=attrs["scale"], transB=0, causal=0, _domain=DOMAIN)
+        extra = {}
+        if where is not None:  # the op's mask keeps where the Where does not fill
+            keep = cond if where == "fill_where_false" else _negated(op, cond)
+            inputs = inputs[:3] + [None] * (3 - len(inputs)) + [keep]
+            extra["mask_fill"] = 1
+        out = op.FusedGemmSoftmax(*inputs, scale=attrs["scale"], transB=0, causal=0, **extra, _domain=DOMAIN)
         out.type, out.shape = probs.type, probs.shape
         if self.report is not None:
             site = self.report.site(node_name(probs.producer()))
@@ -185,11 +220,27 @@ class FuseScoresSoftmax(pattern.RewriteRuleClassBase):
                 site.details["bias_terms"] = how[0] if how[0] != "bias" else "a term of zeros left out"
             if how and how[0] == "bias and additive mask":
                 site.details["mask_shape"] = shape_of(how[2])
+            if where is not None:
+                site.details["mask_shape"], site.details["mask_fill"] = attrs["mask_shape"], 1
             site.details["transB"] = 0
             site.details["lengths"] = [d if isinstance(d, int) else str(d) for d in attrs["shape"][-2:]]
             site.details["k"] = attrs["k"] if isinstance(attrs["k"], int) else str(attrs["k"])
             out.producer().name = "FusedGemmSoftmax:" + site.softmax  # so rules 2-5 can find the site
         return out
+
+
+def _negated(op, cond: ir.Value) -> ir.Value:
+    """Not(cond): x where cond = Not(x) (through Casts of a bool to bool), else a new Not."""
+    v = cond
+    while v.producer() is not None and v.producer().op_type == "Cast" and v.producer().domain == "" and \
+            v.producer().inputs[0].dtype == ir.DataType.BOOL:
+        v = v.producer().inputs[0]
+    p = v.producer()
+    if p is not None and p.op_type == "Not" and p.domain == "":
+        return p.inputs[0]
+    out = op.Not(cond)
+    out.type, out.shape = cond.type, cond.shape
+    return out
 
 
 def _fgs(op, a, b, rest_name="fgs"):
@@ -200,8 +251,9 @@ def _fgs(op, a, b, rest_name="fgs"):
 def _emit(op, fgs: ir.Node, a, b, *, scale: float, trans_b: int):
     rest = list(fgs.inputs[2:])
     causal = fgs.attributes.get("causal")
+    extra = {"mask_fill": 1} if attr_of(fgs, "mask_fill", 0) else {}
     out = op.FusedGemmSoftmax(a, b, *rest, scale=float(np.float32(scale)), transB=int(trans_b),
-                              causal=causal.as_int() if causal is not None else 0, _domain=DOMAIN)
+                              causal=causal.as_int() if causal is not None else 0, **extra, _domain=DOMAIN)
     old = fgs.outputs[0]
     out.type, out.shape = old.type, old.shape
     out.producer().name = fgs.name

@@ -61,6 +61,67 @@ def constant_array(v: Optional[ir.Value]) -> Optional[np.ndarray]:
     return None
 
 
+# ops a scale computed from a head size goes through (DeBERTa's TorchScript export: Cast(Sqrt(Mul(Cast(Squeeze(
+# Slice(Shape(q)))), 3)))), evaluated by shape_constant
+_SHAPE_ARITHMETIC = ("Cast", "Sqrt", "Mul", "Div", "Add", "Sub", "Squeeze", "Unsqueeze", "Identity", "Reshape",
+                     "Concat", "Pow")
+
+
+def shape_constant(v: Optional[ir.Value], depth: int = 12) -> Optional[np.ndarray]:
+    """v's value where it is computed from constants and from the static dims of other values' shapes (a Shape, or
+    a Slice or Gather of one with constant indices, that reads only dims known as numbers) by arithmetic
+    (_SHAPE_ARITHMETIC, each node run by onnx's reference evaluator); else None."""
+    arr = constant_array(v)
+    if arr is not None or v is None or depth == 0:
+        return arr
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return None
+    if p.op_type == "Shape" or p.op_type in ("Slice", "Gather") and p.inputs[0] is not None and \
+            p.inputs[0].producer() is not None and p.inputs[0].producer().op_type == "Shape":
+        shape_node = p if p.op_type == "Shape" else p.inputs[0].producer()
+        dims = shape_of(shape_node.inputs[0])
+        if dims is None:
+            return None
+        start = shape_node.attributes.get("start")
+        end = shape_node.attributes.get("end")
+        dims = dims[start.as_int() if start else None:end.as_int() if end else None]
+        picked = np.arange(len(dims))
+        if p.op_type != "Shape":
+            args = [constant_array(i) for i in p.inputs[1:]]
+            if any(a is None for a in args):
+                return None
+            picked = _evaluate(p, [picked] + args)
+        if picked is None or any(not isinstance(dims[i], int) for i in np.ravel(picked)):
+            return None
+        return np.asarray([dims[i] for i in np.ravel(picked)], np.int64).reshape(np.shape(picked))
+    if p.op_type not in _SHAPE_ARITHMETIC:
+        return None
+    args = [None if i is None else shape_constant(i, depth - 1) for i in p.inputs]
+    if any(a is None and i is not None for a, i in zip(args, p.inputs)):
+        return None
+    return _evaluate(p, args)
+
+
+def _evaluate(node: ir.Node, args: list) -> Optional[np.ndarray]:
+    """One standard node run on numpy inputs by onnx's reference evaluator (None where it fails)."""
+    import onnx  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    proto = ir.serde.serialize_node(node)
+    names = [f"in{i}" if a is not None else "" for i, a in enumerate(args)]
+    del proto.input[:]
+    proto.input.extend(names)
+    del proto.output[1:]
+    proto.output[0] = "out"
+    graph = onnx.helper.make_graph([proto], "one", [], [onnx.helper.make_empty_tensor_value_info("out")])
+    try:
+        (out,) = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)]))\
+            .run(None, {n: a for n, a in zip(names, args) if n})
+    except Exception:  # noqa: BLE001  (an op or attribute the evaluator rejects: not known)
+        return None
+    return np.asarray(out)
+
+
 def constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
     """The value of a one-element constant (constant_array's: an initializer or a Constant, through an Identity; not
     a graph input), after constant propagation at its producer; raises SiteRejected."""
@@ -73,7 +134,7 @@ def constant_scalar(v: Optional[ir.Value], what: str, max_rank: int) -> float:
         from onnxscript import optimizer  # noqa: PLC0415
         optimizer.basic_constant_propagation([producer])
     try:
-        arr = constant_array(v)
+        arr = shape_constant(v)
     except Exception:  # noqa: BLE001  (external data not available)
         reject(f"{what} ({v.name}): its value cannot be read", v)
     if arr is None:

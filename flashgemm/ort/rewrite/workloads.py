@@ -65,6 +65,15 @@ def workloads_of_models(paths, log: Callable = print, symbolic_ok: bool = False,
     return specs
 
 
+def mask_kind(node: ir.Node, mask: Optional[ir.Value]) -> str:
+    """The op variant's mask kind of a fused node whose mask input is `mask` (flashgemm.op.variant.MASK_KINDS)."""
+    if mask is None:
+        return "none"
+    if mask.dtype != ir.DataType.BOOL:
+        return "add"
+    return "fill" if attr_of(node, "mask_fill", 0) else "bool"
+
+
 def _fused_sites(path: os.PathLike):
     """(node, A, B, bias, mask) of every FusedGemmSoftmax node of the model at `path`, shapes inferred; a model without
     fused nodes (not rewritten yet) is rewritten in memory first."""
@@ -102,8 +111,7 @@ def model_workloads(path: os.PathLike, name: Optional[str] = None, counts: bool 
         if bias is not None:
             fields.append(f"bias={'x'.join(map(str, shapes[2])) or 'scalar'}")
         if mask is not None:
-            kind = "bool" if mask.dtype == ir.DataType.BOOL else "add"
-            fields.append(f"mask={'x'.join(map(str, shapes[3])) or 'scalar'}:{kind}")
+            fields.append(f"mask={'x'.join(map(str, shapes[3])) or 'scalar'}:{mask_kind(node, mask)}")
         m, k = shapes[0][-2:]
         n = shapes[1][-2] if attr_of(node, "transB", 0) else shapes[1][-1]
         spec = ",".join(fields)
@@ -134,8 +142,7 @@ def model_any_length(path: os.PathLike) -> list:
         k = shapes[0][-1]
         if not isinstance(k, int):
             continue
-        variant = Variant(dtype, bool(attr_of(node, "transB", 0)), bias is not None,
-                          "none" if mask is None else "bool" if mask.dtype == ir.DataType.BOOL else "add",
+        variant = Variant(dtype, bool(attr_of(node, "transB", 0)), bias is not None, mask_kind(node, mask),
                           bool(attr_of(node, "causal", 0)))
         heads = shapes[0][-3] if len(shapes[0]) >= 3 and isinstance(shapes[0][-3], int) else 1
         if (variant, k, heads) not in out:
@@ -161,8 +168,7 @@ def model_attention_variants(path: os.PathLike) -> list:
         dtype, bias, mask = SUPPORTED.get(ins[0].dtype), ins[3], ins[4]
         if dtype is None:
             continue
-        v = Variant(dtype, bool(attr_of(node, "transB", 0)), bias is not None,
-                    "none" if mask is None else "bool" if mask.dtype == ir.DataType.BOOL else "add",
+        v = Variant(dtype, bool(attr_of(node, "transB", 0)), bias is not None, mask_kind(node, mask),
                     bool(attr_of(node, "causal", 0)))
         if v not in out:
             out.append(v)
