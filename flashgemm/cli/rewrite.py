@@ -3,11 +3,13 @@
 
     flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json] [--attention] [--decoder-causal]
 
-Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] -> Softmax(last axis) where that is provably the same
-function (flashgemm/ort/rewrite/ says exactly when), folds a Transpose of K into transB=1 and a constant
-scale on Q into the op's scale. float16/bfloat16 models only: a float32 model is left as it is (the report says
-so); export it in float16 (flashgemm-getmodel --dtype float16). The output imports opset ("flashgemm", 1): run it
-with the custom-op library registered (flashgemm/ort/session.py). Exit status 0 also when nothing was fused.
+Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] [masked_fill with the lowest] -> Softmax(last axis)
+where that is provably the same function (flashgemm/ort/rewrite/ says exactly when), folds a Transpose of K into
+transB=1 and a constant scale on Q or K into the op's scale; scores computed on [batch * heads, ...] views
+(DeBERTa) are lifted to [batch, heads, ...] first. float16/bfloat16 models only: a float32 model is left as it is
+(the report says so); export it in float16 (flashgemm-getmodel --dtype float16). The output imports opset
+("flashgemm", 1): run it with the custom-op library registered (flashgemm/ort/session.py). Exit status 0 also when
+nothing was fused.
 
 With ONNX Runtime's transformers optimizer, run it first (optimize_model(..., opt_level=0)), then this script:
 where the optimizer fuses attention itself (com.microsoft.Attention, which never writes P) that is faster than

@@ -78,7 +78,8 @@ def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], 
     inserted after B and the node retyped. O's shape is left symbolic. packed_qkv: one graph input QKV (q_shape, the
     others ignored) given as Q, K and V."""
     model = make_model(dtype, q_shape, k_shape, bias_shape, mask_shape, mask_dtype, scale, trans_b, causal,
-                       mask_fill=mask_fill, out_shape=[f"o{i}" for i in range(4 if packed_qkv else max(len(q_shape), len(k_shape)))])
+                       mask_fill=mask_fill,
+                       out_shape=[f"o{i}" for i in range(4 if packed_qkv else max(len(q_shape), len(k_shape)))])
     graph = model.graph
     for value, name in zip(graph.input, ("Q", "K")):
         value.name = name
