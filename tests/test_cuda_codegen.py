@@ -269,6 +269,7 @@ ATTENTION_MMA_CASES = [
     ("sm_80", {"dtype": "float16", "trans_b": True}, 64),
     ("sm_89", {"dtype": "bfloat16", "mask": "bool", "causal": True}, 128),  # K as [D, N]: ldmatrix.trans
     ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add"}, 80),
+    ("sm_80", {"dtype": "bfloat16", "trans_b": True, "has_bias": True, "causal": True, "causal_fill": True}, 64),
 ]
 
 
@@ -284,6 +285,7 @@ def test_attention_mma_builds(results, case):
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
     _attention_epilogue_ok(src)
+    assert ("__syncthreads_or" in src) == bool(variant.get("causal_fill"))  # causal_fill: the tile's need of every key
     assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 
@@ -292,6 +294,7 @@ ATTENTION_WGMMA_CASES = [
     ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "add"}, 64),
     ("sm_90", {"dtype": "bfloat16", "mask": "bool", "causal": True}, 128),  # K as [D, N]: MN-major, transposed
     ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "mask": "fill"}, 64),  # DeBERTa's
+    ("sm_90", {"dtype": "float16", "trans_b": True, "has_bias": True, "causal": True, "causal_fill": True}, 128),
 ]
 
 
@@ -309,6 +312,7 @@ def test_attention_wgmma_builds(results, case):
     assert "fence.proxy.async.shared::cta" in src and "cp.async.cg.shared.global" in src
     assert "__shfl_xor_sync" in src
     _attention_epilogue_ok(src)
+    assert ("__syncthreads_or" in src) == bool(variant.get("causal_fill"))
     assert r["fatbin_archs"] and all(a == 90 for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 

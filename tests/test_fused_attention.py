@@ -5,7 +5,6 @@ zeroed with zero_nan_rows). (The tensor-core kernel runs only on a GPU: tests/te
 tests/test_cuda_codegen.py builds it.)"""
 from __future__ import annotations
 
-import itertools
 
 import ml_dtypes
 import numpy as np
@@ -14,19 +13,18 @@ import tvm
 
 from flashgemm.kernel.fused_attention import runtime_func
 from flashgemm.op.reference import fused_attention_ref
-from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, MASK_KINDS, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, Variant
 from flashgemm.spaces import llvm
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # P leaves in fp32 here (the reference's P is exact): the error is O's rounding plus fp32 sums over N
 ATOL = {"float16": 2e-3, "bfloat16": 1.6e-2}
-VARIANTS = [Variant(d, t, b, m, c) for d, t, b, m, c in itertools.product(
-    ("float16", "bfloat16"), (False, True), (False, True), MASK_KINDS, (False, True))]
+VARIANTS = Variant.all()
 
 
 @pytest.fixture(scope="module")
 def kernels():
-    """All 64 variants in one llvm module (one compile)."""
+    """Every variant in one llvm module (one compile)."""
     funcs = {f"attn_{v.key}": llvm.attention_generic_schedule(runtime_func(v, name=f"attn_{v.key}")).mod["main"]
              for v in VARIANTS}
     target = llvm.export_target(tvm.target.Target("llvm"))
@@ -63,7 +61,8 @@ def inputs(v: Variant, sizes, seed=0):
 def check(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows=0):
     out = run(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows)
     ref = fused_attention_ref(q, kt, vv, bias, mask, scale=scale, trans_b=v.trans_b, causal=v.causal,
-                              zero_nan_rows=zero_nan_rows, mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None)
+                              zero_nan_rows=zero_nan_rows, mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None,
+                              causal_fill=MASK_FILL[v.dtype] if v.causal_fill else None)
     assert out.dtype == NP[v.dtype] and out.shape == ref.shape
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return out, ref
@@ -110,6 +109,33 @@ def test_mask_fill_rows_false_everywhere_are_uniform(kernels, dtype):
     kept[0, 1, 3] = False
     np.testing.assert_allclose(out[kept].astype(np.float64), zeros[kept].astype(np.float64), rtol=0,
                                atol=ATOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_causal_fill_is_the_decoders_mask_of_the_scores_shape(kernels, dtype):
+    """causal_fill with the padding row [B, 1, 1, N] as the bias is the op with the decoder's mask of the scores'
+    shape as its bias (lowest past the diagonal or at padding, 0 elsewhere), left-padded rows that see only padding
+    included (they attend to every key there, as here); plain causal differs at those rows alone."""
+    fill, plain = Variant(dtype, True, True, "none", True, True), Variant(dtype, True, True, "none", True)
+    full = Variant(dtype, True, True, "none", False)
+    q, kt, vv, _, _ = inputs(fill, (2, 2, 9, 12, 16, 8), seed=6)
+    lowest = MASK_FILL[dtype]
+    pad = np.zeros((2, 1, 1, 12))
+    pad[0, ..., :5] = lowest  # batch 0 left-padded: its rows 0 and 1 (diagonal at 3 + i) see padding alone
+    i, j = np.arange(9)[:, None], np.arange(12)[None, :]
+    mask4 = np.where((j > i + 3) | (pad < 0), lowest, 0.0)
+    # (the kernels take every operand at the scores' shape here; the op broadcasts them through strides)
+    row = np.ascontiguousarray(np.broadcast_to(pad, (2, 2, 9, 12))).astype(NP[dtype])
+    mask4 = np.broadcast_to(mask4, (2, 1, 9, 12)).astype(NP[dtype])
+    out, _ = check(kernels, fill, q, kt, vv, row, None, 0.25)
+    ref = run(kernels, full, q, kt, vv, np.ascontiguousarray(np.broadcast_to(mask4, (2, 2, 9, 12))), None, 0.25)
+    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=0, atol=ATOL[dtype])
+    causal = run(kernels, plain, q, kt, vv, row, None, 0.25)
+    seeing = np.ones(out.shape[:-1], bool)
+    seeing[0, :, :2] = False
+    np.testing.assert_allclose(causal[seeing].astype(np.float64), out[seeing].astype(np.float64), rtol=0,
+                               atol=ATOL[dtype])
+    assert np.abs(causal[~seeing].astype(np.float64) - out[~seeing].astype(np.float64)).max() > 0.01
 
 
 def test_nan_and_inf(kernels):

@@ -30,7 +30,8 @@ VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", T
             Variant("bfloat16", False, False, "bool", True), Variant("float16", True, False, "none", True),
             Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False),
             Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True),
-            Variant("float16", True, True, "fill", False), Variant("bfloat16", True, False, "fill", False)]
+            Variant("float16", True, True, "fill", False), Variant("bfloat16", True, False, "fill", False),
+            Variant("float16", True, True, "none", True, True)]
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -77,11 +78,13 @@ def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=N
                                  None if mask is None else mask.shape,
                                  None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
                                  scale=scale, trans_b=int(v.trans_b), causal=int(v.causal),
-                                 zero_nan_rows=zero_nan_rows, mask_fill=int(v.mask == "fill"))
+                                 zero_nan_rows=zero_nan_rows, mask_fill=int(v.mask == "fill"),
+                                 causal_fill=int(v.causal_fill))
     (o,) = run(session(sess_opts, device, model), feeds)
     ref = fused_attention_ref(feeds["Q"], feeds["K"], feeds["V"], feeds.get("bias"), feeds.get("mask"), scale=scale,
                               trans_b=v.trans_b, causal=v.causal, zero_nan_rows=zero_nan_rows,
-                              mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None)
+                              mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None,
+                              causal_fill=MASK_FILL[v.dtype] if v.causal_fill else None)
     assert o.dtype == dt and o.shape == ref.shape, (o.shape, ref.shape)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return o, ref
@@ -106,11 +109,12 @@ def check_in_place(sess_opts, device, v: Variant, feeds, shapes, x, flags, rng, 
                                  None if mask is None else mask.shape,
                                  None if mask is None else ("bool" if mask.dtype == np.bool_ else v.dtype),
                                  scale=d ** -0.5, trans_b=int(v.trans_b), causal=int(v.causal), bsnh=flags,
-                                 packed_qkv=packed_qkv, mask_fill=int(v.mask == "fill"))
+                                 packed_qkv=packed_qkv, mask_fill=int(v.mask == "fill"), causal_fill=int(v.causal_fill))
     (o,) = run(session(sess_opts, device, model), feeds)
     ref = fused_attention_ref(x["Q"], x["K"], x["V"], feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5,
                               trans_b=v.trans_b, causal=v.causal,
-                              mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None)
+                              mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None,
+                              causal_fill=MASK_FILL[v.dtype] if v.causal_fill else None)
     if flags[3]:
         ref = ref.transpose(HEADS)
     assert o.shape == ref.shape, (o.shape, ref.shape)
@@ -265,6 +269,33 @@ def test_tensor_core_kernel_one_row_bias_and_mask(sess_opts, device, v, m, d, mo
         assert np.isnan(o[1, 0, :, 1]).all() and not np.any(np.delete(o[1], 1, axis=-1)) and not np.any(o[1, 1:])
     served = f"_{tensor_core_form(d)}_d{d}" if device == "cuda" else "_generic"
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("m,n,pad", [(200, 200, 70), (77, 200, 150), (130, 130, 0)],
+                         ids=["prefill-left-padded", "after-a-cache", "no-padding"])
+def test_causal_fill_is_the_full_decoder_mask(sess_opts, device, d, m, n, pad):
+    """causal_fill with a decoder's padding row [B, 1, 1, N] as the bias (what --decoder-causal gives a decoder) is
+    FusedAttention with the decoder's mask of the scores' shape as its bias, at every row: a row tile whose first row
+    sees only padding (batch 0, left-padded by `pad`) computes every key, its rows that see a kept key the same as
+    with the keys past the diagonal skipped; the other tiles (batch 1, no padding) skip them."""
+    v, full = VARIANTS[-1], VARIANTS[7]  # causal_fill with a bias; a bias, not causal
+    rng = np.random.default_rng(m + pad)
+    lowest = np.float16(-65504.0)
+    row = np.zeros((2, 1, 1, n), np.float16)
+    row[0, ..., :pad] = lowest
+    i, j = np.arange(m)[:, None], np.arange(n)[None, :]
+    mask4 = np.where((j > i + n - m) | (row < 0), lowest, np.float16(0)).astype(np.float16)  # [2, 1, m, n]
+    feeds = {"Q": rng.standard_normal((2, 3, m, d)).astype(np.float16),
+             "K": rng.standard_normal((2, 3, n, d)).astype(np.float16),
+             "V": rng.standard_normal((2, 3, n, d)).astype(np.float16)}
+    outs = []
+    for variant, bias in ((v, row), (full, mask4)):
+        model = make_attention_model("float16", (2, 3, m, d), (2, 3, n, d), (2, 3, n, d), bias.shape, scale=d ** -0.5,
+                                     trans_b=1, causal=int(variant.causal), causal_fill=int(variant.causal_fill))
+        (o,) = run(session(sess_opts, device, model), {**feeds, "bias": bias})
+        outs.append(o.astype(np.float32))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=ATOL["float16"])
 
 
 def tensor_core_form(d: int) -> str:
@@ -639,8 +670,8 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decod
     site, and the rewritten model computes what the original does with no padding, right or left padding (left: a
     sequence's first query rows see only padding, every logit at the mask's lowest) and a sequence padded out
     (`_assert_computes_original`: such rows exactly). With decoder_causal the causal rule becomes the op's causal flag
-    and the bias the padding mask [batch, 1, 1, sequence]: the same at every token whose rows keep a key, and the
-    rows of the others (their visible keys all padding) attend to their visible keys instead of every key."""
+    with causal_fill (the keys past the diagonal at the lowest, as in the export) and the bias the padding mask
+    [batch, 1, 1, sequence]: the same at every token, those whose rows see only padding included."""
     dst = tmp_path / f"{name}.attention.onnx"
     report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True, decoder_causal=decoder_causal)
     assert report.attention == 2 and not report.attention_left, report.text()
@@ -649,19 +680,15 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decod
     nodes = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedAttention"]
     assert len(nodes) == 2 and count_ops(dst, "Softmax") == 0
     assert all(helper.get_node_attr_value(n, "causal") == int(decoder_causal) for n in nodes)
+    assert all(any(a.name == "causal_fill" and a.i == 1 for a in n.attribute) == decoder_causal for n in nodes)
+    assert report.causal_exact == 2 * decoder_causal, report.text()
     rng = np.random.default_rng(1)
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
     pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
     feeds["attention_mask"][pad] = 0
     (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
     attending = np.maximum.accumulate(feeds["attention_mask"], axis=1) > 0  # causal: a kept key at or before it
-    if not decoder_causal:
-        _assert_computes_original(o1, DATA / f"{name}.onnx", feeds, device, attending)
-        return
-    (o0,) = run(ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device)), feeds)
-    np.testing.assert_allclose(o1[attending].astype(np.float32), o0[attending].astype(np.float32), rtol=0,
-                               atol=MODEL_ATOL)
-    assert np.isfinite(o1.astype(np.float32)).all()
+    _assert_computes_original(o1, DATA / f"{name}.onnx", feeds, device, attending)
 
 
 @pytest.mark.parametrize("padding", ["none", "left", "all"])

@@ -1,8 +1,8 @@
 """flashgemm::FusedGemmSoftmax through ONNX Runtime, on the CPU EP and (marked gpu) the CUDA EP, against the FP64
 reference and ORT's own ops.
 
-Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 64
-generic kernels, ~25 s; CUDA: the local GPU's arch with the committed databases' kernels and, on sm_90, the
+Every test taking `so` runs once per device: a session-scoped fixture exports the kernel bundle (llvm: the 80
+generic kernels, ~30 s; CUDA: the local GPU's arch with the committed databases' kernels and, on sm_90, the
 tensor-core kernels of test_cuda_tensor_core_kernel's variants, a few minutes, or a prebuilt one from
 $FLASHGEMM_TEST_CUDA_BUNDLE, made as the fixture makes it: python -m tests.test_ort_op DIR [TARGET]) into a temp dir
 and builds libflashgemm_ort.so into it (~15 s cold, ~1 s incremental). The CUDA run needs
@@ -199,6 +199,15 @@ def test_bool_mask_fill(so, dtype, mask_shape):
     np.testing.assert_allclose(p[1, 0, 2].astype(np.float64), 1 / 12, rtol=0, atol=ATOL[dtype])
     plain, _ = check(so, dtype, [2, 3, 6, 10], [10, 12], [12], mask=mask)
     assert not np.any(plain[1, 0, 2].astype(np.float32))
+
+
+def test_causal_fill_needs_causal_and_a_bias(so):
+    """causal_fill=1 without causal=1: the session fails to load, naming the fix; without a bias: an error at Run."""
+    with pytest.raises(Exception, match=r"causal_fill .* needs causal=1 \(set causal, or drop causal_fill\)"):
+        session(so, make_model("float16", [2, 4, 8], [2, 8, 5], causal_fill=1))
+    model = make_model("float16", [2, 4, 8], [2, 8, 5], causal=1, causal_fill=1)
+    with pytest.raises(Exception, match=r"causal_fill .* but bias is absent \(give the bias, or drop causal_fill\)"):
+        run(session(so, model), {"A": np.zeros((2, 4, 8), np.float16), "B": np.zeros((2, 8, 5), np.float16)})
 
 
 def test_mask_fill_needs_a_bool_mask(so):

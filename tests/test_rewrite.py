@@ -19,6 +19,7 @@ where the original rounds S, c*S and c*S+M to fp16). Hand-made single-site graph
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -304,11 +305,13 @@ def test_rewrite_cli(tmp_path):
     r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention",
                         "--decoder-causal", "--json", str(tmp_path / "r.json")], capture_output=True, text=True,
                        check=True)
-    assert "2 fused site(s) take a decoder mask's causal rule as the causal flag" in r.stdout, r.stdout
-    assert '"causal_taken": 2' in (tmp_path / "r.json").read_text()
-    # its variant (the padding row a bias under the causal flag) is one the default build gives tensor-core kernels
+    assert "2 FusedAttention site(s) take a decoder mask's causal rule as the causal flag with causal_fill" in r.stdout, \
+        r.stdout
+    assert {"causal_taken": 2, "causal_exact": 2}.items() <= json.loads((tmp_path / "r.json").read_text()).items()
+    # its variant (the padding row a bias under the causal flag, causal_fill) is one the default build gives
+    # tensor-core kernels
     found = rewrite.model_attention_variants(out)
-    assert [(v.has_bias, v.causal) for v in found] == [(True, True)], found
+    assert [(v.has_bias, v.causal, v.causal_fill) for v in found] == [(True, True, True)], found
     assert set(found) <= set(any_length.ATTENTION_COMMON_VARIANTS)
 
 

@@ -64,7 +64,7 @@ def test_variant_rejects_unknown_dtype_and_mask():
         Variant("float32")
     with pytest.raises(ValueError, match="mask"):
         Variant(mask="mul")
-    assert len({v.key for v in Variant.all()}) == 64
+    assert len({v.key for v in Variant.all()}) == 80
 
 
 def _read(flat, c_strides, shape):

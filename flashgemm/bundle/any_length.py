@@ -44,12 +44,15 @@ COMMON_VARIANTS = tuple(
     for dtype in ("float16", "bfloat16")
     for bias, mask, causal in ((False, "none", False), (False, "add", False), (False, "bool", False),
                                (True, "none", False), (False, "none", True)))
-# FusedAttention's tensor-core kernels add a decoder's padding row (a bias) under the causal flag: what
-# flashgemm-rewrite --decoder-causal makes of every decoder export with a padding mask; and DeBERTa's sites: its
-# position terms a bias, its padding a bool mask with mask_fill (Where(~mask, lowest, scores))
-ATTENTION_COMMON_VARIANTS = COMMON_VARIANTS + tuple(Variant(dtype, True, True, mask, causal)
+# FusedAttention's tensor-core kernels add a decoder's padding row (a bias) under the causal flag, the keys past
+# the diagonal masked out or (causal_fill) at the lowest logit: what flashgemm-rewrite --decoder-causal makes of every
+# decoder export with a padding mask; and DeBERTa's sites: its position terms a bias, its padding a bool mask with
+# mask_fill (Where(~mask, lowest, scores))
+ATTENTION_COMMON_VARIANTS = COMMON_VARIANTS + tuple(Variant(dtype, True, True, mask, causal, causal_fill)
                                                     for dtype in ("float16", "bfloat16")
-                                                    for mask, causal in (("none", True), ("fill", False)))
+                                                    for mask, causal, causal_fill in (("none", True, False),
+                                                                                      ("none", True, True),
+                                                                                      ("fill", False, False)))
 
 
 def serves(k: int) -> bool:

@@ -188,7 +188,8 @@ def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = N
         poked.append(f"V[0,0,{n - 1},{min(1, d - 1)}]=nan")
         args.insert(2, tvm.runtime.tensor(v, dev))
     kw = dict(scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]),
-              mask_fill=MASK_FILL[dtype] if fn["mask"] == "fill" else None)
+              mask_fill=MASK_FILL[dtype] if fn["mask"] == "fill" else None,
+              causal_fill=MASK_FILL[dtype] if fn.get("causal_fill") else None)
     # FusedAttention: both ways of its zero_nan_rows argument, NaN rows kept (the reference's NaN rows) and zeroed;
     # a kernel specialized on one (manifest "zero_nan_rows") that one, with the other passed: it must be ignored
     err, nan_ok, nan_rows = 0.0, True, None

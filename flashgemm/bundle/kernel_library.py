@@ -234,6 +234,7 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         "bias": int(variant.has_bias),
         "mask": variant.mask,
         "causal": int(variant.causal),
+        "causal_fill": int(variant.causal_fill),
         # schedule: "tuned" (the best measured record), "default" (flashgemm/spaces/cuda_default: the tensor-core
         # space's schedule chosen by rule for a shape nobody tuned, never measured) or "generic" (any shape)
         "schedule": schedule or ("tuned" if sizes is not None else "generic"),

@@ -103,7 +103,7 @@ def main(argv=None) -> int:
                          "--attention under --db, for the variants of: common (the default) the dtypes, mask kinds "
                          "and causal masking exported models carry, with K transposed, and a decoder's padding bias "
                          "under causal masking (flashgemm-rewrite --decoder-causal) and DeBERTa's bias and filled "
-                         "mask, plus those of the --from-model models; model: only those; all: all 64 (minutes on many "
+                         "mask, plus those of the --from-model models; model: only those; all: all 80 (minutes on many "
                          "cores). A "
                          "variant without them runs its generic kernel, slower than the unfused graph it replaces "
                          "(the op warns)")

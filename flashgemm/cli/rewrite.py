@@ -41,8 +41,10 @@ def main(argv=None) -> int:
                     help="where a decoder adds its causal and padding masks as one bias (transformers' exports, "
                          "with a key/value cache or without), give the op the causal rule as its causal flag and the "
                          "padding mask alone: the keys past the "
-                         "diagonal are skipped (about half a prefill's work) and one row of the mask is read. The same "
-                         "at every row but one kind: a row whose visible keys are all padding (a left-padded "
+                         "diagonal are skipped (about half a prefill's work) and one row of the mask is read. With "
+                         "--attention the same function at every row (causal_fill: the keys past the diagonal at the "
+                         "mask's lowest, computed only for a row tile that sees nothing but padding); without, the "
+                         "same at every row but one kind: a row whose visible keys are all padding (a left-padded "
                          "sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
                          "the original attends to every key; no other row reads those tokens")
     args = ap.parse_args(argv)

@@ -75,6 +75,7 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
     k_strides = (*sk, 1) if variant.trans_b else (*sk, N, 1)
     mask_dtype = "uint8" if variant.mask in BOOL_MASK_KINDS else dt
     has_bias, mask_kind, causal, trans_b = variant.has_bias, variant.mask, variant.causal, variant.trans_b
+    causal_fill = variant.causal_fill
     recompute = chunk > 0  # (a Python bool: TVMScript evaluates the `if`s below while parsing)
     CW = max(int(chunk), 1)
     NC = tvm.tirx.floordiv(N + (CW - 1), CW)
@@ -93,8 +94,9 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
             x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(NEG_INF))
         elif mask_kind == "fill":
             x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(MASK_FILL[dt]))
-        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
-            x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
+        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1); causal_fill: s + the lowest there
+            x = T.Select(j > i + (N - M), s * scale + T.float32(MASK_FILL[dt]) if causal_fill else T.float32(NEG_INF),
+                         x)
         return x
 
     @T.prim_func(s_tir=True)

@@ -135,9 +135,39 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
         if not bounded:
             return x
         ok = j < N
-        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
+        if causal and variant.causal_fill:  # past the diagonal: s + the lowest (float32's in log2 units for bf16)
+            x = T.Select(j <= i + (N - M), x, s * scale_l2 + T.float32(max(MASK_FILL[dt] * LOG2E, -FLT_MAX)))
+        elif causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             ok = tvm.tirx.all(ok, j <= i + (N - M))
         return T.Select(ok, x, T.float32(-math.inf))
+
+    def tile_end(m0, BM, need=None):
+        """The end of the columns the tile at row m0 computes: N, or (causal) its last visible column + 1; with
+        causal_fill and need (need_all's), N where a row of the tile may see only keys at the lowest (every key then
+        counts), else the diagonal's. (An expression that loads `need`: only inside a loop or a store, where TVM's
+        shared-memory planning allows loads; without need, causal_fill's loop reach, N.)"""
+        diagonal = T.max(T.min(N, m0 + BM + (N - M)), 0)
+        if not causal:
+            return N
+        if not variant.causal_fill:
+            return diagonal
+        return N if need is None else T.Select(need[0] != 0, N, diagonal)
+
+    @T.macro
+    def need_all(need, Bias, b0, b1, m0, tid):
+        """causal_fill: need[0] = 1 unless the tile's first row (the fewest visible keys: later rows see those too)
+        has a visible key whose bias is above the lowest, read from a bias of one row (a padding mask), the block's
+        threads a column in NT each and their finds OR-ed by __syncthreads_or; a bias of rows, or a mask, leaves it
+        1 (every chunk computed: exact, slower). Every thread of the block runs it (a uniform branch)."""
+        need[0] = 1
+        if mask_kind == "none":
+            if Bias.strides[2] == 0 or M == 1:
+                need[0] = 0  # (here: whether the thread found a kept key)
+                for c in T.serial((T.max(T.min(N, m0 + (N - M) + 1), 0) + NT - 1) // NT):
+                    if c * NT + tid < T.min(N, m0 + (N - M) + 1):
+                        if T.cast(Bias[b0, b1, 0, c * NT + tid], "float32") > T.float32(MASKED_AT_OR_BELOW):
+                            need[0] = 1
+                need[0] = 1 - T.call_extern("int32", "__syncthreads_or", need[0])
 
     def edge(n0, m0):
         """Whether the chunk at column n0 of the tile at row m0 needs its columns bounded: it may cross N or the
@@ -330,7 +360,7 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
     return SimpleNamespace(fetched=fetched, record_v_last=record_v_last, fetch_bias_mask=fetch_bias_mask,
                            one_row=one_row, fetch_columns=fetch_columns, logits=logits,
                            softmax_chunk=softmax_chunk, online_softmax=online_softmax, find_v_bad=find_v_bad, pack=pack,
-                           store_o=store_o)
+                           store_o=store_o, tile_end=tile_end, need_all=need_all)
 
 
 def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
@@ -399,74 +429,80 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
 
     @T.macro
     def chunk_loop(ps, bias_x, mask_x, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag, p_frag, s_acc, o_acc, m_run,
-                   l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows):
+                   l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
+                   limit):
         """The chunk loop, its logits those of Parts ps: reading Bias and Mask in place, or the registers bias_x
         and mask_x (ps.fetched "columns"). Each Parts gets its own loop, so that a uniform branch between two keeps
-        each loop's registers as a kernel of one would."""
+        each loop's registers as a kernel of one would. limit: the chunks computed, of the loop's n_chunks (the
+        tile's, with causal_fill: tile_end's with need, a block-uniform value read in the loop)."""
         for j in T.serial(n_chunks):
-            # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
-            nj: T.let[T.int32] = j + stages - 1
-            stn: T.let[T.int32] = nj % stages
-            if nj < n_chunks:
-                copy_chunk(nj, stn, Ks, Vs, Km, V, b0, b1, tid)
-            T.ptx.cp.async_.commit_group()
-            T.ptx.cp.async_.wait_group(stages - 1)
-            T.tvm_storage_sync("shared")
-            st: T.let[T.int32] = j % stages
-            n0: T.let[T.int32] = j * BN
-            if j == 0:  # the Q tile's A fragments, once
-                for mi, ks in T.grid(mt, KS):
-                    T.ptx_legacy.ldmatrix(
-                        False, 4, ".b16", q_frag.data, (mi * KS + ks) * 8, Qs.access_ptr("r"),
-                        ((w * mt + mi) * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
-                        + ks * 16 + lane // 16 * 8, dtype=dt)
-            if ps.fetched == "columns":  # in flight while S is computed
-                ps.fetch_columns(bias_x, mask_x, Bias, Mask, b0, b1, n0, t4)
-            # S = Q K^T
-            for i in T.unroll(mt * NTS * 4):
-                s_acc[i] = T.float32(0)
-            for ks in T.unroll(KS):
-                for p in T.unroll(NTS // 2):
-                    if trans_b:  # K's rows n, columns k: B fragments as stored
+            if j < limit:
+                # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
+                nj: T.let[T.int32] = j + stages - 1
+                stn: T.let[T.int32] = nj % stages
+                if nj < limit:
+                    copy_chunk(nj, stn, Ks, Vs, Km, V, b0, b1, tid)
+                T.ptx.cp.async_.commit_group()
+                T.ptx.cp.async_.wait_group(stages - 1)
+                T.tvm_storage_sync("shared")
+                st: T.let[T.int32] = j % stages
+                n0: T.let[T.int32] = j * BN
+                if j == 0:  # the Q tile's A fragments, once
+                    for mi, ks in T.grid(mt, KS):
                         T.ptx_legacy.ldmatrix(
-                            False, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
-                            st * k_tile + (p * 16 + lane // 16 * 8 + lane % 8) * DP
-                            + ks * 16 + (lane // 8) % 2 * 8, dtype=dt)
-                    else:  # K's rows k, columns n: transposed
+                            False, 4, ".b16", q_frag.data, (mi * KS + ks) * 8, Qs.access_ptr("r"),
+                            ((w * mt + mi) * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
+                            + ks * 16 + lane // 16 * 8, dtype=dt)
+                if ps.fetched == "columns":  # in flight while S is computed
+                    ps.fetch_columns(bias_x, mask_x, Bias, Mask, b0, b1, n0, t4)
+                # S = Q K^T
+                for i in T.unroll(mt * NTS * 4):
+                    s_acc[i] = T.float32(0)
+                for ks in T.unroll(KS):
+                    for p in T.unroll(NTS // 2):
+                        if trans_b:  # K's rows n, columns k: B fragments as stored
+                            T.ptx_legacy.ldmatrix(
+                                False, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
+                                st * k_tile + (p * 16 + lane // 16 * 8 + lane % 8) * DP
+                                + ks * 16 + (lane // 8) % 2 * 8, dtype=dt)
+                        else:  # K's rows k, columns n: transposed
+                            T.ptx_legacy.ldmatrix(
+                                True, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
+                                st * k_tile + (ks * 16 + (lane // 8) % 2 * 8 + lane % 8) * BNP
+                                + p * 16 + lane // 16 * 8, dtype=dt)
+                        for mi in T.unroll(mt):
+                            for h in T.unroll(2):
+                                T.ptx_legacy.mma(
+                                    "m16n8k16", "row", "col", ab, ab, "fp32",
+                                    q_frag.data, (mi * KS + ks) * 8, b_frag.data, h * 4,
+                                    s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
+                                    dtype="float32")
+                if ps.fetched == "":
+                    ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0,
+                                      n0, w, g, t4, zero_nan_rows)
+                else:
+                    ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_x, mask_x, scale_l2, b0, b1,
+                                      m0, n0, w, g, t4, zero_nan_rows)
+                for i in T.unroll(mt * NTS * 4):
+                    p_frag[i] = T.cast(s_acc[i], dt)
+                # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)
+                for kk in T.unroll(BN // 16):
+                    for dp in T.unroll(DTS // 2):
                         T.ptx_legacy.ldmatrix(
-                            True, 4, ".b16", b_frag.data, 0, Ks.access_ptr("r"),
-                            st * k_tile + (ks * 16 + (lane // 8) % 2 * 8 + lane % 8) * BNP
-                            + p * 16 + lane // 16 * 8, dtype=dt)
-                    for mi in T.unroll(mt):
-                        for h in T.unroll(2):
-                            T.ptx_legacy.mma(
-                                "m16n8k16", "row", "col", ab, ab, "fp32",
-                                q_frag.data, (mi * KS + ks) * 8, b_frag.data, h * 4,
-                                s_acc.data, (mi * NTS + p * 2 + h) * 4, False,
-                                dtype="float32")
-            if ps.fetched == "":
-                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0,
-                                  n0, w, g, t4, zero_nan_rows)
-            else:
-                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_x, mask_x, scale_l2, b0, b1,
-                                  m0, n0, w, g, t4, zero_nan_rows)
-            for i in T.unroll(mt * NTS * 4):
-                p_frag[i] = T.cast(s_acc[i], dt)
-            # O += P V (P's A fragment for k-step kk is S's n8 tiles 2 kk and 2 kk + 1)
-            for kk in T.unroll(BN // 16):
-                for dp in T.unroll(DTS // 2):
-                    T.ptx_legacy.ldmatrix(
-                        True, 4, ".b16", b_frag.data, 0, Vs.access_ptr("r"),
-                        st * BN * DP + (kk * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
-                        + dp * 16 + lane // 16 * 8, dtype=dt)
-                    for mi in T.unroll(mt):
-                        for h in T.unroll(2):
-                            T.ptx_legacy.mma(
-                                "m16n8k16", "row", "col", ab, ab, "fp32",
-                                p_frag.data, (mi * NTS + kk * 2) * 4, b_frag.data, h * 4,
-                                o_acc.data, (mi * DTS + dp * 2 + h) * 4, False,
-                                dtype="float32")
-            T.tvm_storage_sync("shared")
+                            True, 4, ".b16", b_frag.data, 0, Vs.access_ptr("r"),
+                            st * BN * DP + (kk * 16 + (lane // 8) % 2 * 8 + lane % 8) * DP
+                            + dp * 16 + lane // 16 * 8, dtype=dt)
+                        for mi in T.unroll(mt):
+                            for h in T.unroll(2):
+                                T.ptx_legacy.mma(
+                                    "m16n8k16", "row", "col", ab, ab, "fp32",
+                                    p_frag.data, (mi * NTS + kk * 2) * 4, b_frag.data, h * 4,
+                                    o_acc.data, (mi * DTS + dp * 2 + h) * 4, False,
+                                    dtype="float32")
+                T.tvm_storage_sync("shared")
+
+    def chunk_limit(m0, need):  # the chunks the tile at m0 computes (Parts.tile_end; need: need_all's)
+        return (parts.tile_end(m0, BM, need) + BN - 1) // BN
 
     @T.prim_func(s_tir=True)
     def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
@@ -508,6 +544,7 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 v_bad = T.sblock_alloc_buffer((D,), "int32", scope="shared")
                                 v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 inv_l = T.sblock_alloc_buffer((mt * 2,), "float32", scope="local")
+                                fill_need = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 bias_c = T.sblock_alloc_buffer((NTS * 2 if by_columns else 1,), dt, scope="local")
                                 mask_c = T.sblock_alloc_buffer((NTS * 2 if by_columns else 1,), mask_dtype,
                                                                scope="local")
@@ -517,8 +554,11 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 # causal: the longest tiles (the last rows) first, so that the short ones fill the tail
                                 m0: T.let[T.int32] = ((M + BM - 1) // BM - 1 - bt if causal else bt) * BM
                                 scale_l2: T.let[T.float32] = scale * T.float32(LOG2E)
-                                # chunks: all of N, or (causal) up to the tile's last visible column
-                                n_end: T.let[T.int32] = (T.max(T.min(N, m0 + BM + (N - M)), 0) if causal else N)
+                                if variant.causal_fill:
+                                    parts.need_all(fill_need, Bias, b0, b1, m0, tid)
+                                # chunks: all of N, or (causal) up to the tile's last visible column (causal_fill:
+                                # the loop reaches N, and limit, read in it, says how far the tile computes)
+                                n_end: T.let[T.int32] = parts.tile_end(m0, BM)
                                 n_chunks: T.let[T.int32] = (n_end + BN - 1) // BN
                                 for i in T.unroll(mt * DTS * 4):
                                     o_acc[i] = T.float32(0)
@@ -534,23 +574,26 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                         b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * sq[2] + ch * 8, 16, dtype=dt)
                                 # chunk 0's K and V (stage 0), with the Q tile in one group
                                 for st in T.unroll(stages - 1):
-                                    if st < n_chunks:
+                                    if st < chunk_limit(m0, fill_need):
                                         copy_chunk(st, st, Ks, Vs, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
-                                parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
+                                parts.find_v_bad(v_bad, v_last, V_last, b0, b1, parts.tile_end(m0, BM, fill_need), tid)
                                 if by_columns:
                                     if cols.one_row(Bias, Mask):
                                         chunk_loop(cols, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag,
                                                    p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha, scale_l2, b0,
-                                                   b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows)
+                                                   b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
+                                                   chunk_limit(m0, fill_need))
                                     else:
                                         chunk_loop(parts, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag,
                                                    b_frag, p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha,
-                                                   scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows)
+                                                   scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
+                                                   chunk_limit(m0, fill_need))
                                 else:
                                     chunk_loop(parts, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag,
                                                p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1,
-                                               m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows)
+                                               m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
+                                               chunk_limit(m0, fill_need))
                                 T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
                                 parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
 

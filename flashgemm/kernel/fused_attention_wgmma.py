@@ -308,6 +308,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                                                scope="local")
                                 v_last = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 inv_l = T.sblock_alloc_buffer((2,), "float32", scope="local")
+                                fill_need = T.sblock_alloc_buffer((1,), "int32", scope="local")
                                 tid: T.let[T.int32] = w * 32 + lane
                                 g: T.let[T.int32] = lane // 4
                                 t4: T.let[T.int32] = lane % 4
@@ -320,7 +321,9 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 addr0: T.let[T.uint32] = base + T.cast(al * 2, "uint32")
                                 m0: T.let[T.int32] = ((M + BM - 1) // BM - 1 - bt if causal else bt) * BM
                                 scale_l2: T.let[T.float32] = scale * T.float32(LOG2E)
-                                n_end: T.let[T.int32] = (T.max(T.min(N, m0 + BM + (N - M)), 0) if causal else N)
+                                if variant.causal_fill:
+                                    parts.need_all(fill_need, Bias, b0, b1, m0, tid)
+                                n_end: T.let[T.int32] = parts.tile_end(m0, BM, fill_need)
                                 n_chunks: T.let[T.int32] = (n_end + BN - 1) // BN
                                 for i in T.unroll(DTS * 4):
                                     o_acc[i] = T.float32(0)

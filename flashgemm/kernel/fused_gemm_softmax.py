@@ -111,8 +111,9 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
             x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
         elif mask_kind == "fill":
             x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(MASK_FILL[dt]))
-        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
-            x = T.Select(j > i + (N - M), T.float32(NEG_INF), x)
+        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1); causal_fill: s + the lowest there
+            x = T.Select(j > i + (N - M), S[b0, b1, i, j] * scale + T.float32(MASK_FILL[dt]) if variant.causal_fill
+                         else T.float32(NEG_INF), x)
         return x
 
     @T.prim_func(s_tir=True)
@@ -602,7 +603,8 @@ def _guarded_logit(variant: Variant, at, M, N):
             x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x,
                                T.float32(MASK_FILL[variant.dtype]))
         if variant.causal:
-            x = T.if_then_else(vj > vi + (N - M), T.float32(NEG_INF), x)
+            x = T.if_then_else(vj > vi + (N - M), S[v0, v1, vi, vj] * scale + T.float32(MASK_FILL[variant.dtype])
+                               if variant.causal_fill else T.float32(NEG_INF), x)
         return T.if_then_else(tvm.tirx.And(vi < M, vj < N), x, T.float32(NEG_INF))
 
     return masked_logit

@@ -45,23 +45,29 @@ class Variant:
     has_bias: bool = False
     mask: str = "none"  # "none" | "add" (additive, same dtype) | "bool" (true = keep) | "fill" (bool, false = lowest)
     causal: bool = False  # bottom-right aligned: (i, j) is masked iff j > i + (N - M)
+    # causal_fill (with causal and a bias: a decoder's causal rule taken out of its bias): (i, j) past the diagonal
+    # is not masked out but at the lowest logit, s + MASK_FILL, as the decoder's mask of the scores' shape gives it;
+    # exact where a row's every visible key is at the lowest too (it then attends to every key, as there)
+    causal_fill: bool = False
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.mask not in MASK_KINDS:
             raise ValueError(f"mask must be one of {MASK_KINDS}, got {self.mask!r}")
+        if self.causal_fill and not (self.causal and self.has_bias):
+            raise ValueError("causal_fill needs causal and a bias (the padding left of a decoder's mask)")
 
     @property
     def key(self) -> str:
         """Stable short name, used in function names and the manifest."""
         return (f"{DTYPES[self.dtype]}_tb{int(self.trans_b)}_bias{int(self.has_bias)}"
-                f"_mask{self.mask}_causal{int(self.causal)}")
+                f"_mask{self.mask}_causal{'fill' if self.causal_fill else int(self.causal)}")
 
     @staticmethod
     def all() -> list["Variant"]:
-        return [Variant(d, t, b, m, c) for d in DTYPES for t in (False, True) for b in (False, True)
-                for m in MASK_KINDS for c in (False, True)]
+        return [Variant(d, t, b, m, c, f) for d in DTYPES for t in (False, True) for b in (False, True)
+                for m in MASK_KINDS for c, f in ((False, False), (True, False), (True, True)) if b or not f]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,12 +36,12 @@ def elem_type(dtype) -> int:
 def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape: Optional[Sequence[int]] = None,
                mask_shape: Optional[Sequence[int]] = None, mask_dtype=None, scale: float = 1.0, trans_b: int = 0,
                causal: int = 0, *, b_dtype=None, bias_dtype=None, out_shape: Optional[Sequence] = None,
-               mask_fill: int = 0):
+               mask_fill: int = 0, causal_fill: int = 0):
     """Graph inputs A, B, [bias], [mask] -> output P.
 
-    dtype: T of A, B, bias and P. mask_dtype: 'bool' or T (default T); mask_fill: the op's attribute (a bool mask's
-    false entries the lowest logit) where given. b_dtype / bias_dtype override T for those
-    inputs (only to provoke type errors in tests). An absent bias with a mask present becomes an empty input name,
+    dtype: T of A, B, bias and P. mask_dtype: 'bool' or T (default T); mask_fill, causal_fill: the op's attributes
+    (a bool mask's false entries, the keys past the causal diagonal, at the lowest logit) where given. b_dtype /
+    bias_dtype override T for those inputs (only to provoke type errors in tests). An absent bias with a mask present becomes an empty input name,
     ONNX's way to skip an optional input. P's shape is left symbolic unless out_shape is given.
     """
     t = elem_type(dtype)
@@ -60,6 +60,8 @@ def make_model(dtype, a_shape: Sequence[int], b_shape: Sequence[int], bias_shape
                             transB=int(trans_b), causal=int(causal))
     if mask_fill:
         node.attribute.append(helper.make_attribute("mask_fill", int(mask_fill)))
+    if causal_fill:
+        node.attribute.append(helper.make_attribute("causal_fill", int(causal_fill)))
     if out_shape is None:
         out_shape = [f"p{i}" for i in range(max(len(a_shape), len(b_shape)))]
     out = helper.make_tensor_value_info("P", t, list(out_shape))
@@ -72,13 +74,13 @@ def make_attention_model(dtype, q_shape: Sequence[int], k_shape: Sequence[int], 
                          bias_shape: Optional[Sequence[int]] = None, mask_shape: Optional[Sequence[int]] = None,
                          mask_dtype=None, scale: float = 1.0, trans_b: int = 0, causal: int = 0,
                          zero_nan_rows: int = 0, bsnh: Optional[Sequence[int]] = None, packed_qkv: int = 0,
-                         mask_fill: int = 0):
+                         mask_fill: int = 0, causal_fill: int = 0):
     """Graph inputs Q, K, V, [bias], [mask] -> output O, one FusedAttention node (its attributes are
     FusedGemmSoftmax's, transB being K's layout, and zero_nan_rows and bsnh when given): make_model's graph with V
     inserted after B and the node retyped. O's shape is left symbolic. packed_qkv: one graph input QKV (q_shape, the
     others ignored) given as Q, K and V."""
     model = make_model(dtype, q_shape, k_shape, bias_shape, mask_shape, mask_dtype, scale, trans_b, causal,
-                       mask_fill=mask_fill,
+                       mask_fill=mask_fill, causal_fill=causal_fill,
                        out_shape=[f"o{i}" for i in range(4 if packed_qkv else max(len(q_shape), len(k_shape)))])
     graph = model.graph
     for value, name in zip(graph.input, ("Q", "K")):

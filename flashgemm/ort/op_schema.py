@@ -114,6 +114,9 @@ def _schema(attention: bool = False) -> defs.OpSchema:
                     defs.OpSchema.Attribute("transB", defs.OpSchema.AttrType.INT, "B is [..., N, K]", required=False),
                     defs.OpSchema.Attribute("causal", defs.OpSchema.AttrType.INT, "bottom-right causal mask",
                                             required=False),
+                    defs.OpSchema.Attribute("causal_fill", defs.OpSchema.AttrType.INT,
+                                            "with causal: keys past the diagonal at the lowest logit, not masked out",
+                                            required=False),
                     defs.OpSchema.Attribute("mask_fill", defs.OpSchema.AttrType.INT,
                                             "a bool mask's false entry is the type's lowest logit, not masked out "
                                             "(Where(mask, logits, lowest))", required=False)]

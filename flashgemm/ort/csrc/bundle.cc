@@ -84,7 +84,7 @@ std::string ReadFile(const std::string& path, bool* ok) {
 
 std::string VariantKey::Key() const {
   return std::string(bf16 ? "bf16" : "f16") + "_tb" + (trans_b ? "1" : "0") + "_bias" + (has_bias ? "1" : "0") +
-         "_mask" + mask + "_causal" + (causal ? "1" : "0");
+         "_mask" + mask + "_causal" + (causal_fill ? "fill" : causal ? "1" : "0");
 }
 
 std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
@@ -190,6 +190,8 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
     if (v.mask != "none" && v.mask != "add" && v.mask != "bool" && v.mask != "fill")
       e.Fail("mask", "is not none|add|bool|fill");
     v.causal = e.Int("causal") != 0;
+    // causal_fill (absent before it): keys past the diagonal at the lowest logit rather than masked out
+    if (entry_obj->Get(tvm::ffi::String("causal_fill")).has_value()) v.causal_fill = e.Int("causal_fill") != 0;
 
     // op (absent before format 2): which operator the kernel computes
     std::string op = "FusedGemmSoftmax";

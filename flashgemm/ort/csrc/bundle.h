@@ -25,6 +25,7 @@ struct VariantKey {
   bool has_bias = false;
   std::string mask = "none";  // none | add | bool | fill (bool, a false entry the lowest logit)
   bool causal = false;
+  bool causal_fill = false;  // with causal: keys past the diagonal at the lowest logit (s + lowest), not masked out
 
   std::string Key() const;
 };

@@ -171,6 +171,11 @@ FusedKernel::FusedKernel(const OrtKernelInfo* info, const Bundle& bundle, bool a
     trans_b_ = BoolAttr(info, "transB");
     causal_ = BoolAttr(info, "causal");
     mask_fill_ = BoolAttr(info, "mask_fill");
+    causal_fill_ = BoolAttr(info, "causal_fill");
+    if (causal_fill_ && !causal_)
+      throw Ort::Exception("attribute causal_fill puts the keys past the causal diagonal at the lowest logit: it needs "
+                           "causal=1 (set causal, or drop causal_fill)",
+                           ORT_INVALID_ARGUMENT);
     if (attention_) {
       zero_nan_rows_ = BoolAttr(info, "zero_nan_rows");
       bsnh_ = BsnhAttr(info);
@@ -243,6 +248,9 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (mask.present && mask.type != t && mask.type != kBool)
     return fail(std::string("mask is ") + TypeName(mask.type) + "; it must be bool or the type of " + a_name + " (" +
                 TypeName(t) + ")");
+  if (causal_fill_ && !bias.present)
+    return fail("attribute causal_fill reads the padding left of a decoder's mask as the bias, but bias is absent "
+                "(give the bias, or drop causal_fill)");
   if (mask_fill_ && !(mask.present && mask.type == kBool))
     return fail(std::string("attribute mask_fill=1 gives a bool mask's false entries the lowest logit, but mask is ") +
                 (mask.present ? TypeName(mask.type) : std::string("absent")) +
@@ -273,6 +281,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   key.has_bias = bias.present;
   key.mask = !mask.present ? "none" : mask.type != kBool ? "add" : mask_fill_ ? "fill" : "bool";
   key.causal = causal_;
+  key.causal_fill = causal_fill_;
   const Sizes sizes = c.sizes();
   uintptr_t bits = reinterpret_cast<uintptr_t>(a.data) | reinterpret_cast<uintptr_t>(k_in) |
                    reinterpret_cast<uintptr_t>(v_in) | reinterpret_cast<uintptr_t>(bias.data) |

@@ -4,6 +4,9 @@
 // attribute zero_nan_rows (0 | 1) makes a NaN row of P a zero row (O's row 0 · V), as exports of PyTorch's SDPA do.
 // Both ops' attribute mask_fill (0 | 1): a bool mask's false entry is T's lowest logit instead of masked out, as
 // Where(mask, logits, lowest) computes it (torch's masked_fill with finfo.min): a row false everywhere is uniform.
+// Attribute causal_fill (0 | 1, with causal and a bias): a key past the diagonal is at s + T's lowest instead of masked
+// out, as a decoder's mask of the scores' shape (its causal rule and padding in one) puts it; the kernels skip those
+// keys for a row tile unless a row of it sees only keys at the lowest.
 //
 // Types: A, B, bias, an additive mask and P share one T in {float16, bfloat16}; the mask may instead be bool.
 // ORT infers a custom op's output type from the kernel registrations, so the op is registered once per T with A
@@ -44,6 +47,7 @@ class FusedKernel {
   float scale_ = 1.0f;
   bool trans_b_ = false, causal_ = false, verbose_ = false;
   bool mask_fill_ = false;  // a bool mask's false entry is T's lowest logit (the kernels' variant mask "fill")
+  bool causal_fill_ = false;  // keys past the causal diagonal at the lowest logit (s + lowest), not masked out
   bool zero_nan_rows_ = false;  // FusedAttention: a NaN row of P is 0 (the SDPA export's Where(IsNaN(P), 0, P))
   Bsnh bsnh_{false, false, false, false};  // FusedAttention: which of Q, K, V, O are [batch, seq, heads, head size]
   bool packed_qkv_ = false;  // FusedAttention: Q, K, V one tensor [batch, seq, 3, heads, head size], given thrice

@@ -9,9 +9,10 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
-from flashgemm.op.variant import MASKED_AT_OR_BELOW
+from flashgemm.op.variant import MASK_FILL, MASKED_AT_OR_BELOW
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference)
-from flashgemm.ort.rewrite.values import shape_of, fmt_dims, constant_array, attr_of, same_dim, broadcast_shape
+from flashgemm.ort.rewrite.values import (SUPPORTED, shape_of, fmt_dims, constant_array, attr_of, same_dim,
+                                          broadcast_shape)
 from flashgemm.ort.rewrite.report import Report, site_of
 
 
@@ -424,3 +425,21 @@ def causal_masks(model: ir.Model, report: Report, take: bool = False) -> None:
             site.details["causal_taken"] = fmt_dims(shape_of(rest)) if rest is not None else "no bias"
     if report.causal_taken:
         RemoveUnusedNodesPass()(model)
+
+
+def exact_causal(model: ir.Model, report: Report) -> None:
+    """Each FusedAttention node that took a decoder mask's causal rule (causal_masks, take=True) filled at its
+    dtype's lowest, and kept its padding as the bias, gets causal_fill=1: the keys past the diagonal at the lowest
+    logit, as that mask puts them, so that a row whose visible keys are all padding attends to every key as in the
+    export (its kernels skip those keys for every row tile that sees a kept key). The same function then at every
+    row; FusedGemmSoftmax nodes keep the causal flag alone (their tensor-core kernels have no causal_fill)."""
+    from flashgemm.ort.model import ATTENTION_OP_TYPE  # noqa: PLC0415
+    for node in [n for n in model.graph if n.op_type == ATTENTION_OP_TYPE and n.domain == DOMAIN]:
+        site = site_of(report, node)
+        dtype = SUPPORTED.get(node.inputs[0].dtype)
+        if site is None or "causal_taken" not in site.details or len(node.inputs) < 4 or node.inputs[3] is None or \
+                dtype is None or site.details.get("causal_in_bias") != MASK_FILL[dtype]:
+            continue
+        node.attributes["causal_fill"] = ir.AttrInt64("causal_fill", 1)
+        site.details["causal_fill"] = 1
+        report.causal_exact += 1

@@ -13,7 +13,7 @@ from flashgemm.ort.op_schema import DOMAIN
 from flashgemm.ort.rewrite.values import dtype_of, read_in
 from flashgemm.ort.rewrite.report import Report
 from flashgemm.ort.rewrite.shapes import infer_shapes, infer_symbolic_shapes
-from flashgemm.ort.rewrite.masks import drop_constant_masks, narrow_masks, causal_masks
+from flashgemm.ort.rewrite.masks import drop_constant_masks, narrow_masks, causal_masks, exact_causal
 from flashgemm.ort.rewrite.scores import (FuseScoresSoftmax, FoldTransposeB, FoldKeyScale, FoldBatchedTransposeB,
                                           FoldQueryScale, probe_sites)
 from flashgemm.ort.rewrite.attention import fuse_attention, fold_heads_transposes, pack_qkv_projections
@@ -75,6 +75,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     report.other_softmax = probe_report.other_softmax
     if attention:
         fuse_attention(model, report)
+        exact_causal(model, report)
         fold_heads_transposes(model, report)
         pack_qkv_projections(model, report)
     if report.fused:

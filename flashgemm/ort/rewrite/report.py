@@ -31,6 +31,7 @@ class Report:
     constant_masks_dropped: int = 0  # all-zero biases / all-true masks made of constants (drop_constant_masks)
     masks_narrowed: int = 0  # biases / masks given to the op without an always-true broadcasting term (narrow_masks)
     causal_taken: int = 0  # sites given a decoder mask's causal rule as the causal flag (causal_masks, take=True)
+    causal_exact: int = 0  # FusedAttention nodes of causal_taken given causal_fill (exact_causal)
     heads_lifted: int = 0  # sites computed on [batch * heads, ...] views, lifted to 4-D first (lift_batched_heads)
     decoder_causal: bool = False  # the flag was asked for (rewrite_model(decoder_causal=True))
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
@@ -90,15 +91,22 @@ class Report:
             # op does with it, since a causal kernel would skip the half of the keys past the diagonal
             lines.append(f"  note    {len(causal)} fused site(s) read a decoder's causal and padding masks as one bias "
                          f"of the scores' shape (the causal rule inside it): the op reads that bias at every element "
-                         f"and computes every key, about twice a causal kernel's work; its causal flag is not the "
-                         f"same function there (a row whose visible keys are all padding attends to every key in the "
-                         f"export); --decoder-causal takes it, exact at every other row")
-        if self.causal_taken:
-            lines.append(f"  note    {self.causal_taken} fused site(s) take a decoder mask's causal rule as the causal "
-                         f"flag (--decoder-causal): a row whose visible keys are all padding (a left-padded "
-                         f"sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
-                         f"the original attends to every key at the mask's fill; every other row is the same")
-        elif self.decoder_causal and self.fused:
+                         f"and computes every key, about twice a causal kernel's work; --decoder-causal takes it "
+                         f"(with --attention the same function at every row: causal_fill; without, a row whose "
+                         f"visible keys are all padding then attends to those keys alone, not every key as in the "
+                         f"export)")
+        if self.causal_exact:
+            lines.append(f"  note    {self.causal_exact} FusedAttention site(s) take a decoder mask's causal rule as the "
+                         f"causal flag with causal_fill (--decoder-causal): the keys past the diagonal at the mask's "
+                         f"lowest, as there, the same function at every row; they are skipped for every row tile "
+                         f"that sees a kept key")
+        if self.causal_taken > self.causal_exact:
+            lines.append(f"  note    {self.causal_taken - self.causal_exact} fused site(s) take a decoder mask's causal "
+                         f"rule as the causal flag (--decoder-causal): a row whose visible keys are all padding (a "
+                         f"left-padded sequence's first tokens, a sequence of padding alone) attends to its visible "
+                         f"keys, where the original attends to every key at the mask's fill; every other row is the "
+                         f"same")
+        if self.decoder_causal and self.fused and not self.causal_taken:
             lines.append("  note    --decoder-causal took nothing: no fused site's bias holds a causal rule that masks "
                          "a key (one the rewrite does not recognize, as a sliding window's or one summed into a "
                          "position bias, stays in the bias, read exactly)")
@@ -121,14 +129,16 @@ class Report:
                 "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
                 "qkv_packed": self.qkv_packed,
                 "constant_masks_dropped": self.constant_masks_dropped, "masks_narrowed": self.masks_narrowed,
-                "causal_taken": self.causal_taken, "heads_lifted": self.heads_lifted,
+                "causal_taken": self.causal_taken, "causal_exact": self.causal_exact,
+                "heads_lifted": self.heads_lifted,
                 "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
 
 def _causal_text(d: dict) -> str:
     if "causal_taken" in d:
-        return f" (the causal rule taken as causal=1; the bias left: {d['causal_taken']})"
+        return (f" (the causal rule taken as causal=1{' with causal_fill' if d.get('causal_fill') else ''}; the bias "
+                f"left: {d['causal_taken']})")
     return " (the bias holds the causal rule: every key computed)" if "causal_in_bias" in d else ""
 
 
@@ -137,6 +147,8 @@ def node_name(node: ir.Node) -> str:
 
 
 def site_of(report: Optional[Report], node: ir.Node) -> Optional[Site]:
+    """The site of a fused node: FusedGemmSoftmax:<softmax>, or the FusedAttention node made of it (<...>_attention)."""
     if report is None or not node.name.startswith("FusedGemmSoftmax:"):
         return None
-    return report.sites.get(node.name.split(":", 1)[1])
+    name = node.name.split(":", 1)[1]
+    return report.sites.get(name) or report.sites.get(name.removesuffix("_attention"))

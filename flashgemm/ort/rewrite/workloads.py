@@ -169,7 +169,7 @@ def model_attention_variants(path: os.PathLike) -> list:
         if dtype is None:
             continue
         v = Variant(dtype, bool(attr_of(node, "transB", 0)), bias is not None, mask_kind(node, mask),
-                    bool(attr_of(node, "causal", 0)))
+                    bool(attr_of(node, "causal", 0)), bool(attr_of(node, "causal_fill", 0)))
         if v not in out:
             out.append(v)
     return out
