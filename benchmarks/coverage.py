@@ -16,8 +16,8 @@ others, what the op reads besides Q, K and V (its bias and additive mask, as nar
 decoder's causal rule inside the bias, for which every key is computed), and the largest |rewritten - original| of the
 output at batch 2, length 16, with padding at the end of one sequence and at the start of the other, and with a sequence
 padded out entirely. Where a bias holds the causal rule, the model is rewritten with --decoder-causal too and compared
-at the tokens whose rows keep a key (the others, left padding's first tokens, attend to their visible keys then). A
-table (.md) is written beside the JSON.
+at every token (with causal_fill the same function) and at the tokens whose rows keep a key. A table (.md) is written
+beside the JSON.
 """
 from __future__ import annotations
 
@@ -249,7 +249,7 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
         row[key] = float(np.abs(a - b).max())
         row[key.replace("max_abs_diff", "nan")] = [bool(np.isnan(a).any()), bool(np.isnan(b).any())]
     if any("causal_in_bias" in site.details for site in report.fused):
-        # --decoder-causal: the same at every token whose rows keep a key (left padding's first tokens do not)
+        # --decoder-causal: the same at every token (causal_fill), and at the tokens whose rows keep a key
         causal_dst = src.with_suffix(".attention-causal.onnx")
         causal = rewrite_file(src, causal_dst, log=lambda *a: None, attention=True, decoder_causal=True)
         feeds = _feeds(original, False)
@@ -259,7 +259,9 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
         kept = np.ones(a.shape[:2], bool)
         if kind in ("text", "text-cache"):  # a token keeps a key once one is kept at or before its position
             kept = (np.maximum.accumulate(feeds["attention_mask"], axis=1) > 0)[:, -a.shape[1]:]
-        row["decoder_causal"] = {"sites": causal.causal_taken, "max_abs_diff_kept": float(np.abs(a - b)[kept].max())}
+        row["decoder_causal"] = {"sites": causal.causal_taken, "causal_fill": causal.causal_exact,
+                                 "max_abs_diff": float(np.abs(a - b).max()),
+                                 "max_abs_diff_kept": float(np.abs(a - b)[kept].max())}
     log(f"{name} ({exporter}, {row['attention']}): {row['softmax']} Softmax -> {row['fused_attention']} "
         f"FusedAttention + {row['fused_p']} FusedGemmSoftmax; max |diff| {row['max_abs_diff']:.3g}"
         + (f", padded out {row['max_abs_diff_padded_out']:.3g}" if "max_abs_diff_padded_out" in row else ""))
@@ -268,14 +270,14 @@ def check(name: str, exporter: str, bundle: Path, work: Path, log=print) -> dict
 
 def _decoder_causal(row: dict) -> str:
     dc = row.get("decoder_causal")
-    return "–" if dc is None else f"{dc['sites']}, {dc['max_abs_diff_kept']:.3g}"
+    return "–" if dc is None else f"{dc['sites']} ({dc['causal_fill']} causal_fill), {dc['max_abs_diff']:.3g}"
 
 
 def markdown(rows: list, env: dict) -> str:
     lines = [f"Tiny random-init models, float16, rewritten with --attention, ONNX Runtime CPU EP ({env['torch']}, "
              f"{env['transformers']}, onnxruntime {env['onnxruntime']}, commit {env['commit']}, {env['date']}).", "",
              "| architecture | exporter (attention) | Softmax | FusedAttention | FusedGemmSoftmax | the op reads | "
-             "max abs diff | padded out | --decoder-causal: sites, max abs diff at kept tokens | not fused: why |",
+             "max abs diff | padded out | --decoder-causal: sites, max abs diff | not fused: why |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "export_error" in r:

@@ -25,7 +25,8 @@ def test_markdown_gives_every_row_its_counts_difference_and_reasons():
             {"architecture": "bart-encoder", "exporter": "dynamo", "export_error": "TorchExportError: failed"},
             {"architecture": "llama", "exporter": "dynamo", "attention": "sdpa", "softmax": 2, "fused_attention": 2,
              "fused_p": 0, "left": {}, "not_matched": [], "kept_p": [], "max_abs_diff": 0.001,
-             "max_abs_diff_padded_out": 0.001, "decoder_causal": {"sites": 2, "max_abs_diff_kept": 0.00098}}]
+             "max_abs_diff_padded_out": 0.001, "decoder_causal": {"sites": 2, "causal_fill": 2, "max_abs_diff": 0.00098,
+                                                                  "max_abs_diff_kept": 0.00098}}]
     text = coverage.markdown(rows, ENV)
     lines = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| architecture")]
     assert len(lines) == 5 and "torch 2.14.1" in text and "abc1234" in text
@@ -34,7 +35,7 @@ def test_markdown_gives_every_row_its_counts_difference_and_reasons():
     assert "not MatMul -> [scale] -> [Add [-> Add]] -> Softmax" in lines[1] and "| – |" in lines[1]  # no padded run
     assert "cannot prove it broadcasts" in lines[2]
     assert "export failed: TorchExportError: failed" in lines[3]
-    assert "| 0.001 | 0.001 | 2, 0.00098 | – |" in lines[4]  # --decoder-causal: its sites, the kept tokens' diff
+    assert "| 0.001 | 0.001 | 2 (2 causal_fill), 0.00098 | – |" in lines[4]  # --decoder-causal: its sites, the diff
 
 
 def test_reads_says_what_the_op_reads():
@@ -84,11 +85,12 @@ def test_a_decoder_with_a_cache_for_real(tmp_path):
     from flashgemm.bundle.kernel_library import export_bundle
     from flashgemm.op.variant import Variant
     bundle = tmp_path / "bundle"
-    export_bundle(bundle, "llvm", variants=[Variant("float16", True, b, "none", c) for b, c in ((True, False),
-                                                                                             (True, True))],
+    export_bundle(bundle, "llvm", variants=[Variant("float16", True, True, "none", c, f)
+                                            for c, f in ((False, False), (True, False), (True, True))],
                   attention=True, log=lambda *a: None)
     (tmp_path / "work").mkdir()
     row = coverage.check("llama-cache", "dynamo", bundle, tmp_path / "work", log=lambda *a: None)
     assert row["softmax"] == row["fused_attention"] == 2 and row["max_abs_diff"] < 1e-2, row
     assert row["reads"] == ["bias [batch, 1, sequence, sym:past + sequence] (causal rule inside)"], row
-    assert row["decoder_causal"]["sites"] == 2 and row["decoder_causal"]["max_abs_diff_kept"] < 1e-2, row
+    assert row["decoder_causal"]["sites"] == row["decoder_causal"]["causal_fill"] == 2, row
+    assert row["decoder_causal"]["max_abs_diff"] < 1e-2, row  # every token (causal_fill)
