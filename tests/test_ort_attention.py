@@ -762,6 +762,40 @@ def test_rewrite_batched_heads_and_masked_fill(sess_opts, device, name, padding,
     np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=MODEL_ATOL)
 
 
+def test_masked_fill_zeroed_after_the_softmax_is_a_plain_bool_mask(sess_opts, device, tmp_path):
+    """Older transformers' DeBERTa (XSoftmax's export): Where(~m, lowest, S) -> Softmax -> Where(~m, 0, P) -> P V.
+    The two Wheres are the op's plain bool mask (a masked entry 0, a row masked everywhere zeros): FusedAttention
+    without mask_fill, and the rewritten graph computes what the original does, that row included."""
+    t = TensorProto.FLOAT16
+    nodes = [helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["Q", "Kt"], ["S"]), helper.make_node("Mul", ["S", "c"], ["Ss"]),
+             helper.make_node("Add", ["Ss", "bias"], ["Sb"]), helper.make_node("Not", ["m"], ["r"]),
+             helper.make_node("Where", ["r", "lowest", "Sb"], ["Sw"]), helper.make_node("Softmax", ["Sw"], ["P"]),
+             helper.make_node("Where", ["r", "zero", "P"], ["Pz"]), helper.make_node("MatMul", ["Pz", "V"], ["O"])]
+    inits = [helper.make_tensor(n, t, [], np.array(x, np.float16).reshape(1).view(np.uint16).tobytes(), raw=True)
+             for n, x in (("c", 0.25), ("lowest", -65504.0), ("zero", 0.0))]
+    inputs = [helper.make_tensor_value_info(n, t, s) for n, s in (("Q", [2, 3, 5, 32]), ("K", [2, 3, 7, 32]),
+                                                                 ("V", [2, 3, 7, 32]), ("bias", [2, 1, 1, 7]))]
+    inputs.append(helper.make_tensor_value_info("m", TensorProto.BOOL, [2, 1, 5, 7]))
+    graph = helper.make_graph(nodes, "xsoftmax", inputs, [helper.make_tensor_value_info("O", t, None)],
+                              initializer=inits)
+    src, dst = tmp_path / "x.onnx", tmp_path / "x.attention.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(src))
+    report = rewrite_file(src, dst, attention=True)
+    assert report.attention == 1 and report.fused[0].details["mask_fill"] == 0, report.text()
+    (node,) = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedAttention"]
+    assert not any(a.name == "mask_fill" for a in node.attribute) and count_ops(dst, "Where") == 0
+    rng = np.random.default_rng(8)
+    feeds = {n: rng.standard_normal(s).astype(np.float16) for n, s in (("Q", (2, 3, 5, 32)), ("K", (2, 3, 7, 32)),
+                                                                       ("V", (2, 3, 7, 32)), ("bias", (2, 1, 1, 7)))}
+    feeds["m"] = rng.random((2, 1, 5, 7)) < 0.7
+    feeds["m"][1, 0, 2] = False  # a row masked everywhere: zeros in both
+    (o0,) = run(ort.InferenceSession(str(src), providers=providers(device)), feeds)
+    (o1,) = run(ort.InferenceSession(str(dst), sess_opts, providers=providers(device)), feeds)
+    assert not np.any(o1[1, :, 2].astype(np.float32))
+    np.testing.assert_allclose(o1.astype(np.float32), o0.astype(np.float32), rtol=0, atol=ATOL["float16"])
+
+
 @pytest.mark.parametrize("name", ["bert-large-tiny.f16", "whisper-enc-tiny.f16"])
 def test_packed_projection_bias_stays_an_add(bundle, device, name, tmp_path):
     """ONNX Runtime's MatMulAddFusion leaves the packed projection a MatMul and an Add (its Gemm would write the bias

@@ -17,24 +17,25 @@ from flashgemm.ort.rewrite.report import Report, node_name, site_of
 
 
 def _attention_chain(fgs: ir.Node, graph: ir.Graph):
-    """(nodes reading P on the way to MatMul(P, V), that MatMul, zero_nan_rows) or (None, why not, None). P may pass
-    Casts first (exporters write softmax(...).to(q.dtype); ViT's export goes to float32 and back) as long as each
-    casts to P's dtype or to float32, exact for a float16/bfloat16 P, and MatMul gets P's dtype back; and, once,
-    IsNaN + Where(IsNaN(P), 0, P) (exports of PyTorch's scaled_dot_product_attention), which zeroes P's NaN rows:
-    FusedAttention's zero_nan_rows (_zeroes_nan_rows). Every value on the way has one consumer but that pair, and is
-    no graph output."""
+    """(nodes reading P on the way to MatMul(P, V), that MatMul, zero_nan_rows, unfilled) or (None, why not, None,
+    None). P may pass Casts first (exporters write softmax(...).to(q.dtype); ViT's export goes to float32 and back) as
+    long as each casts to P's dtype or to float32, exact for a float16/bfloat16 P, and MatMul gets P's dtype back;
+    once, IsNaN + Where(IsNaN(P), 0, P) (exports of PyTorch's scaled_dot_product_attention), which zeroes P's NaN
+    rows: FusedAttention's zero_nan_rows (_zeroes_nan_rows); and once, the Where that zeroes the entries a mask_fill
+    site filled (_zeroes_filled: DeBERTa's XSoftmax in older transformers): unfilled, the op's plain bool mask. Every
+    value on the way has one consumer but that pair, and is no graph output."""
     outputs = set(graph.outputs)
-    chain, value, zero_nan_rows, casts = [], fgs.outputs[0], 0, 0
+    chain, value, zero_nan_rows, casts, unfilled = [], fgs.outputs[0], 0, 0, False
     while True:
         uses = list(value.uses())
         if value in outputs:
-            return None, "P is a graph output", None
+            return None, "P is a graph output", None, None
         if len(uses) != 1:
             pair = _zeroes_nan_rows(value, uses)
             if pair is None or zero_nan_rows:
-                return None, f"P has {len(uses)} consumers", None
+                return None, f"P has {len(uses)} consumers", None, None
             if isinstance(pair, str):
-                return None, pair, None
+                return None, pair, None, None
             chain += pair
             value, zero_nan_rows = pair[1].outputs[0], 1
             continue
@@ -44,12 +45,38 @@ def _attention_chain(fgs: ir.Node, graph: ir.Graph):
             chain.append(user)
             value, casts = user.outputs[0], casts + 1
             continue
+        if user.op_type == "Where" and user.domain == "" and index == 2 and not unfilled and \
+                _zeroes_filled(fgs, user):
+            chain.append(user)
+            value, unfilled = user.outputs[0], True
+            continue
         if user.op_type != "MatMul" or user.domain != "" or index != 0:
-            return None, f"P is read by {user.op_type or '?'} (input {index}), not as MatMul(P, V)", None
+            return None, f"P is read by {user.op_type or '?'} (input {index}), not as MatMul(P, V)", None, None
         if value.dtype != fgs.outputs[0].dtype:
-            return None, f"MatMul reads P as {value.dtype}, not {fgs.outputs[0].dtype}", None
-        return chain, user, zero_nan_rows
+            return None, f"MatMul reads P as {value.dtype}, not {fgs.outputs[0].dtype}", None, None
+        return chain, user, zero_nan_rows, unfilled
 
+
+def _zeroes_filled(fgs: ir.Node, where: ir.Node) -> bool:
+    """Whether `where` is Where(c, 0, P) for a mask_fill site whose bool mask keeps where c does not (the op's mask
+    is Not(c), or c is Not(the mask)): the entries the site filled with the lowest, zeroed after the softmax (older
+    transformers' DeBERTa, XSoftmax: Where(~m, lowest, S) -> Softmax -> Where(~m, 0, P)). Those two are the op's plain
+    bool mask: a masked entry 0, a row masked everywhere zeros."""
+    if not attr_of(fgs, "mask_fill", 0) or len(fgs.inputs) < 4 or fgs.inputs[3] is None:
+        return False
+    keep, cond = fgs.inputs[3], where.inputs[0]
+
+    def not_of(v):
+        p = v.producer()
+        return p.inputs[0] if p is not None and p.op_type == "Not" and p.domain == "" else None
+    if not_of(keep) is not cond and not_of(cond) is not keep:
+        return False
+    p_rank = len(fgs.outputs[0].shape) if fgs.outputs[0].shape is not None else 0
+    try:
+        zero = constant_scalar(where.inputs[1], "Where(~mask, X, P)'s X", p_rank)
+    except SiteRejected:
+        return False
+    return zero == 0 and where.outputs[0].dtype == fgs.outputs[0].dtype
 
 def _zeroes_nan_rows(p: ir.Value, uses):
     """[IsNaN, Where] where P's consumers are IsNaN(P) and Where(IsNaN(P), 0, P) with a one-element constant 0 (a
@@ -108,12 +135,13 @@ def _attention_obstacle(fgs: ir.Node, matmul: ir.Node, k=None) -> Optional[str]:
 
 
 def fuse_attention(model: ir.Model, report: Report) -> None:
-    """FusedGemmSoftmax(A, B, bias, mask) -> [Cast to P's own dtype] -> [Where(IsNaN(P), 0, P)] -> MatMul(P, V)
-    becomes FusedAttention(A, B, V, bias, mask), with the same attributes (and zero_nan_rows=1 for the Where), where
+    """FusedGemmSoftmax(A, B, bias, mask) -> [Cast to P's own dtype] -> [Where(IsNaN(P), 0, P)] -> [Where(~mask, 0,
+    P)] -> MatMul(P, V) becomes FusedAttention(A, B, V, bias, mask), with the same attributes (zero_nan_rows=1 for the
+    first Where, mask_fill dropped for the second), where
     _attention_chain and _attention_obstacle allow it; P is then never stored. The MatMul's output keeps its name."""
     report.attention = 0
     for fgs in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
-        chain, matmul, zero_nan_rows = _attention_chain(fgs, model.graph)
+        chain, matmul, zero_nan_rows, unfilled = _attention_chain(fgs, model.graph)
         site = site_of(report, fgs)
         why = matmul if chain is None else _attention_obstacle(fgs, matmul, site.details.get("k") if site else None)
         if why is not None:
@@ -123,7 +151,9 @@ def fuse_attention(model: ir.Model, report: Report) -> None:
         inputs = inputs[:2] + [matmul.inputs[1]] + inputs[2:]
         while inputs and inputs[-1] is None:
             inputs.pop()
-        attributes = list(fgs.attributes.values())
+        attributes = [a for a in fgs.attributes.values() if not (unfilled and a.name == "mask_fill")]
+        if unfilled and site is not None:
+            site.details["mask_fill"] = 0  # (the masked entries zeroed after the softmax: a plain bool mask)
         if zero_nan_rows:
             attributes.append(ir.AttrInt64("zero_nan_rows", 1))
         attn = ir.Node(DOMAIN, ATTENTION_OP_TYPE, inputs, attributes=attributes,

@@ -62,8 +62,10 @@ class Report:
             d = s.details
             terms = {"summed": " (two added terms summed into the bias)",
                      "a term of zeros left out": " (an added term of zeros left out)"}.get(d.get("bias_terms"), "")
-            if "mask_fill" in d:
+            if d.get("mask_fill") == 1:
                 terms += f" mask=bool {d['mask_shape']} (Where(mask, scores, lowest): mask_fill=1)"
+            elif "mask_fill" in d:
+                terms += f" mask=bool {d['mask_shape']} (Where(mask, scores, lowest), the masked P zeroed after)"
             elif "mask_shape" in d:
                 terms = f" mask=add {d['mask_shape']} (a second added term)"
             lines.append(f"  fused   {s.softmax}: scale={d['scale']:.8g} transB={d['transB']} "
@@ -96,13 +98,14 @@ class Report:
                          f"visible keys are all padding then attends to those keys alone, not every key as in the "
                          f"export)")
         if self.causal_exact:
-            lines.append(f"  note    {self.causal_exact} FusedAttention site(s) take a decoder mask's causal rule as the "
-                         f"causal flag with causal_fill (--decoder-causal): the keys past the diagonal at the mask's "
+            lines.append(f"  note    {self.causal_exact} FusedAttention site(s) take a decoder mask's causal rule as "
+                         f"the causal flag with causal_fill (--decoder-causal): the keys past the diagonal at the mask's "
                          f"lowest, as there, the same function at every row; they are skipped for every row tile "
                          f"that sees a kept key")
         if self.causal_taken > self.causal_exact:
-            lines.append(f"  note    {self.causal_taken - self.causal_exact} fused site(s) take a decoder mask's causal "
-                         f"rule as the causal flag (--decoder-causal): a row whose visible keys are all padding (a "
+            inexact = self.causal_taken - self.causal_exact
+            lines.append(f"  note    {inexact} fused site(s) take a decoder mask's causal rule as the causal flag "
+                         f"(--decoder-causal): a row whose visible keys are all padding (a "
                          f"left-padded sequence's first tokens, a sequence of padding alone) attends to its visible "
                          f"keys, where the original attends to every key at the mask's fill; every other row is the "
                          f"same")
