@@ -1087,3 +1087,42 @@ def test_two_added_terms(so, tmp_path, case):
     if case == "computed":
         feeds["g"] = np.array(1.5, np.float16)
     _compare(so, src, dst, feeds)
+
+
+@pytest.mark.parametrize("dim", [2, 0])
+def test_added_term_of_fixed_value_folded(so, tmp_path, dim):
+    """A bias whose shape inference cannot find but whose value is fixed (BEiT's position bias, interpolated to the
+    input's static resolution: here a table Resized to [1, 3, Q's dim `dim`, 7], its sizes computed past what shape
+    inference follows) is folded into a constant and the
+    site fused, matching the original. Where the size read is a dynamic dim (the batch) the value is not fixed: the
+    bias stays as computed and the site is left alone."""
+    model = attention(q=("b", 3, 5, 8), k=("b", 3, 7, 8))
+    g, t16, i64 = model.graph, TensorProto.FLOAT16, TensorProto.INT64
+    table = np.random.default_rng(3).standard_normal((1, 3, 64, 64)).astype(np.float16)
+    g.initializer.extend([
+        helper.make_tensor("table", t16, [1, 3, 64, 64], table.view(np.uint16).tobytes(), raw=True),
+        helper.make_tensor("lead", i64, [2], [1, 3]), helper.make_tensor("cols", i64, [1], [7]),
+        helper.make_tensor("at", i64, [1], [dim]), helper.make_tensor("zero", t16, [], [0])])
+    (softmax,) = [n for n in g.node if n.op_type == "Softmax"]
+    scores = softmax.input[0]
+    g.node.insert(len(g.node) - 1, helper.make_node("Add", [scores, "M"], ["Sm"]))
+    softmax.input[0] = "Sm"
+    for i, node in enumerate([helper.make_node("Shape", ["Q"], ["q_shape"]),
+                              helper.make_node("Gather", ["q_shape", "at"], ["rows"], axis=0),
+                              helper.make_node("Concat", ["lead", "rows", "cols"], ["dims"], axis=0),
+                              # + 0 computed from the table (past the constant folder's size limit: the shape
+                              # stays unknown to inference)
+                              helper.make_node("Mul", ["table", "zero"], ["zeros"]),
+                              helper.make_node("ReduceMin", ["zeros"], ["zero_t"], keepdims=0),
+                              helper.make_node("Cast", ["zero_t"], ["zero_i"], to=i64),
+                              helper.make_node("Add", ["dims", "zero_i"], ["size"]),
+                              helper.make_node("Resize", ["table", "", "", "size"], ["M"], mode="linear")]):
+        g.node.insert(i, node)
+    report, src, dst = _rewrite_proto(model, tmp_path)
+    if dim == 0:
+        assert not report.fused and report.static_terms_folded == 0, report.text()
+        return
+    assert len(report.fused) == 1 and report.static_terms_folded == 1, report.text()
+    assert report.fused[0].details["bias_shape"] == [1, 3, 5, 7], report.text()
+    assert rewrite.count_ops(dst, "Resize") == 0
+    _compare(so, src, dst, _qkm(q=(2, 3, 5, 8), k=(2, 3, 7, 8)))

@@ -17,24 +17,60 @@ from flashgemm.ort.rewrite.report import Report, site_of
 
 
 CONSTANT_INPUT_LIMIT = (64, 1 << 24)  # the most nodes and elements drop_constant_masks evaluates for one input
+STATIC_TERM_LIMIT = (1024, 1 << 22)  # ... and fold_static_terms (a BEiT layer's position bias: 663 nodes)
 
 
-def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
+def _static_dims(x: ir.Value) -> Optional[np.ndarray]:
+    """The value of `x` where it is dims of a shape that are static ints: Shape(y) [start:end] or a Gather of such at
+    constant indices (the static height and width of an image of dynamic batch); else None."""
+    p = x.producer()
+    if p is None or p.domain not in ("", "ai.onnx"):
+        return None
+    if p.op_type == "Gather" and attr_of(p, "axis", 0) == 0:
+        index = constant_array(p.inputs[1])
+        shape = p.inputs[0].producer()
+        if index is None or shape is None or shape.op_type != "Shape" or shape.domain not in ("", "ai.onnx"):
+            return None
+        dims = shape_of(shape.inputs[0])
+        if dims is None:
+            return None
+        dims = dims[slice(attr_of(shape, "start", 0), attr_of(shape, "end", len(dims)))]
+        picked = [dims[int(i)] for i in np.asarray(index).ravel() if -len(dims) <= int(i) < len(dims)]
+        if len(picked) != index.size or not all(isinstance(d, int) for d in picked):
+            return None
+        return np.asarray(picked, np.int64).reshape(np.shape(index))
+    if p.op_type != "Shape":
+        return None
+    dims = shape_of(p.inputs[0])
+    if dims is None:
+        return None
+    dims = dims[slice(attr_of(p, "start", 0), attr_of(p, "end", len(dims)))]
+    return np.asarray(dims, np.int64) if all(isinstance(d, int) for d in dims) else None
+
+
+def _constant_value(v: ir.Value, opset: int, static_shapes: bool = False) -> Optional[np.ndarray]:
     """The value of `v` when it is computed from constants alone (initializers, Constant nodes; no graph input), by
     a handful of standard ops, into a tensor of known static shape (CONSTANT_INPUT_LIMIT), evaluated with onnx's
-    reference evaluator; else None."""
+    reference evaluator; else None. static_shapes: also through the static dims of a Shape (a graph input's among
+    them), and into a shape not known beforehand (STATIC_TERM_LIMIT bounds it)."""
     import onnx  # noqa: PLC0415
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    node_limit, size_limit = STATIC_TERM_LIMIT if static_shapes else CONSTANT_INPUT_LIMIT
     shape = shape_of(v)  # bounded before anything is computed: a static shape of at most the limit's elements
-    if shape is None or not all(isinstance(d, int) for d in shape) or math.prod(shape) > CONSTANT_INPUT_LIMIT[1]:
+    static = shape is not None and all(isinstance(d, int) for d in shape)
+    if not (static or static_shapes) or static and math.prod(shape) > size_limit:
         return None
     nodes, inits, todo = set(), {}, [v]
     while todo:
         x = todo.pop()
+        if x.const_value is not None:
+            inits[x.name] = x.const_value
+            continue
         if x.is_graph_input():
             return None
-        if x.const_value is not None:
-            inits[x.name] = x
+        dims = _static_dims(x) if static_shapes else None
+        if dims is not None:
+            inits[x.name] = ir.tensor(dims, name=x.name)
             continue
         p = x.producer()
         if p is None or p.domain not in ("", "ai.onnx") or any(
@@ -42,7 +78,7 @@ def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
             return None
         if p not in nodes:
             nodes.add(p)
-            if len(nodes) > CONSTANT_INPUT_LIMIT[0]:
+            if len(nodes) > node_limit:
                 return None
             todo += [i for i in p.inputs if i is not None]
     order = [n for n in v.graph if n in nodes] if v.graph is not None else []
@@ -51,15 +87,50 @@ def _constant_value(v: ir.Value, opset: int) -> Optional[np.ndarray]:
     graph = onnx.helper.make_graph(
         [ir.serde.serialize_node(n) for n in order], "constant", [],
         [onnx.helper.make_empty_tensor_value_info(v.name)],
-        initializer=[ir.serde.serialize_tensor(x.const_value) for x in inits.values()])
-    for t, x in zip(graph.initializer, inits.values()):
-        t.name = x.name
+        initializer=[ir.serde.serialize_tensor(t) for t in inits.values()])
+    for t, name in zip(graph.initializer, inits):
+        t.name = name
     try:
         (out,) = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]))\
             .run(None, {})
     except Exception:  # noqa: BLE001  (an op the reference evaluator lacks, or fails on: leave the input)
         return None
-    return np.asarray(out)
+    out = np.asarray(out)
+    return out if out.size <= size_limit else None
+
+
+def fold_static_terms(model: ir.Model) -> int:
+    """Each term added to scores before a Softmax whose shape inference could not find, but whose value is fixed
+    (_constant_value with static_shapes: from constants and the static dims of shapes), becomes an initializer of that
+    value; returns how many. BEiT's TorchScript export computes its relative position bias every run by interpolating
+    its table to the input's resolution (static: the image size), through ops that leave its shape unknown, so that
+    its broadcast to the scores could not be proved."""
+    opset = model.opset_imports.get("", 17)
+    folded, seen = 0, set()
+    for sm in [n for n in model.graph if n.op_type == "Softmax" and n.domain in ("", "ai.onnx")]:
+        todo = [sm.inputs[0]]
+        while todo:
+            add = todo.pop().producer()
+            if add is None or add.domain not in ("", "ai.onnx") or add.op_type != "Add" or id(add) in seen:
+                continue
+            seen.add(id(add))
+            for i, term in enumerate(add.inputs):
+                shape = shape_of(term)
+                if term.const_value is not None or shape is not None and all(isinstance(d, int) for d in shape):
+                    todo.append(term)
+                    continue
+                val = _constant_value(term, opset, static_shapes=True)
+                if val is None:
+                    todo.append(term)
+                    continue
+                const = ir.Value(name=f"{term.name}_static", shape=ir.Shape(val.shape), type=term.type,
+                                 const_value=ir.tensor(val, name=f"{term.name}_static"))
+                model.graph.register_initializer(const)
+                add.replace_input_with(i, const)
+                folded += 1
+    if folded:
+        RemoveUnusedNodesPass()(model)
+    return folded
 
 
 def _masks_of(node: ir.Node) -> list:

@@ -13,7 +13,8 @@ from flashgemm.ort.op_schema import DOMAIN
 from flashgemm.ort.rewrite.values import dtype_of, read_in
 from flashgemm.ort.rewrite.report import Report
 from flashgemm.ort.rewrite.shapes import infer_shapes, infer_symbolic_shapes
-from flashgemm.ort.rewrite.masks import drop_constant_masks, narrow_masks, causal_masks, exact_causal
+from flashgemm.ort.rewrite.masks import (drop_constant_masks, narrow_masks, causal_masks, exact_causal,
+                                         fold_static_terms)
 from flashgemm.ort.rewrite.scores import (FuseScoresSoftmax, FoldTransposeB, FoldKeyScale, FoldBatchedTransposeB,
                                           FoldQueryScale, probe_sites)
 from flashgemm.ort.rewrite.attention import fuse_attention, fold_heads_transposes, pack_qkv_projections
@@ -31,10 +32,15 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     causal and padding masks in one bias go to the op as its causal flag and the padding mask (causal_masks: the
     same function except at rows whose visible keys are all padding)."""
     note = None
+    folded = 0
     if shapes:
         infer_shapes(model)
         _, note = infer_symbolic_shapes(model)
-    report = Report(model=name, dtype=dtype_of(model))
+        folded = fold_static_terms(model)
+        if folded:  # again: the folded terms' shapes reach the scores and what follows them
+            infer_shapes(model)
+            _, note = infer_symbolic_shapes(model)
+    report = Report(model=name, dtype=dtype_of(model), static_terms_folded=folded)
     if note:
         report.notes.append(note)
     report.heads_lifted = lift_batched_heads(model)  # (DeBERTa's [batch * heads, ...] views, before the rules see them)

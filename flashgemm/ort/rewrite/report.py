@@ -32,6 +32,7 @@ class Report:
     masks_narrowed: int = 0  # biases / masks given to the op without an always-true broadcasting term (narrow_masks)
     causal_taken: int = 0  # sites given a decoder mask's causal rule as the causal flag (causal_masks, take=True)
     causal_exact: int = 0  # FusedAttention nodes of causal_taken given causal_fill (exact_causal)
+    static_terms_folded: int = 0  # added terms of unknown shape but fixed value made initializers (fold_static_terms)
     heads_lifted: int = 0  # sites computed on [batch * heads, ...] views, lifted to 4-D first (lift_batched_heads)
     decoder_causal: bool = False  # the flag was asked for (rewrite_model(decoder_causal=True))
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
@@ -56,6 +57,8 @@ class Report:
                     f"{self.constant_masks_dropped}" if self.constant_masks_dropped else "")
                  + (f"; a bias or mask narrowed (an always-true broadcasting term dropped) at {self.masks_narrowed}"
                     if self.masks_narrowed else "")
+                 + (f"; an added term of fixed value (unknown shape) folded into a constant at "
+                    f"{self.static_terms_folded}" if self.static_terms_folded else "")
                  + (f"; scores of [batch * heads, ...] views lifted to [batch, heads, ...] at {self.heads_lifted}"
                     if self.heads_lifted else "")]
         for s in self.fused:
@@ -133,7 +136,7 @@ class Report:
                 "qkv_packed": self.qkv_packed,
                 "constant_masks_dropped": self.constant_masks_dropped, "masks_narrowed": self.masks_narrowed,
                 "causal_taken": self.causal_taken, "causal_exact": self.causal_exact,
-                "heads_lifted": self.heads_lifted,
+                "heads_lifted": self.heads_lifted, "static_terms_folded": self.static_terms_folded,
                 "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
 
