@@ -55,9 +55,10 @@ Rule 1 fuses only what is provably the same function (everything it declines is 
 Shapes: infer_shapes (onnx's inference, also on a constant-folded clone) and then infer_symbolic_shapes (onnxruntime's
 SymbolicShapeInference, auto_merge off) fill them in before matching; after them, fold_static_terms (module masks)
 makes a constant of each term added to the scores whose shape neither found but whose value is fixed (from constants
-and static dims: BEiT's position bias, interpolated to the image's resolution), and both run again. The latter is what proves a dynamic export's
-mask - built from `attention_mask` [batch, sequence] - broadcastable to the scores [batch, heads, sequence, sequence];
-it equates two symbols only where that is proven (see _ssi_class), never on a broadcast's say-so. When it cannot
+and static dims: BEiT's position bias, interpolated to the image's resolution), and both run again. Symbolic
+inference is what proves a dynamic export's mask - built from `attention_mask` [batch, sequence] - broadcastable to
+the scores [batch, heads, sequence, sequence]; it equates two symbols only where that is proven (see _ssi_class),
+never on a broadcast's say-so. When it cannot
 run (onnxruntime or sympy missing, or it fails), the report carries a note saying why and such sites stay unfused.
 The matched intermediate values (S, the scaled and the masked scores) must have no other consumer - the matcher
 refuses otherwise, and the report says so.
