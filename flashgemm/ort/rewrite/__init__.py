@@ -58,10 +58,9 @@ makes a constant of each term added to the scores whose shape neither found but 
 and static dims: BEiT's position bias, interpolated to the image's resolution), and both run again. Symbolic
 inference is what proves a dynamic export's mask - built from `attention_mask` [batch, sequence] - broadcastable to
 the scores [batch, heads, sequence, sequence]; it equates two symbols only where that is proven (see _ssi_class),
-never on a broadcast's say-so. When it cannot
-run (onnxruntime or sympy missing, or it fails), the report carries a note saying why and such sites stay unfused.
-The matched intermediate values (S, the scaled and the masked scores) must have no other consumer - the matcher
-refuses otherwise, and the report says so.
+never on a broadcast's say-so. When it cannot run (onnxruntime or sympy missing, or it fails), the report carries a
+note saying why and such sites stay unfused. The matched intermediate values (S, the scaled and the masked scores)
+must have no other consumer - the matcher refuses otherwise, and the report says so.
 
 Numerics: the fused op accumulates in fp32 and applies the scale in fp32, so its result differs from the fp16 graph's
 (which rounds S, c*S and c*S+M to fp16) by rounding only. Rules 2 and 5 rely on Reshape and Transpose only moving
