@@ -12,7 +12,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 from flashgemm.op.variant import MASK_FILL, MASKED_AT_OR_BELOW
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference)
 from flashgemm.ort.rewrite.values import (SUPPORTED, shape_of, fmt_dims, constant_array, attr_of, same_dim,
-                                          broadcast_shape)
+                                          broadcast_shape, static_dims)
 from flashgemm.ort.rewrite.report import Report, site_of
 
 
@@ -20,39 +20,11 @@ CONSTANT_INPUT_LIMIT = (64, 1 << 24)  # the most nodes and elements drop_constan
 STATIC_TERM_LIMIT = (1024, 1 << 22)  # ... and fold_static_terms (a BEiT layer's position bias: 663 nodes)
 
 
-def _static_dims(x: ir.Value) -> Optional[np.ndarray]:
-    """The value of `x` where it is dims of a shape that are static ints: Shape(y) [start:end] or a Gather of such at
-    constant indices (the static height and width of an image of dynamic batch); else None."""
-    p = x.producer()
-    if p is None or p.domain not in ("", "ai.onnx"):
-        return None
-    if p.op_type == "Gather" and attr_of(p, "axis", 0) == 0:
-        index = constant_array(p.inputs[1])
-        shape = p.inputs[0].producer()
-        if index is None or shape is None or shape.op_type != "Shape" or shape.domain not in ("", "ai.onnx"):
-            return None
-        dims = shape_of(shape.inputs[0])
-        if dims is None:
-            return None
-        dims = dims[slice(attr_of(shape, "start", 0), attr_of(shape, "end", len(dims)))]
-        picked = [dims[int(i)] for i in np.asarray(index).ravel() if -len(dims) <= int(i) < len(dims)]
-        if len(picked) != index.size or not all(isinstance(d, int) for d in picked):
-            return None
-        return np.asarray(picked, np.int64).reshape(np.shape(index))
-    if p.op_type != "Shape":
-        return None
-    dims = shape_of(p.inputs[0])
-    if dims is None:
-        return None
-    dims = dims[slice(attr_of(p, "start", 0), attr_of(p, "end", len(dims)))]
-    return np.asarray(dims, np.int64) if all(isinstance(d, int) for d in dims) else None
-
-
 def _constant_value(v: ir.Value, opset: int, static_shapes: bool = False) -> Optional[np.ndarray]:
     """The value of `v` when it is computed from constants alone (initializers, Constant nodes; no graph input), by
     a handful of standard ops, into a tensor of known static shape (CONSTANT_INPUT_LIMIT), evaluated with onnx's
-    reference evaluator; else None. static_shapes: also through the static dims of a Shape (a graph input's among
-    them), and into a shape not known beforehand (STATIC_TERM_LIMIT bounds it)."""
+    reference evaluator; else None. static_shapes: also through the static dims of shapes (values.static_dims, a
+    graph input's among them), and into a shape not known beforehand (STATIC_TERM_LIMIT bounds it)."""
     import onnx  # noqa: PLC0415
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
     node_limit, size_limit = STATIC_TERM_LIMIT if static_shapes else CONSTANT_INPUT_LIMIT
@@ -68,7 +40,7 @@ def _constant_value(v: ir.Value, opset: int, static_shapes: bool = False) -> Opt
             continue
         if x.is_graph_input():
             return None
-        dims = _static_dims(x) if static_shapes else None
+        dims = static_dims(x) if static_shapes else None
         if dims is not None:
             inits[x.name] = ir.tensor(dims, name=x.name)
             continue

@@ -67,35 +67,44 @@ _SHAPE_ARITHMETIC = ("Cast", "Sqrt", "Mul", "Div", "Add", "Sub", "Squeeze", "Uns
                      "Concat", "Pow")
 
 
-def shape_constant(v: Optional[ir.Value], depth: int = 12) -> Optional[np.ndarray]:
-    """v's value where it is computed from constants and from the static dims of other values' shapes (a Shape, or
-    a Slice or Gather of one with constant indices, that reads only dims known as numbers) by arithmetic
-    (_SHAPE_ARITHMETIC, each node run by onnx's reference evaluator); else None."""
-    arr = constant_array(v)
-    if arr is not None or v is None or depth == 0:
-        return arr
+def static_dims(v: ir.Value) -> Optional[np.ndarray]:
+    """v's value where it is dims of another value's shape that are known as numbers: a Shape, or a Slice or Gather
+    of one with constant indices (an image's height and width under a dynamic batch); else None."""
     p = v.producer()
     if p is None or p.domain not in ("", "ai.onnx"):
         return None
-    if p.op_type == "Shape" or p.op_type in ("Slice", "Gather") and p.inputs[0] is not None and \
-            p.inputs[0].producer() is not None and p.inputs[0].producer().op_type == "Shape":
-        shape_node = p if p.op_type == "Shape" else p.inputs[0].producer()
-        dims = shape_of(shape_node.inputs[0])
-        if dims is None:
+    if not (p.op_type == "Shape" or p.op_type in ("Slice", "Gather") and p.inputs[0] is not None and
+            p.inputs[0].producer() is not None and p.inputs[0].producer().op_type == "Shape"):
+        return None
+    shape_node = p if p.op_type == "Shape" else p.inputs[0].producer()
+    dims = shape_of(shape_node.inputs[0])
+    if dims is None:
+        return None
+    start = shape_node.attributes.get("start")
+    end = shape_node.attributes.get("end")
+    dims = dims[start.as_int() if start else None:end.as_int() if end else None]
+    picked = np.arange(len(dims))
+    if p.op_type != "Shape":
+        args = [constant_array(i) for i in p.inputs[1:]]
+        if any(a is None for a in args):
             return None
-        start = shape_node.attributes.get("start")
-        end = shape_node.attributes.get("end")
-        dims = dims[start.as_int() if start else None:end.as_int() if end else None]
-        picked = np.arange(len(dims))
-        if p.op_type != "Shape":
-            args = [constant_array(i) for i in p.inputs[1:]]
-            if any(a is None for a in args):
-                return None
-            picked = _evaluate(p, [picked] + args)
-        if picked is None or any(not isinstance(dims[i], int) for i in np.ravel(picked)):
-            return None
-        return np.asarray([dims[i] for i in np.ravel(picked)], np.int64).reshape(np.shape(picked))
-    if p.op_type not in _SHAPE_ARITHMETIC:
+        picked = _evaluate(p, [picked] + args)
+    if picked is None or any(not isinstance(dims[i], int) for i in np.ravel(picked)):
+        return None
+    return np.asarray([dims[i] for i in np.ravel(picked)], np.int64).reshape(np.shape(picked))
+
+
+def shape_constant(v: Optional[ir.Value], depth: int = 12) -> Optional[np.ndarray]:
+    """v's value where it is computed from constants and from the static dims of other values' shapes (static_dims)
+    by arithmetic (_SHAPE_ARITHMETIC, each node run by onnx's reference evaluator); else None."""
+    arr = constant_array(v)
+    if arr is not None or v is None or depth == 0:
+        return arr
+    dims = static_dims(v)
+    if dims is not None:
+        return dims
+    p = v.producer()
+    if p is None or p.domain not in ("", "ai.onnx") or p.op_type not in _SHAPE_ARITHMETIC:
         return None
     args = [None if i is None else shape_constant(i, depth - 1) for i in p.inputs]
     if any(a is None and i is not None for a, i in zip(args, p.inputs)):
