@@ -67,6 +67,24 @@ def test_variant_rejects_unknown_dtype_and_mask():
     assert len({v.key for v in Variant.all()}) == 80
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fill_logit_survives_the_kernels_exp2_form(dtype):
+    """A row false everywhere has the fill as its max, and the CUDA kernels compute exp2(fill * L - max * L) with
+    max * L rounded and the first product possibly fused into an FMA (unrounded): the difference is the rounding
+    error of fill * L, which exp2 must keep finite and nonzero (else the row is NaN or zeros, not uniform). With
+    bfloat16's fill at -2e38 it was 4e30."""
+    import numpy as np  # noqa: PLC0415
+
+    from flashgemm.codegen.tir.rewrite_softmax_arithmetic import LOG2E, M_FLOOR
+    from flashgemm.op.variant import FILL_LOGIT, MASK_FILL
+
+    fill, log2e = np.float32(FILL_LOGIT[dtype]), np.float32(LOG2E)
+    assert fill >= M_FLOOR and FILL_LOGIT[dtype] >= MASK_FILL[dtype]
+    assert np.isfinite(fill * log2e)
+    residual = float(fill) * float(log2e) - float(fill * log2e)
+    assert abs(residual) < 1.0, residual
+
+
 def _read(flat, c_strides, shape):
     """The elements a kernel reads from `flat` through canonical element strides, as an array of `shape`."""
     import numpy as np  # noqa: PLC0415

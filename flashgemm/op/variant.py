@@ -27,9 +27,12 @@ MASKED_AT_OR_BELOW = -65504.0  # additive mask values at or below this (fp16's l
 MASK_FILL = {"float16": -65504.0, "bfloat16": -3.3895313892515355e38}
 # ... as the float32 kernels compute a false entry's logit: bfloat16's lowest times log2(e) would overflow their exp2
 # form (flashgemm/codegen/tir/rewrite_softmax_arithmetic.py: logits past -2.3e38), and a row false everywhere would be
-# zeros; -2e38 is the same function for every logit above it. (causal_fill keeps MASK_FILL: its keys past the
-# diagonal must equal the padding bias's lowest, which a row seeing only padding attends to alike.)
-FILL_LOGIT = {dtype: max(value, -2.0e38) for dtype, value in MASK_FILL.items()}
+# zeros. -2**127 instead: its product with float32's log2(e) is exact, so in a row false everywhere (its max the fill)
+# exp2(fill * L - max * L) is exp2(0) even where nvcc contracts it into an FMA (with -2e38 that FMA leaves the product's
+# rounding error, up to 2**103: such rows were NaN or zeros). The same function for every logit above it.
+# (causal_fill keeps MASK_FILL: its keys past the diagonal must equal the padding bias's lowest, which a row seeing
+# only padding attends to alike.)
+FILL_LOGIT = {dtype: max(value, -2.0 ** 127) for dtype, value in MASK_FILL.items()}
 # FusedAttention's tensor-core kernels (flashgemm/kernel/fused_attention_mma.py): the head sizes they serve (Q's and
 # V's equal), and the multiple of N they need with K as [D, N] (its rows copied in 16-byte chunks)
 ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 128)
