@@ -13,7 +13,7 @@ import tvm
 
 from flashgemm.kernel.fused_attention import runtime_func
 from flashgemm.op.reference import fused_attention_ref
-from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASK_FILL, Variant
 from flashgemm.spaces import llvm
 
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -62,7 +62,7 @@ def check(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows=0):
     out = run(kernels, v, q, kt, vv, bias, mask, scale, zero_nan_rows)
     ref = fused_attention_ref(q, kt, vv, bias, mask, scale=scale, trans_b=v.trans_b, causal=v.causal,
                               zero_nan_rows=zero_nan_rows, mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None,
-                              causal_fill=MASK_FILL[v.dtype] if v.causal_fill else None)
+                              causal_fill=FILL_LOGIT[v.dtype] if v.causal_fill else None)
     assert out.dtype == NP[v.dtype] and out.shape == ref.shape
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return out, ref
@@ -113,13 +113,14 @@ def test_mask_fill_rows_false_everywhere_are_uniform(kernels, dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_causal_fill_is_the_decoders_mask_of_the_scores_shape(kernels, dtype):
-    """causal_fill with the padding row [B, 1, 1, N] as the bias is the op with the decoder's mask of the scores'
-    shape as its bias (lowest past the diagonal or at padding, 0 elsewhere), left-padded rows that see only padding
-    included (they attend to every key there, as here); plain causal differs at those rows alone."""
+    """causal_fill with the padding row [B, 1, 1, N] as the bias, padding at the fill (FILL_LOGIT: where the rewrite
+    puts a decoder's lowest), is the op with the decoder's mask of the scores' shape as its bias (the fill past the
+    diagonal or at padding, 0 elsewhere), left-padded rows that see only padding included (they attend to every key
+    there, as here); plain causal differs at those rows alone."""
     fill, plain = Variant(dtype, True, True, "none", True, True), Variant(dtype, True, True, "none", True)
     full = Variant(dtype, True, True, "none", False)
     q, kt, vv, _, _ = inputs(fill, (2, 2, 9, 12, 16, 8), seed=6)
-    lowest = MASK_FILL[dtype]
+    lowest = FILL_LOGIT[dtype]
     pad = np.zeros((2, 1, 1, 12))
     pad[0, ..., :5] = lowest  # batch 0 left-padded: its rows 0 and 1 (diagonal at 3 + i) see padding alone
     i, j = np.arange(9)[:, None], np.arange(12)[None, :]

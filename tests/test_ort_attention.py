@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 
 from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle, kernel_libraries
 from flashgemm.op.reference import fused_attention_ref
-from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASK_FILL, Variant
 from flashgemm.ort.model import make_attention_model, make_model
 from flashgemm.ort.rewrite import count_ops, model_attention_variants, rewrite_file
 from flashgemm.ort.session import BUNDLE_DIR_CONFIG_KEY, providers, run, session_options
@@ -31,7 +31,7 @@ VARIANTS = [Variant("float16", True, False, "none", False), Variant("float16", T
             Variant("bfloat16", True, False, "none", False), Variant("float16", True, True, "none", False),
             Variant("float16", True, True, "add", False), Variant("float16", True, True, "none", True),
             Variant("float16", True, True, "fill", False), Variant("bfloat16", True, False, "fill", False),
-            Variant("float16", True, True, "none", True, True)]
+            Variant("float16", True, True, "none", True, True), Variant("bfloat16", True, True, "none", True, True)]
 
 
 @pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -84,7 +84,7 @@ def check(sess_opts, device, v: Variant, q_shape, k_shape, v_shape, bias_shape=N
     ref = fused_attention_ref(feeds["Q"], feeds["K"], feeds["V"], feeds.get("bias"), feeds.get("mask"), scale=scale,
                               trans_b=v.trans_b, causal=v.causal, zero_nan_rows=zero_nan_rows,
                               mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None,
-                              causal_fill=MASK_FILL[v.dtype] if v.causal_fill else None)
+                              causal_fill=FILL_LOGIT[v.dtype] if v.causal_fill else None)
     assert o.dtype == dt and o.shape == ref.shape, (o.shape, ref.shape)
     np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[v.dtype])
     return o, ref
@@ -114,7 +114,7 @@ def check_in_place(sess_opts, device, v: Variant, feeds, shapes, x, flags, rng, 
     ref = fused_attention_ref(x["Q"], x["K"], x["V"], feeds.get("bias"), feeds.get("mask"), scale=d ** -0.5,
                               trans_b=v.trans_b, causal=v.causal,
                               mask_fill=MASK_FILL[v.dtype] if v.mask == "fill" else None,
-                              causal_fill=MASK_FILL[v.dtype] if v.causal_fill else None)
+                              causal_fill=FILL_LOGIT[v.dtype] if v.causal_fill else None)
     if flags[3]:
         ref = ref.transpose(HEADS)
     assert o.shape == ref.shape, (o.shape, ref.shape)
@@ -271,31 +271,31 @@ def test_tensor_core_kernel_one_row_bias_and_mask(sess_opts, device, v, m, d, mo
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("m,n,pad", [(200, 200, 70), (77, 200, 150), (130, 130, 0)],
                          ids=["prefill-left-padded", "after-a-cache", "no-padding"])
-def test_causal_fill_is_the_full_decoder_mask(sess_opts, device, d, m, n, pad):
-    """causal_fill with a decoder's padding row [B, 1, 1, N] as the bias (what --decoder-causal gives a decoder) is
-    FusedAttention with the decoder's mask of the scores' shape as its bias, at every row: a row tile whose first row
-    sees only padding (batch 0, left-padded by `pad`) computes every key, its rows that see a kept key the same as
-    with the keys past the diagonal skipped; the other tiles (batch 1, no padding) skip them."""
-    v, full = VARIANTS[-1], VARIANTS[7]  # causal_fill with a bias; a bias, not causal
+def test_causal_fill_is_the_full_decoder_mask(sess_opts, device, dtype, d, m, n, pad):
+    """causal_fill with a decoder's padding row [B, 1, 1, N] as the bias, at FILL_LOGIT (what --decoder-causal gives a
+    decoder) is softmax with the decoder's mask of the scores' shape, at the dtype's lowest as exported, at every
+    row (FP64): a row tile whose first row sees only padding (batch 0, left-padded by `pad`) computes every key and
+    its rows that see only padding attend to every key (bfloat16's lowest itself would overflow the CUDA kernels'
+    log2-scaled logits); the other tiles (batch 1, no padding) skip the keys past the diagonal."""
+    v = next(x for x in VARIANTS if x.dtype == dtype and x.causal_fill)
     rng = np.random.default_rng(m + pad)
-    lowest = np.float16(-65504.0)
-    row = np.zeros((2, 1, 1, n), np.float16)
-    row[0, ..., :pad] = lowest
+    row = np.zeros((2, 1, 1, n))
+    row[0, ..., :pad] = FILL_LOGIT[dtype]
     i, j = np.arange(m)[:, None], np.arange(n)[None, :]
-    mask4 = np.where((j > i + n - m) | (row < 0), lowest, np.float16(0)).astype(np.float16)  # [2, 1, m, n]
-    feeds = {"Q": rng.standard_normal((2, 3, m, d)).astype(np.float16),
-             "K": rng.standard_normal((2, 3, n, d)).astype(np.float16),
-             "V": rng.standard_normal((2, 3, n, d)).astype(np.float16)}
-    outs = []
-    for variant, bias in ((v, row), (full, mask4)):
-        model = make_attention_model("float16", (2, 3, m, d), (2, 3, n, d), (2, 3, n, d), bias.shape, scale=d ** -0.5,
-                                     trans_b=1, causal=int(variant.causal), causal_fill=int(variant.causal_fill))
-        (o,) = run(session(sess_opts, device, model), {**feeds, "bias": bias})
-        outs.append(o.astype(np.float32))
-    np.testing.assert_allclose(outs[0], outs[1], rtol=0, atol=ATOL["float16"])
+    mask4 = np.where((j > i + n - m) | (row < 0), MASK_FILL[dtype], 0.0)  # [2, 1, m, n], as the export has it
+    feeds = {name: rng.standard_normal((2, 3, length, d)).astype(NP[dtype])
+             for name, length in (("Q", m), ("K", n), ("V", n))}
+    model = make_attention_model(dtype, (2, 3, m, d), (2, 3, n, d), (2, 3, n, d), row.shape, scale=d ** -0.5,
+                                 trans_b=1, causal=1, causal_fill=1)
+    (o,) = run(session(sess_opts, device, model), {**feeds, "bias": row.astype(NP[dtype])})
+    x = {name: a.astype(np.float64) for name, a in feeds.items()}
+    ref = fused_attention_ref(x["Q"], x["K"], x["V"], mask4, None, scale=d ** -0.5, trans_b=True)
+    assert np.isfinite(o.astype(np.float64)).all()
+    np.testing.assert_allclose(o.astype(np.float64), ref, rtol=0, atol=ATOL[dtype])
 
 
 def tensor_core_form(d: int) -> str:

@@ -298,16 +298,22 @@ def test_rewrite_cli(tmp_path):
     # every site FusedAttention: the next step is the build with --attention (tuning takes the original model)
     assert f"flashgemm-build --target auto --attention --from-model {out}" in r.stdout, r.stdout
     assert "flashgemm-tune" not in r.stdout
-    llama = DATA / "llama-3.2-1b-tiny-dyn.f16.onnx"  # a decoder: its causal rule said, taken with --decoder-causal
-    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention"],
-                       capture_output=True, text=True, check=True)
-    assert "the bias holds the causal rule" in r.stdout and "--decoder-causal takes it" in r.stdout, r.stdout
+    llama = DATA / "llama-3.2-1b-tiny-dyn.f16.onnx"  # a decoder: its causal rule taken exactly by default
     r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention",
-                        "--decoder-causal", "--json", str(tmp_path / "r.json")], capture_output=True, text=True,
-                       check=True)
+                        "--decoder-causal", "off"], capture_output=True, text=True, check=True)
+    assert "the bias holds the causal rule" in r.stdout and "--decoder-causal off keeps it" in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out)], capture_output=True,
+                       text=True, check=True)  # FusedGemmSoftmax: the flag would not be exact, so said, not taken
+    assert "the bias holds the causal rule" in r.stdout and "--decoder-causal all takes it" in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--decoder-causal"],
+                       capture_output=True, text=True, check=True)  # (bare: all)
+    assert "2 fused site(s) take a decoder mask's causal rule as the causal flag (--decoder-causal all)" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "flashgemm.cli.rewrite", str(llama), str(out), "--attention",
+                        "--json", str(tmp_path / "r.json")], capture_output=True, text=True, check=True)
     assert "2 FusedAttention site(s) take a decoder mask's causal rule as the causal flag with causal_fill" in r.stdout, \
         r.stdout
-    assert {"causal_taken": 2, "causal_exact": 2}.items() <= json.loads((tmp_path / "r.json").read_text()).items()
+    assert {"causal_taken": 2, "causal_exact": 2, "decoder_causal": "exact"}.items() <= \
+        json.loads((tmp_path / "r.json").read_text()).items()
     # its variant (the padding row a bias under the causal flag, causal_fill) is one the default build gives
     # tensor-core kernels
     found = rewrite.model_attention_variants(out)

@@ -25,7 +25,7 @@ import numpy as np
 import tvm
 
 from flashgemm.op.reference import fused_attention_ref, fused_gemm_softmax_ref
-from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL
+from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASK_FILL
 
 from flashgemm.bundle.elf_check import elf_problem
 from flashgemm.bundle.kernel_library import KERNELS_SO, MANIFEST, KernelLibraries, kernel_libraries
@@ -189,7 +189,7 @@ def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = N
         args.insert(2, tvm.runtime.tensor(v, dev))
     kw = dict(scale=scale, trans_b=bool(fn["trans_b"]), causal=bool(fn["causal"]),
               mask_fill=MASK_FILL[dtype] if fn["mask"] == "fill" else None,
-              causal_fill=MASK_FILL[dtype] if fn.get("causal_fill") else None)
+              causal_fill=FILL_LOGIT[dtype] if fn.get("causal_fill") else None)
     # FusedAttention: both ways of its zero_nan_rows argument, NaN rows kept (the reference's NaN rows) and zeroed;
     # a kernel specialized on one (manifest "zero_nan_rows") that one, with the other passed: it must be ignored
     err, nan_ok, nan_rows = 0.0, True, None

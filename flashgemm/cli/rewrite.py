@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuse the attention scores of an ONNX model into flashgemm::FusedGemmSoftmax and print what was done.
 
-    flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json] [--attention] [--decoder-causal]
+    flashgemm-rewrite IN.onnx OUT.onnx [--json REPORT.json] [--attention] [--decoder-causal {exact,all,off}]
 
 Fuses MatMul(Q, K^T) [* or / constant scale] [+ mask/bias] [masked_fill with the lowest] -> Softmax(last axis)
 where that is provably the same function (flashgemm/ort/rewrite/ says exactly when), folds a Transpose of K into
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 
-from flashgemm.ort.rewrite import ModelFileError, rewrite_file
+from flashgemm.ort.rewrite import DECODER_CAUSAL, ModelFileError, rewrite_file
 from flashgemm.cli.usage import ArgumentParser
 
 
@@ -37,16 +37,17 @@ def main(argv=None) -> int:
                          "consumer and a tensor-core kernel serves the head size (32, 64, 80, 96, 128; P is then never "
                          "stored); needs a bundle built with flashgemm-build --attention (CUDA; on the CPU the generic "
                          "kernel, slower)")
-    ap.add_argument("--decoder-causal", action="store_true",
+    ap.add_argument("--decoder-causal", choices=DECODER_CAUSAL, default=DECODER_CAUSAL[0], nargs="?", const="all",
                     help="where a decoder adds its causal and padding masks as one bias (transformers' exports, "
                          "with a key/value cache or without), give the op the causal rule as its causal flag and the "
-                         "padding mask alone: the keys past the "
-                         "diagonal are skipped (about half a prefill's work) and one row of the mask is read. With "
-                         "--attention the same function at every row (causal_fill: the keys past the diagonal at the "
-                         "mask's lowest, computed only for a row tile that sees nothing but padding); without, the "
-                         "same at every row but one kind: a row whose visible keys are all padding (a left-padded "
-                         "sequence's first tokens, a sequence of padding alone) attends to its visible keys, where "
-                         "the original attends to every key; no other row reads those tokens")
+                         "padding mask alone: the keys past the diagonal are skipped (about half a prefill's work) "
+                         "and one row of the mask is read. exact (default): at FusedAttention sites (--attention), "
+                         "the same function at every row (causal_fill: the keys past the diagonal at the mask's "
+                         "lowest, computed only for a row tile that sees nothing but padding); all (the flag alone): "
+                         "FusedGemmSoftmax sites too, the same at every row but one kind: a row whose visible keys "
+                         "are all padding (a left-padded sequence's first tokens, a sequence of padding alone) "
+                         "attends to its visible keys, where the original attends to every key; off: the op reads "
+                         "the mask at every element and computes every key")
     args = ap.parse_args(argv)
     writable = "give a writable file path"
     with ap.errors(ModelFileError), ap.errors(OSError, what=f"cannot write {args.dst}", fix=writable):

@@ -27,7 +27,7 @@ import math
 import tvm
 from tvm.script import tirx as T
 
-from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASK_FILL, MASKED_AT_OR_BELOW, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASKED_AT_OR_BELOW, Variant
 
 NEG_INF = float("-inf")
 
@@ -94,8 +94,8 @@ def runtime_func(variant: Variant, name: str = "main", chunk: int = 0) -> tvm.ti
             x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(NEG_INF))
         elif mask_kind == "fill":
             x = T.Select(Mask[b0, b1, i, j] != T.uint8(0), x, T.float32(FILL_LOGIT[dt]))
-        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1); causal_fill: s + the lowest there
-            x = T.Select(j > i + (N - M), s * scale + T.float32(MASK_FILL[dt]) if causal_fill else T.float32(NEG_INF),
+        if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1); causal_fill: s + the fill there
+            x = T.Select(j > i + (N - M), s * scale + T.float32(FILL_LOGIT[dt]) if causal_fill else T.float32(NEG_INF),
                          x)
         return x
 

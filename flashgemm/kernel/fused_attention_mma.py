@@ -49,7 +49,7 @@ import tvm
 from tvm.script import tirx as T
 
 from flashgemm.kernel.fused_attention import zero_or_o
-from flashgemm.op.variant import (ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, BOOL_MASK_KINDS, MASK_FILL,
+from flashgemm.op.variant import (ATTENTION_HEAD_SIZES, ATTENTION_N_MULTIPLE_KN, BOOL_MASK_KINDS, FILL_LOGIT,
                                   MASKED_AT_OR_BELOW, Variant)
 
 HEAD_SIZES = ATTENTION_HEAD_SIZES
@@ -58,7 +58,6 @@ HEAD_SIZES = ATTENTION_HEAD_SIZES
 TILES = {32: (4, 2, 64, 2), 64: (4, 2, 64, 2), 80: (4, 1, 64, 2), 96: (4, 1, 64, 2), 128: (4, 1, 32, 2)}
 ALIGN = 16  # bytes: every pointer (cp.async copies 16-byte chunks)
 LOG2E = 1.4426950408889634
-FLT_MAX = 3.4028234663852886e38  # float32's largest finite
 LOWEST = -3.4028234663852886e38
 PAD = 8  # elements of padding after each shared row
 # causal: V's non-finite values past a tile's diagonal are found by a first kernel, in V_SPLITS bands of rows a head
@@ -129,14 +128,13 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
             x = T.Select(mv <= T.float32(MASKED_AT_OR_BELOW), T.float32(-math.inf), x + mv * T.float32(LOG2E))
         elif mask_kind == "bool":
             x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x, T.float32(-math.inf))
-        elif mask_kind == "fill":  # (bfloat16's lowest in log2 units is past float32's: float32's lowest instead)
-            x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x,
-                         T.float32(max(MASK_FILL[dt] * LOG2E, -FLT_MAX)))
+        elif mask_kind == "fill":  # (FILL_LOGIT: bfloat16's lowest in log2 units would be past float32's)
+            x = T.Select(at(Mask, b0, b1, i, j, k) != T.uint8(0), x, T.float32(FILL_LOGIT[dt] * LOG2E))
         if not bounded:
             return x
         ok = j < N
-        if causal and variant.causal_fill:  # past the diagonal: s + the lowest (float32's in log2 units for bf16)
-            x = T.Select(j <= i + (N - M), x, s * scale_l2 + T.float32(max(MASK_FILL[dt] * LOG2E, -FLT_MAX)))
+        if causal and variant.causal_fill:  # past the diagonal: s + the fill, as the padding bias has it
+            x = T.Select(j <= i + (N - M), x, s * scale_l2 + T.float32(FILL_LOGIT[dt] * LOG2E))
         elif causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1)
             ok = tvm.tirx.all(ok, j <= i + (N - M))
         return T.Select(ok, x, T.float32(-math.inf))

@@ -34,7 +34,7 @@ from typing import Optional
 import tvm
 from tvm.script import tirx as T
 
-from flashgemm.op.variant import (BOOL_MASK_KINDS, FILL_LOGIT, MASK_FILL, MASKED_AT_OR_BELOW, CanonicalShape,
+from flashgemm.op.variant import (BOOL_MASK_KINDS, FILL_LOGIT, MASKED_AT_OR_BELOW, CanonicalShape,
                                   Variant)
 
 NEG_INF = float("-inf")
@@ -113,7 +113,7 @@ def _template(variant: Variant, sizes, strided: bool, bcast: Optional[dict] = No
         elif mask_kind == "fill":
             x = T.Select(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(FILL_LOGIT[dt]))
         if causal:  # bottom-right aligned diagonal (FlashAttention >= 2.1); causal_fill: s + the lowest there
-            x = T.Select(j > i + (N - M), S[b0, b1, i, j] * scale + T.float32(MASK_FILL[dt]) if variant.causal_fill
+            x = T.Select(j > i + (N - M), S[b0, b1, i, j] * scale + T.float32(FILL_LOGIT[dt]) if variant.causal_fill
                          else T.float32(NEG_INF), x)
         return x
 
@@ -604,7 +604,7 @@ def _guarded_logit(variant: Variant, at, M, N):
             x = T.if_then_else(Mask[at("mask", v0, v1, vi, vj)] != T.uint8(0), x,
                                T.float32(FILL_LOGIT[variant.dtype]))
         if variant.causal:
-            x = T.if_then_else(vj > vi + (N - M), S[v0, v1, vi, vj] * scale + T.float32(MASK_FILL[variant.dtype])
+            x = T.if_then_else(vj > vi + (N - M), S[v0, v1, vi, vj] * scale + T.float32(FILL_LOGIT[variant.dtype])
                                if variant.causal_fill else T.float32(NEG_INF), x)
         return T.if_then_else(tvm.tirx.And(vi < M, vj < N), x, T.float32(NEG_INF))
 

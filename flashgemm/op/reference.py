@@ -15,7 +15,7 @@ def fused_gemm_softmax_ref(a, b, bias=None, mask=None, *, scale=1.0, trans_b=Fal
     (i, j) masked iff j > i + (N - M). A -inf logit is masked too. mask_fill (a number, with a bool mask: the op's
     attribute mask_fill, its value op.variant.MASK_FILL[dtype]): a False entry's logit is mask_fill instead, as
     Where(mask, logits, mask_fill) makes it (a row False everywhere is then uniform). causal_fill (a number, with
-    causal: the op's attribute causal_fill, its value MASK_FILL[dtype]): past the diagonal the logit is
+    causal: the op's attribute causal_fill, its value FILL_LOGIT[dtype]): past the diagonal the logit is
     scale * (A @ B) + causal_fill instead of masked out, bias and mask not added there (a decoder's mask of the
     scores' shape, its causal rule and padding in one, gives those keys its lowest alone).
     Special values (README, "Special values"): a row with a NaN or +inf logit among its unmasked elements is NaN

@@ -29,9 +29,9 @@ MASK_FILL = {"float16": -65504.0, "bfloat16": -3.3895313892515355e38}
 # form (flashgemm/codegen/tir/rewrite_softmax_arithmetic.py: logits past -2.3e38), and a row false everywhere would be
 # zeros. -2**127 instead: its product with float32's log2(e) is exact, so in a row false everywhere (its max the fill)
 # exp2(fill * L - max * L) is exp2(0) even where nvcc contracts it into an FMA (with -2e38 that FMA leaves the product's
-# rounding error, up to 2**103: such rows were NaN or zeros). The same function for every logit above it.
-# (causal_fill keeps MASK_FILL: its keys past the diagonal must equal the padding bias's lowest, which a row seeing
-# only padding attends to alike.)
+# rounding error, up to 2**103: such rows were NaN or zeros). The same function for every logit above it. causal_fill
+# puts the keys past the diagonal at it too, and the rewrite writes a decoder's padding bias at it (bfloat16's lowest
+# in a bias overflows the kernels' log2-scaled logits to -inf), so that a row seeing only padding attends to every key.
 FILL_LOGIT = {dtype: max(value, -2.0 ** 127) for dtype, value in MASK_FILL.items()}
 # FusedAttention's tensor-core kernels (flashgemm/kernel/fused_attention_mma.py): the head sizes they serve (Q's and
 # V's equal), and the multiple of N they need with K as [D, N] (its rows copied in 16-byte chunks)
@@ -54,8 +54,8 @@ class Variant:
     mask: str = "none"  # "none" | "add" (additive, same dtype) | "bool" (true = keep) | "fill" (bool, false = lowest)
     causal: bool = False  # bottom-right aligned: (i, j) is masked iff j > i + (N - M)
     # causal_fill (with causal and a bias: a decoder's causal rule taken out of its bias): (i, j) past the diagonal
-    # is not masked out but at the lowest logit, s + MASK_FILL, as the decoder's mask of the scores' shape gives it;
-    # exact where a row's every visible key is at the lowest too (it then attends to every key, as there)
+    # is not masked out but at the lowest logit, s + FILL_LOGIT, as the decoder's mask of the scores' shape gives it;
+    # exact where a row's every visible key is at the fill too (it then attends to every key, as there)
     causal_fill: bool = False
 
     def __post_init__(self):

@@ -54,7 +54,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
 
 from flashgemm import targets
-from flashgemm.op.variant import BOOL_MASK_KINDS, MASK_FILL, MASK_KINDS, MASKED_AT_OR_BELOW, CanonicalShape, Variant
+from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASK_KINDS, MASKED_AT_OR_BELOW, CanonicalShape, Variant
 
 from flashgemm.tune import database
 from flashgemm.spaces.intrinsics import register_intrinsics
@@ -173,7 +173,7 @@ def unfused_funcs(wl) -> dict:
         elif mask_kind == "bool":
             x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(NEG_INF))
         elif mask_kind == "fill":
-            x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(MASK_FILL[v.dtype]))
+            x = T.if_then_else(Mask[at("mask", b0, b1, i, j)] != T.uint8(0), x, T.float32(FILL_LOGIT[v.dtype]))
         if causal:  # bottom-right aligned diagonal
             x = T.if_then_else(j > i + (N - M), T.float32(NEG_INF), x)
         return x

@@ -24,7 +24,7 @@ Five rules, applied in this order (each an onnxscript `RewriteRuleClassBase`; th
 
 After the rules, the fused sites' masks: drop_constant_masks drops one of zeros (or all true) made of constants,
 narrow_masks gives the op one that is a broadcast of a narrower one (an Expand, an always-true And term) narrow,
-causal_masks recognizes a decoder's causal rule in a bias (taken as the causal flag with decoder_causal). With
+causal_masks recognizes a decoder's causal rule in a bias (taken as the causal flag: decoder_causal). With
 attention, FusedAttention's passes follow (fuse_attention, fold_heads_transposes, pack_qkv_projections).
 
 Before the rules, lift_batched_heads (module batched) gives attention computed on [batch * heads, ...] views (DeBERTa:
@@ -75,7 +75,8 @@ built).
 """
 from __future__ import annotations
 
-from flashgemm.ort.rewrite.pipeline import ModelFileError, count_ops, load_model, rewrite_file, rewrite_model
+from flashgemm.ort.rewrite.pipeline import (DECODER_CAUSAL, ModelFileError, count_ops, load_model, rewrite_file,
+                                           rewrite_model)
 from flashgemm.ort.rewrite.report import Report, Site
 from flashgemm.ort.rewrite.scores import FoldQueryScale, FoldTransposeB, FuseScoresSoftmax
 from flashgemm.ort.rewrite.values import SUPPORTED
@@ -84,4 +85,4 @@ from flashgemm.ort.rewrite.workloads import (any_length_requests, model_any_leng
 
 __all__ = ("FuseScoresSoftmax", "FoldTransposeB", "FoldQueryScale", "Report", "Site", "SUPPORTED", "rewrite_model",
            "rewrite_file", "count_ops", "model_workloads", "model_any_length", "model_attention_variants",
-           "any_length_requests", "workloads_of_models", "load_model", "ModelFileError")
+           "any_length_requests", "workloads_of_models", "load_model", "ModelFileError", "DECODER_CAUSAL")

@@ -9,7 +9,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
-from flashgemm.op.variant import MASK_FILL, MASKED_AT_OR_BELOW
+from flashgemm.op.variant import FILL_LOGIT, MASK_FILL, MASKED_AT_OR_BELOW
 from flashgemm.ort.op_schema import DOMAIN, OP_TYPE  # (importing it registers the op's shape inference)
 from flashgemm.ort.rewrite.values import (SUPPORTED, shape_of, fmt_dims, constant_array, attr_of, same_dim,
                                           broadcast_shape, static_dims)
@@ -413,7 +413,10 @@ def narrow_masks(model: ir.Model, report: Report) -> None:
 
 def _without_causal_rule(where: ir.Node, m, n, opset: int, new: list) -> Optional[ir.Value]:
     """The decoder mask computed by `where` (_causal_where) with its causal rule left out of the And, narrowed
-    (_narrowed: a padding mask [B, 1, 1, S]); None when the rule was its only term. New nodes go to `new`."""
+    (_narrowed: a padding mask [B, 1, 1, S]); None when the rule was its only term. New nodes go to `new`. Its fill is
+    FILL_LOGIT where the export's is lower (bfloat16's lowest, whose log2-scaled logit overflows the CUDA kernels):
+    the keys past the diagonal are there with causal_fill, so a row seeing only padding attends to every key, as in
+    the export; every other row reads those keys as masked either way."""
     terms = [t for t in _and_terms(where.inputs[0]) if not _causal_rule(t, m, n, opset)]
     if not terms or all(_always_true(t, opset) for t in terms):
         return None
@@ -424,44 +427,63 @@ def _without_causal_rule(where: ir.Node, m, n, opset: int, new: list) -> Optiona
         node.outputs[0].shape = broadcast_shape(cond, t)
         new.append(node)
         cond = node.outputs[0]
-    node = ir.Node("", "Where", [cond, where.inputs[1], where.inputs[2]], name=f"{where.name}_padding",
-                   num_outputs=1)
+    fill, dtype = where.inputs[2], SUPPORTED.get(where.outputs[0].dtype)
+    value = constant_array(fill)
+    if dtype is not None and float(value.item()) < FILL_LOGIT[dtype]:  # (bfloat16's lowest: the kernels' fill instead)
+        const = ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", ir.tensor(
+            np.full(value.shape, FILL_LOGIT[dtype]).astype(value.dtype), name=f"{where.name}_padding_fill"))],
+            name=f"{where.name}_padding_fill", num_outputs=1)
+        fill = const.outputs[0]
+        fill.name, fill.dtype, fill.shape = f"{where.name}_padding_fill", where.outputs[0].dtype, ir.Shape(value.shape)
+        new.append(const)
+    node = ir.Node("", "Where", [cond, where.inputs[1], fill], name=f"{where.name}_padding", num_outputs=1)
     out = node.outputs[0]
     out.name, out.dtype = f"{where.outputs[0].name}_padding", where.outputs[0].dtype
-    out.shape = broadcast_shape(cond, where.inputs[1], where.inputs[2])
+    out.shape = broadcast_shape(cond, where.inputs[1], fill)
     new.append(node)
     return _narrowed(out, opset, new)
 
 
-def causal_masks(model: ir.Model, report: Report, take: bool = False) -> None:
+def causal_masks(model: ir.Model, report: Report, take: bool = False, exact_only: bool = False) -> None:
     """At each fused site whose bias is a decoder's causal and padding masks in one (_causal_where), records the
     mask's fill; the report says that the op reads that bias at every element and computes every key. take: the
     causal rule goes to the op's causal flag instead, and the bias keeps the rest, narrowed (the padding mask [B, 1,
     1, S]); the keys past the diagonal are then skipped. Not the same function on one kind of row: a row whose
     visible keys are all padding (a left-padded sequence's first tokens, a sequence of padding alone) is the softmax
     over every key in the export (each at the fill), over its visible keys with the flag; every other row is the
-    same, and no other row reads those tokens (their keys are masked for every query)."""
+    same, and no other row reads those tokens (their keys are masked for every query). exact_only (after
+    fuse_attention): the FusedAttention sites alone whose fill is their dtype's lowest, which exact_causal then makes
+    the same function at every row."""
+    from flashgemm.ort.model import ATTENTION_OP_TYPE  # noqa: PLC0415
     opset = model.opset_imports.get("", 17)
+    op_type, slot = (ATTENTION_OP_TYPE, 3) if exact_only else (OP_TYPE, 2)
     done = {}
-    for node in [n for n in model.graph if n.op_type == OP_TYPE and n.domain == DOMAIN]:
-        scores = shape_of(node.outputs[0])
-        if attr_of(node, "causal", 0) or scores is None or len(scores) < 2 or len(node.inputs) < 3:
+    for node in [n for n in model.graph if n.op_type == op_type and n.domain == DOMAIN]:
+        out = shape_of(node.outputs[0])
+        if attr_of(node, "causal", 0) or out is None or len(out) < 2 or len(node.inputs) <= slot:
             continue
-        bias, site = node.inputs[2], site_of(report, node)
-        where = None if bias is None else _causal_where(bias, scores[-2], scores[-1], opset)
+        keys = shape_of(node.inputs[2]) if exact_only else out  # (V: [..., n, d])
+        if keys is None or len(keys) < 2:
+            continue
+        m, n = out[-2], keys[-2] if exact_only else keys[-1]
+        bias, site = node.inputs[slot], site_of(report, node)
+        where = None if bias is None else _causal_where(bias, m, n, opset)
         if where is None:
             continue
+        fill = float(constant_array(where.inputs[2]).item())
+        if exact_only and fill != MASK_FILL.get(SUPPORTED.get(node.inputs[0].dtype), 0.0):
+            continue
         if site is not None:
-            site.details["causal_in_bias"] = float(constant_array(where.inputs[2]).item())
+            site.details["causal_in_bias"] = fill
         if not take:
             continue
         if id(bias) not in done:  # one mask feeds every layer: stripped once
             new = []
-            done[id(bias)] = _without_causal_rule(where, scores[-2], scores[-1], opset, new)
+            done[id(bias)] = _without_causal_rule(where, m, n, opset, new)
             if new:
                 model.graph.insert_after(where, new)
         rest = done[id(bias)]
-        node.replace_input_with(2, rest)
+        node.replace_input_with(slot, rest)
         node.attributes["causal"] = ir.AttrInt64("causal", 1)
         report.causal_taken += 1
         if site is not None:

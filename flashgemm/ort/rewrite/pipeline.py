@@ -22,15 +22,19 @@ from flashgemm.ort.rewrite.batched import lift_batched_heads
 
 
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**24  # protobuf's 2 GB limit, with margin
+DECODER_CAUSAL = ("exact", "all", "off")  # rewrite_model's decoder_causal, the first the default
 
 
 def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, attention: bool = False,
-                  decoder_causal: bool = False) -> Report:
+                  decoder_causal="exact") -> Report:
     """Rewrite `model` in place; returns the report. shapes: run infer_shapes and infer_symbolic_shapes first.
     attention: then turn each fused site whose P is read by one MatMul(P, V) alone into FusedAttention, where its
-    head sizes are ones FusedAttention's tensor-core kernels serve (fuse_attention). decoder_causal: a decoder's
-    causal and padding masks in one bias go to the op as its causal flag and the padding mask (causal_masks: the
-    same function except at rows whose visible keys are all padding)."""
+    head sizes are ones FusedAttention's tensor-core kernels serve (fuse_attention). decoder_causal (DECODER_CAUSAL;
+    True is "all", False "off"): where a decoder's causal and padding masks arrive in one bias, "exact" gives
+    FusedAttention sites the causal flag and the padding mask with causal_fill (the same function at every row),
+    "all" every fused site (FusedGemmSoftmax's: the same except at rows whose visible keys are all padding), "off"
+    none (the op reads the bias at every element and computes every key): causal_masks, exact_causal."""
+    decoder_causal = decoder_causal_mode(decoder_causal)
     note = None
     folded = 0
     if shapes:
@@ -59,7 +63,7 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     narrow_masks(model, report)
     drop_constant_masks(model, report)  # what narrowing left made of constants alone (transformers 5.25's ViT mask)
     report.decoder_causal = decoder_causal
-    causal_masks(model, report, take=decoder_causal)
+    causal_masks(model, report, take=decoder_causal == "all")
     # 3. constants only the replaced nodes used (the scales): drop them, nothing else
     graph_outputs = set(model.graph.outputs)
     for n in used_constants:
@@ -81,6 +85,8 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
     report.other_softmax = probe_report.other_softmax
     if attention:
         fuse_attention(model, report)
+        if decoder_causal == "exact":
+            causal_masks(model, report, take=True, exact_only=True)
         exact_causal(model, report)
         fold_heads_transposes(model, report)
         pack_qkv_projections(model, report)
@@ -89,6 +95,14 @@ def rewrite_model(model: ir.Model, name: str = "model", shapes: bool = True, att
         if model.ir_version > 9:
             model.ir_version = 9
     return report
+
+
+def decoder_causal_mode(value) -> str:
+    """One of DECODER_CAUSAL for rewrite_model's decoder_causal (True: "all", False: "off"); ValueError else."""
+    mode = {True: "all", False: "off"}.get(value, value) if isinstance(value, bool) else value
+    if mode not in DECODER_CAUSAL:
+        raise ValueError(f"decoder_causal must be one of {', '.join(DECODER_CAUSAL)} (or a bool), got {value!r}")
+    return mode
 
 
 class ModelFileError(ValueError):
@@ -111,7 +125,7 @@ def load_model(path: os.PathLike) -> ir.Model:
 
 
 def rewrite_file(src: os.PathLike, dst: os.PathLike, log=None, attention: bool = False,
-                 decoder_causal: bool = False) -> Report:
+                 decoder_causal="exact") -> Report:
     """Load src, rewrite, save to dst (external data in one dst.data file when over 2 GB, else one file); returns the
     report. ModelFileError when src is not an ONNX model. attention, decoder_causal: as rewrite_model's."""
     src, dst = Path(src), Path(dst)

@@ -34,7 +34,7 @@ class Report:
     causal_exact: int = 0  # FusedAttention nodes of causal_taken given causal_fill (exact_causal)
     static_terms_folded: int = 0  # added terms of unknown shape but fixed value made initializers (fold_static_terms)
     heads_lifted: int = 0  # sites computed on [batch * heads, ...] views, lifted to 4-D first (lift_batched_heads)
-    decoder_causal: bool = False  # the flag was asked for (rewrite_model(decoder_causal=True))
+    decoder_causal: str = "exact"  # rewrite_model's decoder_causal (pipeline.DECODER_CAUSAL)
     notes: list = dataclasses.field(default_factory=list)  # e.g. why symbolic shape inference did not run
 
     def site(self, name: str) -> Site:
@@ -96,23 +96,24 @@ class Report:
             # op does with it, since a causal kernel would skip the half of the keys past the diagonal
             lines.append(f"  note    {len(causal)} fused site(s) read a decoder's causal and padding masks as one bias "
                          f"of the scores' shape (the causal rule inside it): the op reads that bias at every element "
-                         f"and computes every key, about twice a causal kernel's work; --decoder-causal takes it "
-                         f"(with --attention the same function at every row: causal_fill; without, a row whose "
-                         f"visible keys are all padding then attends to those keys alone, not every key as in the "
-                         f"export)")
+                         f"and computes every key, about twice a causal kernel's work; "
+                         + ("--decoder-causal off keeps it" if self.decoder_causal == "off" else
+                            "FusedAttention sites whose fill is the dtype's lowest take it exactly (--attention: "
+                            "causal_fill), --decoder-causal all takes it at the others too (a row whose visible keys "
+                            "are all padding then attends to those keys alone, not every key as in the export)"))
         if self.causal_exact:
             lines.append(f"  note    {self.causal_exact} FusedAttention site(s) take a decoder mask's causal rule as "
-                         f"the causal flag with causal_fill (--decoder-causal): the keys past the diagonal at the mask's "
-                         f"lowest, as there, the same function at every row; they are skipped for every row tile "
-                         f"that sees a kept key")
+                         f"the causal flag with causal_fill: the keys past the diagonal at the mask's lowest, as "
+                         f"there, the same function at every row; they are skipped for every row tile that sees a "
+                         f"kept key (--decoder-causal off reads the mask instead)")
         if self.causal_taken > self.causal_exact:
             inexact = self.causal_taken - self.causal_exact
             lines.append(f"  note    {inexact} fused site(s) take a decoder mask's causal rule as the causal flag "
-                         f"(--decoder-causal): a row whose visible keys are all padding (a "
+                         f"(--decoder-causal all): a row whose visible keys are all padding (a "
                          f"left-padded sequence's first tokens, a sequence of padding alone) attends to its visible "
                          f"keys, where the original attends to every key at the mask's fill; every other row is the "
                          f"same")
-        if self.decoder_causal and self.fused and not self.causal_taken:
+        if self.decoder_causal == "all" and self.fused and not self.causal_taken:
             lines.append("  note    --decoder-causal took nothing: no fused site's bias holds a causal rule that masks "
                          "a key (one the rewrite does not recognize, as a sliding window's or one summed into a "
                          "position bias, stays in the bias, read exactly)")
@@ -135,7 +136,8 @@ class Report:
                 "attention_left": [list(x) for x in self.attention_left], "heads_transposes": self.heads_transposes,
                 "qkv_packed": self.qkv_packed,
                 "constant_masks_dropped": self.constant_masks_dropped, "masks_narrowed": self.masks_narrowed,
-                "causal_taken": self.causal_taken, "causal_exact": self.causal_exact,
+                "decoder_causal": self.decoder_causal, "causal_taken": self.causal_taken,
+                "causal_exact": self.causal_exact,
                 "heads_lifted": self.heads_lifted, "static_terms_folded": self.static_terms_folded,
                 "notes": self.notes,
                 "sites": [dataclasses.asdict(s) for s in self.sites.values()], "other_softmax": self.other_softmax}
