@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from flashgemm.bundle.kernel_library import MANIFEST_FORMAT, export_bundle, kernel_libraries
+from flashgemm.kernel.fused_attention_mma import n_multiple
 from flashgemm.op.reference import fused_attention_ref
 from flashgemm.op.variant import BOOL_MASK_KINDS, FILL_LOGIT, MASK_FILL, Variant
 from flashgemm.ort.model import make_attention_model, make_model
@@ -268,6 +269,35 @@ def test_tensor_core_kernel_one_row_bias_and_mask(sess_opts, device, v, m, d, mo
     if mask is not None and v.mask != "fill":  # ("fill": batch 1's rows are uniform, the reference's)
         assert np.isnan(o[1, 0, :, 1]).all() and not np.any(np.delete(o[1], 1, axis=-1)) and not np.any(o[1, 1:])
     served = f"_{tensor_core_form(d)}_d{d}" if device == "cuda" else "_generic"
+    assert f"fa_{v.key}{served}" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("v", [x for x in VARIANTS if x.has_bias or x.mask != "none"], ids=lambda v: v.key)
+@pytest.mark.parametrize("n", [208, 136, 201])
+def test_tensor_core_kernel_bias_and_mask_of_rows(sess_opts, device, v, n, monkeypatch, capfd):
+    """A bias of the scores' full shape [B, H, M, N] and a mask [B, 1, M, N] (DeBERTa's, a decoder's): on the
+    one-warpgroup wgmma tile copied chunk by chunk into shared memory where N puts their rows' 16-byte runs on 16-byte
+    boundaries (208: both; 136: the bias and an additive mask, a bool mask read in place; 201: in place), against
+    FP64 with a fully masked row, NaN in the bias at a kept column of one row (that row NaN) and in V (its column)."""
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
+    b, h, m, d = 2, 3, 77, 64
+    rng = np.random.default_rng(8)
+    mask = _mask(v, (b, 1, m, n), rng)
+    if mask is not None:
+        mask[1, 0, 5] = False if v.mask in BOOL_MASK_KINDS else -np.inf  # row 5 of batch 1: fully masked
+        mask[0, 0, 9, 3] = True if v.mask in BOOL_MASK_KINDS else 0.0
+
+    def poke(feeds):
+        if "bias" in feeds:
+            feeds["bias"][0, 2, 9, 3] = np.nan
+        feeds["V"][1, 0, n - 1, 1] = np.nan
+    k_shape = (b, h, n, d) if v.trans_b else (b, h, d, n)
+    o, _ = check(sess_opts, device, v, (b, h, m, d), k_shape, (b, h, n, d), (b, h, m, n) if v.has_bias else None,
+                 mask, scale=d ** -0.5, poke=poke)
+    if v.has_bias:
+        assert np.isnan(o[0, 2, 9].astype(np.float32)).all()
+    tensor_core = device == "cuda" and n % n_multiple(v) == 0  # (K as [D, N]: N a multiple of 8)
+    served = f"_{tensor_core_form(d)}_d{d}" if tensor_core else "_generic"
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
 
 

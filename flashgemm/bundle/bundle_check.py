@@ -79,8 +79,8 @@ def _any_length_sizes(fn: dict) -> list:
 def sizes_of(fn: dict) -> list:
     """The sizes (b0, b1, M, N, K) a manifest function is checked at."""
     if fn.get("head_size") and fn.get("op") == "FusedAttention":  # the tensor-core kernels: a partial tile and
-        hs = fn["head_size"]                                          # chunk; causal tiles that skip columns
-        return [(2, 3, 77, 136, hs), (1, 2, 200, 200, hs)]
+        hs = fn["head_size"]                      # chunk; causal tiles that skip columns; N % 16 = 8 and 0 (a bias
+        return [(2, 3, 77, 136, hs), (1, 2, 200, 208, hs)]  # or a bool mask staged in 16-byte runs, or read in place)
     if fn.get("head_size"):  # FusedGemmSoftmax's: the same, and each width of P's stores (N % 8, 4, 2, odd)
         hs, q = fn["head_size"], fn.get("n_multiple") or 1
         return [s for s in ((2, 3, 77, 136, hs), (1, 2, 200, 200, hs), (1, 2, 130, 1500, hs), (1, 2, 70, 1030, hs),

@@ -27,7 +27,10 @@ the SM fill the gaps. Issuing the next chunk's S ahead of O += P V so that the s
 reallocation, which this kernel does not have. What it does overlap with S's wgmmas: a one-warpgroup tile's mask
 reads (mma.Parts' fetched "elements"), so that the logits' Selects wait on no load, and where the bias and mask are
 one row for all of S's (a padding mask [B, 1, 1, N], row stride 0) a thread's columns of them, read once for both
-of its rows (fetched "columns", a chunk loop of its own behind a uniform branch).
+of its rows (fetched "columns", a chunk loop of its own behind a uniform branch). A bias and mask of rows (the
+scores' full shape: DeBERTa's position terms, a decoder's mask) are staged on the one-warpgroup tile: each chunk's
+BM x BN of them copied into shared memory with K's and V's chunk (16-byte cp.async, `stages` - 1 chunks ahead), where
+the logits read them (a third chunk loop; calls whose rows' 16-byte runs are not 16-byte aligned read them in place).
 """
 from __future__ import annotations
 
@@ -50,6 +53,8 @@ n_multiple = mma.n_multiple
 LOG2E, LOWEST = mma.LOG2E, mma.LOWEST
 V_SPLITS = mma.V_SPLITS
 SWIZZLE_BYTES = 1024
+# a block's most shared memory (bytes) with a staged bias or mask: three blocks an SM (228 KiB, 1 KiB of each reserved)
+STAGED_POOL_LIMIT = 75 * 1024
 
 
 def _xor(a, b):
@@ -211,6 +216,57 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
     # warpgroups would need more than the 128 registers that keep two blocks an SM)
     by_columns = (variant.has_bias or mask_kind != "none") and wg == 1
     cols = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, fetched="columns", bound_edges_only=True)
+    # staged: a bias and mask of rows (the scores' full shape) copied chunk by chunk into shared memory with K's and
+    # V's chunks (rows of 16-byte cp.async, in flight `stages` - 1 chunks ahead), the logits reading them there; for
+    # the one-warpgroup tile, each where the pool then keeps three blocks an SM (STAGED_POOL_LIMIT), and for calls
+    # whose strides, offset and N put a row's 16-byte runs on 16-byte boundaries (staged_ok; else read in place)
+    inplace = mma.Parts(variant, D, BN, NT, 1, B0, B1, M, N, bound_edges_only=wg == 1)
+    mask_bytes = 1 if mask_kind in BOOL_MASK_KINDS else 2
+    # a staged row (bytes): 16-byte aligned and padded, so that a warp's reads (8 rows x 4 threads, two elements
+    # each) meet 32 banks
+    RB, RM = (BN + 8) * 2, (BN + 16 if mask_bytes == 1 else (BN + 8) * 2)
+    STAGE_B = (V_OFF + stages * BN * D) * 2  # the staged rows' place past the tiles (bytes from the aligned base)
+    pool_bytes = POOL * 2
+    staged_bias = staged_mask = False
+    if wg == 1 and variant.has_bias and pool_bytes + stages * BM * RB <= STAGED_POOL_LIMIT:
+        staged_bias, pool_bytes = True, pool_bytes + stages * BM * RB
+    MASK_B = STAGE_B + (stages * BM * RB if staged_bias else 0)
+    if wg == 1 and mask_kind != "none" and pool_bytes + stages * BM * RM <= STAGED_POOL_LIMIT:
+        staged_mask, pool_bytes = True, pool_bytes + stages * BM * RM
+    staged = staged_bias or staged_mask
+
+    def runs_aligned(X, per16):  # X's 16-byte runs of a row start on 16-byte boundaries (per16 elements a run)
+        return tvm.tirx.all(X.elem_offset % per16 == 0, X.strides[0] % per16 == 0, X.strides[1] % per16 == 0,
+                            X.strides[2] % per16 == 0, X.strides[3] == 1, N % per16 == 0,
+                            T.bitwise_and(T.reinterpret("uint64", X.data), T.uint64(15)) == T.uint64(0))
+
+    def staged_ok(Bias, Mask):
+        """Whether the call's staged bias and mask can be copied in 16-byte runs (a block-uniform value)."""
+        ok = ([runs_aligned(Bias, 8)] if staged_bias else []) + ([runs_aligned(Mask, 16 // mask_bytes)]
+                                                                 if staged_mask else [])
+        return tvm.tirx.all(*ok) if ok else T.bool(False)
+
+    @T.macro
+    def copy_staged(chunk, stage, pool, al, Bias, Mask, b0, b1, m0, tid):
+        """The staged bias's and mask's rows m0 .. m0 + BM - 1 (past M: row M - 1) of chunk `chunk` (columns past N:
+        the last 16-byte run's, masked) to stage `stage`, 16 bytes a cp.async."""
+        if staged_bias:
+            for c in T.unroll(BM * BN // 8 // NT):
+                r: T.let[T.int32] = (c * NT + tid) // (BN // 8)
+                ch: T.let[T.int32] = (c * NT + tid) % (BN // 8)
+                T.s_tir.cp_async_raw.legacy(
+                    pool.access_ptr("w"), al * 2 + STAGE_B + stage * BM * RB + r * RB + ch * 16, Bias.data,
+                    Bias.elem_offset + b0 * Bias.strides[0] + b1 * Bias.strides[1]
+                    + T.min(m0 + r, M - 1) * Bias.strides[2] + T.min(chunk * BN + ch * 8, N - 8), 16, dtype=dt)
+        if staged_mask:
+            for c in T.unroll(BM * BN * mask_bytes // 16 // NT):
+                r: T.let[T.int32] = (c * NT + tid) // (BN * mask_bytes // 16)
+                ch: T.let[T.int32] = (c * NT + tid) % (BN * mask_bytes // 16)
+                T.s_tir.cp_async_raw.legacy(
+                    pool.access_ptr("w"), al * 2 + MASK_B + stage * BM * RM + r * RM + ch * 16, Mask.data,
+                    Mask.elem_offset + b0 * Mask.strides[0] + b1 * Mask.strides[1]
+                    + T.min(m0 + r, M - 1) * Mask.strides[2]
+                    + T.min(chunk * BN + ch * (16 // mask_bytes), N - 16 // mask_bytes), 16, dtype=mask_dtype)
 
     @T.macro
     def issue_o(o_acc, p_frag, addr0, st):
@@ -232,14 +288,17 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
 
     @T.macro
     def chunk_loop(ps, bias_x, mask_x, Bias, Mask, pool, al, addr0, Km, V, s_acc, o_acc, p_frag, m_run, l_run,
-                   m_chunk, alpha, scale_l2, b0, b1, m0, w, g, t4, wgi, tid, n_chunks, zero_nan_rows):
+                   m_chunk, alpha, scale_l2, b0, b1, m0, w, g, t4, wgi, tid, n_chunks, zero_nan_rows, staging):
         """The chunk loop, its logits those of Parts ps: reading Bias and Mask in place, or the registers bias_x and
-        mask_x that ps.fetched names, fetched while S's wgmmas run. Each Parts gets its own loop, so that a uniform
-        branch between two keeps each loop's registers as a kernel of one would."""
+        mask_x that ps.fetched names, fetched while S's wgmmas run; staging (a Python bool): the staged bias and
+        mask read from their shared rows (copy_staged) instead. Each gets its own loop, so that a uniform branch
+        between two keeps each loop's registers as a kernel of one would."""
         for j in T.serial(n_chunks):
             nj: T.let[T.int32] = j + stages - 1
             if nj < n_chunks:
                 copy_chunk(nj, nj % stages, pool, al, Km, V, b0, b1, tid)
+                if staging:
+                    copy_staged(nj, nj % stages, pool, al, Bias, Mask, b0, b1, m0, tid)
             T.ptx.cp.async_.commit_group()
             T.ptx.cp.async_.wait_group(stages - 1)
             # the copies wrote through the generic proxy; wgmma reads through the async one
@@ -252,7 +311,18 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                 ps.fetch_columns(bias_x, mask_x, Bias, Mask, b0, b1, j * BN, t4)
             T.ptx.wgmma.wait_group.sync.aligned(0)
             fence_operands(s_acc, NTS * 4)
-            if ps.fetched == "":
+            if staging:  # the stage's rows as Bias and Mask of the scores' shape (row i, column n at i - m0, n - j BN)
+                st_b: T.let[T.int32] = al + (STAGE_B + j % stages * BM * RB) // 2 - m0 * (RB // 2) - j * BN
+                st_m: T.let[T.int32] = (al * 2 + MASK_B + j % stages * BM * RM) // mask_bytes \
+                    - m0 * (RM // mask_bytes) - j * BN
+                bias_s = T.decl_buffer((B0, B1, M, N), dt, data=pool.data, strides=(0, 0, RB // 2, 1),
+                                       elem_offset=st_b, scope="shared.dyn") if staged_bias else Bias
+                mask_s = T.decl_buffer((B0, B1, M, N), mask_dtype, data=pool.data,
+                                       strides=(0, 0, RM // mask_bytes, 1), elem_offset=st_m,
+                                       scope="shared.dyn") if staged_mask else Mask
+                ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, bias_s, mask_s, scale_l2, b0, b1, m0,
+                                  j * BN, w, g, t4, zero_nan_rows)
+            elif ps.fetched == "":
                 ps.online_softmax(s_acc, o_acc, m_run, l_run, m_chunk, alpha, Bias, Mask, scale_l2, b0, b1, m0,
                                   j * BN, w, g, t4, zero_nan_rows)
             else:
@@ -291,7 +361,7 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                 T.writes()
                                 # bytes: the dynamic pool's declaration is the same in every kernel of a translation
                                 # unit (a bundle's fp16 and bf16 kernels), whatever the dtype
-                                pool = T.sblock_alloc_buffer((POOL * 2,), "uint8", scope="shared.dyn")
+                                pool = T.sblock_alloc_buffer((pool_bytes,), "uint8", scope="shared.dyn")
                                 p_frag = T.sblock_alloc_buffer((NTS * 2,), "uint32", scope="local")
                                 s_acc = T.sblock_alloc_buffer((NTS * 4,), "float32", scope="local")
                                 o_acc = T.sblock_alloc_buffer((DTS * 4,), "float32", scope="local")
@@ -331,24 +401,48 @@ def runtime_func(variant: Variant, d: int, wg: int = 0, bn: int = 128, stages: i
                                     m_run[i] = T.float32(LOWEST)
                                     l_run[i] = T.float32(0)
                                 pipe.copy_q(pool, al, Q, b0, b1, m0, tid)
-                                for st in T.unroll(stages - 1):
-                                    if st < n_chunks:
-                                        copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
-                                    T.ptx.cp.async_.commit_group()
-                                parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
-                                if by_columns:
-                                    if cols.one_row(Bias, Mask):
+                                if staged:  # which chunk loop (a uniform branch): one row's columns, staged, in place
+                                    one_row: T.let[T.bool] = cols.one_row(Bias, Mask)
+                                    use_staged: T.let[T.bool] = tvm.tirx.all(tvm.tirx.Not(one_row),
+                                                                             staged_ok(Bias, Mask))
+                                    for st in T.unroll(stages - 1):
+                                        if st < n_chunks:
+                                            copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
+                                            if use_staged:
+                                                copy_staged(st, st, pool, al, Bias, Mask, b0, b1, m0, tid)
+                                        T.ptx.cp.async_.commit_group()
+                                    parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
+                                    if one_row:
                                         chunk_loop(cols, bias_c, mask_c, Bias, Mask, pool, al, addr0, Km, V, s_acc,
                                                    o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w,
-                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows)
+                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows, False)
+                                    elif use_staged:
+                                        chunk_loop(inplace, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V, s_acc,
+                                                   o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w,
+                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows, True)
                                     else:
                                         chunk_loop(parts, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V, s_acc,
                                                    o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w,
-                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows)
+                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows, False)
                                 else:
-                                    chunk_loop(parts, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V, s_acc, o_acc,
-                                               p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w, g, t4,
-                                               wgi, tid, n_chunks, zero_nan_rows)
+                                    for st in T.unroll(stages - 1):
+                                        if st < n_chunks:
+                                            copy_chunk(st, st, pool, al, Km, V, b0, b1, tid)
+                                        T.ptx.cp.async_.commit_group()
+                                    parts.find_v_bad(v_bad, v_last, V_last, b0, b1, n_end, tid)
+                                    if by_columns:
+                                        if cols.one_row(Bias, Mask):
+                                            chunk_loop(cols, bias_c, mask_c, Bias, Mask, pool, al, addr0, Km, V,
+                                                       s_acc, o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2,
+                                                       b0, b1, m0, w, g, t4, wgi, tid, n_chunks, zero_nan_rows, False)
+                                        else:
+                                            chunk_loop(parts, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V,
+                                                       s_acc, o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2,
+                                                       b0, b1, m0, w, g, t4, wgi, tid, n_chunks, zero_nan_rows, False)
+                                    else:
+                                        chunk_loop(parts, bias_r, mask_r, Bias, Mask, pool, al, addr0, Km, V, s_acc,
+                                                   o_acc, p_frag, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w,
+                                                   g, t4, wgi, tid, n_chunks, zero_nan_rows, False)
                                 T.ptx.cp.async_.wait_group(0)
                                 parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
 

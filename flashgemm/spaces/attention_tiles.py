@@ -81,15 +81,17 @@ class Tile:
 
 
 def shared_bytes(func: tvm.tirx.PrimFunc) -> int:
-    """Dynamic shared memory a kernel allocates (its `shared.dyn` buffers), in bytes."""
+    """Dynamic shared memory a kernel allocates (its `shared.dyn` buffers), in bytes: the most a call can take (a
+    staged pool's size depends on the call)."""
     total = []
+    bound = tvm.sym.analyzer.Analyzer().const_int_bound
 
     def visit(block):
         for buf in block.alloc_buffers:
             if buf.scope() == "shared.dyn":
                 n = 1
                 for extent in buf.shape:
-                    n *= int(extent)
+                    n *= bound(extent).max_value
                 total.append(n * tvm.runtime.DataType(buf.dtype).bits // 8)
     tvm_ffi.structural_walk(func.body, ((tvm.s_tir.SBlock, visit),))
     return sum(total)
