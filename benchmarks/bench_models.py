@@ -16,6 +16,7 @@ from pathlib import Path
 
 
 from flashgemm.cli.usage import ArgumentParser, count
+from flashgemm.ort.rewrite import DECODER_CAUSAL
 
 
 def main(argv=None) -> int:
@@ -32,8 +33,9 @@ def main(argv=None) -> int:
     ap.add_argument("--vit-inputs", type=count(1), default=2048, help="images for ViT-B/16's top-1 agreement")
     ap.add_argument("--attention", action="store_true",
                     help="rewrite with --attention (FusedAttention; the bundle needs flashgemm-build --attention)")
-    ap.add_argument("--decoder-causal", action="store_true",
-                    help="rewrite with --decoder-causal too (a decoder's causal rule to the op's causal flag)")
+    ap.add_argument("--decoder-causal", choices=DECODER_CAUSAL, default=DECODER_CAUSAL[0], nargs="?",
+                    const="all", help="flashgemm-rewrite's --decoder-causal (default exact: a decoder's causal rule to "
+                                      "FusedAttention's causal flag with causal_fill)")
     ap.add_argument("--exporter", default="torchscript", choices=models.EXPORTERS,
                     help="how the models are exported (flashgemm-getmodel --exporter; default torchscript)")
     ap.add_argument("--attn-implementation", default="eager", choices=models.ATTENTIONS,

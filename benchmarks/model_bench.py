@@ -88,11 +88,12 @@ def _vit_head(hidden: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch: Optional[int] = None,
                 accuracy_inputs: int = 4, vit_inputs: int = 2048, warmup: int = 5, reps: int = 30,
                 log: Callable = print, device: str = "cuda", tiny: bool = False, attention: bool = False,
-                exporter: str = "torchscript", attn_implementation: str = "eager", decoder_causal: bool = False) -> dict:
+                exporter: str = "torchscript", attn_implementation: str = "eager", decoder_causal="exact") -> dict:
     """attention: rewrite with flashgemm-rewrite --attention (the sites become FusedAttention; no score-site
     breakdown then). exporter, attn_implementation: how the model is exported (models.export's exporter and
-    attention; the golden float32 run is exported the same way). decoder_causal: flashgemm-rewrite
-    --decoder-causal (a decoder's causal rule to the op's flag)."""
+    attention; the golden float32 run is exported the same way). decoder_causal: flashgemm-rewrite's
+    --decoder-causal (rewrite.DECODER_CAUSAL; a bool as rewrite_model takes it)."""
+    decoder_causal = rewrite.pipeline.decoder_causal_mode(decoder_causal)
     batch = batch or BATCH[name]
     work = Path(work_dir)
     dev = device
@@ -106,7 +107,7 @@ def bench_model(name: str, bundle_dir: os.PathLike, work_dir: os.PathLike, batch
                           attention=attn_implementation)
         paths[dtype] = p
     fused_path = out_dir / (f"{p.name.split('.')[0]}.fused{'-attention' if attention else ''}"
-                            f"{'-causal' if decoder_causal else ''}.f16.onnx")
+                            f"{'' if decoder_causal == 'exact' else '-causal-' + decoder_causal}.f16.onnx")
     report = rewrite.rewrite_file(paths["float16"], fused_path, log=log, attention=attention,
                                   decoder_causal=decoder_causal)
     log(f"[{name}] export + rewrite: {time.time() - t0:.0f} s")
@@ -217,10 +218,15 @@ def environment() -> dict:
 
 def label(result: dict) -> str:
     """The model's name, with its export where that is not the TorchScript exporter's eager attention, and
-    --decoder-causal where the rewrite took it."""
+    --decoder-causal where it was not the default (results before it was: True, the flag alone)."""
     how = (result.get("exporter", "torchscript"), result.get("attn_implementation", "eager"))
     return (result["model"] + ("" if how == ("torchscript", "eager") else f" ({how[0]}, {how[1]})")
-            + (" --decoder-causal" if result.get("decoder_causal") else ""))
+            + _decoder_causal_label(result.get("decoder_causal", "off")))
+
+
+def _decoder_causal_label(mode) -> str:
+    return {True: " --decoder-causal", False: "", "exact": "", "off": " --decoder-causal off"}.get(
+        mode, f" --decoder-causal {mode}")
 
 
 def markdown(results: list, env: dict) -> str:

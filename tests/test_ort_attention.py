@@ -693,25 +693,27 @@ DECODERS = ["llama-3.2-1b-tiny-dyn.f16", "llama-3.2-1b-tiny-dyn-dynamo-sdpa.f16"
 
 @pytest.mark.parametrize("name", DECODERS)
 @pytest.mark.parametrize("padding", ["none", "right", "left", "all"])
-@pytest.mark.parametrize("decoder_causal", [False, True])
+@pytest.mark.parametrize("decoder_causal", ["off", "exact"])
 def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decoder_causal, tmp_path):
     """A decoder's attention (Llama: rotary Q and K, two query heads sharing one key/value head, a causal mask
     combined with the padding mask into one [batch, 1, sequence, sequence] bias) becomes FusedAttention at every
     site, and the rewritten model computes what the original does with no padding, right or left padding (left: a
     sequence's first query rows see only padding, every logit at the mask's lowest) and a sequence padded out
-    (`_assert_computes_original`: such rows exactly). With decoder_causal the causal rule becomes the op's causal flag
+    (`_assert_computes_original`: such rows exactly). By default (exact) the causal rule becomes the op's causal flag
     with causal_fill (the keys past the diagonal at the lowest, as in the export) and the bias the padding mask
-    [batch, 1, 1, sequence]: the same at every token, those whose rows see only padding included."""
+    [batch, 1, 1, sequence]: the same at every token, those whose rows see only padding included; off keeps the
+    mask."""
     dst = tmp_path / f"{name}.attention.onnx"
     report = rewrite_file(DATA / f"{name}.onnx", dst, attention=True, decoder_causal=decoder_causal)
+    taken = decoder_causal == "exact"
     assert report.attention == 2 and not report.attention_left, report.text()
     assert all(s.details.get("causal_in_bias") == -65504.0 for s in report.fused), report.text()
-    assert report.causal_taken == 2 * decoder_causal, report.text()
+    assert report.causal_taken == 2 * taken, report.text()
     nodes = [n for n in onnx.load(str(dst)).graph.node if n.op_type == "FusedAttention"]
     assert len(nodes) == 2 and count_ops(dst, "Softmax") == 0
-    assert all(helper.get_node_attr_value(n, "causal") == int(decoder_causal) for n in nodes)
-    assert all(any(a.name == "causal_fill" and a.i == 1 for a in n.attribute) == decoder_causal for n in nodes)
-    assert report.causal_exact == 2 * decoder_causal, report.text()
+    assert all(helper.get_node_attr_value(n, "causal") == int(taken) for n in nodes)
+    assert all(any(a.name == "causal_fill" and a.i == 1 for a in n.attribute) == taken for n in nodes)
+    assert report.causal_exact == 2 * taken, report.text()
     rng = np.random.default_rng(1)
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
     pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
