@@ -29,6 +29,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -37,7 +38,7 @@ from flashgemm.ort import rewrite
 from flashgemm.bundle import any_length
 from flashgemm.bundle.kernel_library import export_bundle
 from flashgemm.ort.session import run, session_options
-from flashgemm.op.variant import Variant
+from flashgemm.op.variant import FILL_LOGIT, MASK_FILL, Variant
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -825,20 +826,21 @@ def test_rewrite_drops_a_constant_mask_of_zeros(so, tmp_path, kind):
 
 
 def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6, d: int = 16, cast: bool = False,
-                        kv_start=None, constant: bool = False):
+                        kv_start=None, constant: bool = False, dtype: str = "float16"):
     """transformers 5's bidirectional mask: Where(And(And(True, q_idx `op` 0), padding), 0, -65504) with q_idx =
     Range(start, start + S delta, delta) over [1, 1, S, 1] and the padding attention_mask [B, S] over [B, 1, 1, S],
     added to the scores [B, 2, S, S]. cast: the test wrapped in Cast(to=BOOL), as TorchScript exports write it.
     kv_start: the test is a decoder's causal rule instead, `op`(kv_idx, q_idx) with kv_idx = Range(kv_start,
-    kv_start + S, 1) over [1, 1, 1, S]; constant: both index ranges constants, as a static export folds them."""
-    t16, i64 = TensorProto.FLOAT16, TensorProto.INT64
+    kv_start + S, 1) over [1, 1, 1, S]; constant: both index ranges constants, as a static export folds them.
+    dtype: the scores' (bfloat16: the fill bfloat16's lowest, as torch.finfo gives it)."""
+    t16, i64 = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[dtype], TensorProto.INT64
 
     def const(name, dtype, dims, vals):
         return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dtype, dims, vals))
     nodes = [const("start", i64, [], [start]), const("delta", i64, [], [delta]), const("zero_i", i64, [], [0]),
              const("ax_q", i64, [3], [0, 1, 3]), const("ax_kv", i64, [2], [1, 2]),
              const("true", TensorProto.BOOL, [], [True]), const("zero", t16, [], [0.0]),
-             const("low", t16, [], [-65504.0]), const("one_i", i64, [1], [1]),
+             const("low", t16, [], [MASK_FILL[dtype]]), const("one_i", i64, [1], [1]),
              helper.make_node("Shape", ["attention_mask"], ["shp"]),
              helper.make_node("Gather", ["shp", "one_i"], ["len1"], axis=0),
              helper.make_node("Squeeze", ["len1"], ["len"]),
@@ -869,7 +871,8 @@ def _padding_mask_graph(start: int, delta: int, op: str, b: int = 2, s: int = 6,
               helper.make_node("Where", ["keep", "zero", "low"], ["mask"])] + _masked_scores()
     inputs = [helper.make_tensor_value_info(n, t16, [b, 2, s, d]) for n in ("Q", "K")] + [
         helper.make_tensor_value_info("attention_mask", i64, [b, s])]
-    init = [helper.make_tensor("c", t16, [], np.array([0.25], np.float16).view(np.uint16).tobytes(), raw=True)]
+    np_dt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    init = [helper.make_tensor("c", t16, [], np.array([0.25], np_dt).view(np.uint16).tobytes(), raw=True)]
     return helper.make_model(helper.make_graph(nodes, "pad", inputs, [helper.make_tensor_value_info("P", t16, None)],
                                                initializer=init),
                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
@@ -944,6 +947,27 @@ def test_rewrite_notes_a_causal_rule_in_the_bias(so, tmp_path, op, kv_start, cas
     kept[0, :, :2] = False
     np.testing.assert_allclose(p1[kept].astype(np.float64), p0[kept].astype(np.float64), rtol=0, atol=P_ATOL)
     assert np.abs(p1[~kept].astype(np.float64) - p0[~kept]).max() > 0.1  # those rows: visible keys only
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_taken_causal_rule_keeps_the_padding_at_the_kernels_fill(tmp_path, dtype):
+    """The padding mask left when the causal rule goes to the flag fills at FILL_LOGIT: bfloat16's lowest, which the
+    export writes, becomes -2**127 (its log2-scaled logit would overflow the CUDA kernels to -inf, and causal_fill
+    puts the keys past the diagonal at -2**127); float16's -65504 stays."""
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.out.onnx"
+    onnx.save(_padding_mask_graph(0, 1, "LessOrEqual", kv_start=0, dtype=dtype), str(src))
+    report = rewrite.rewrite_file(src, dst, decoder_causal="all")
+    assert report.causal_taken == 1 and report.fused[0].details["causal_in_bias"] == MASK_FILL[dtype], report.text()
+    m = onnx.load(str(dst))
+    (node,) = _ops(m, "FusedGemmSoftmax", "flashgemm")
+    producers = {o: n for n in m.graph.node for o in n.output}
+    where = producers[node.input[2]]
+    while where.op_type != "Where":
+        where = producers[where.input[0]]
+    fill = producers[where.input[2]] if where.input[2] in producers else None
+    value = onnx.numpy_helper.to_array(fill.attribute[0].t if fill is not None else
+                                       next(t for t in m.graph.initializer if t.name == where.input[2]))
+    assert float(value.astype(np.float64)) == FILL_LOGIT[dtype], value
 
 
 def _cache_mask_graph(positions: str) -> onnx.ModelProto:
