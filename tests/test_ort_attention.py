@@ -714,6 +714,7 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decod
     assert all(helper.get_node_attr_value(n, "causal") == int(taken) for n in nodes)
     assert all(any(a.name == "causal_fill" and a.i == 1 for a in n.attribute) == taken for n in nodes)
     assert report.causal_exact == 2 * taken, report.text()
+    assert "compute one query row" not in report.text()  # (a prefill)
     rng = np.random.default_rng(1)
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
     pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
@@ -735,6 +736,7 @@ def test_rewrite_attention_tiny_generation_step(sess_opts, device, padding, tmp_
     assert report.attention == 2 and not report.attention_left, report.text()
     assert [s.details["bias_shape"] for s in report.fused] == [[2, 1, 1, 16]] * 2, report.text()
     assert not any("causal_in_bias" in s.details for s in report.fused), report.text()
+    assert "2 FusedAttention site(s) compute one query row (a generation step)" in report.text()  # (batch 1: slower)
     original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
     feeds = _model_feeds(original)
     feeds["attention_mask"][:] = 1
