@@ -964,9 +964,7 @@ def test_taken_causal_rule_keeps_the_padding_at_the_kernels_fill(tmp_path, dtype
     where = producers[node.input[2]]
     while where.op_type != "Where":
         where = producers[where.input[0]]
-    fill = producers[where.input[2]] if where.input[2] in producers else None
-    value = onnx.numpy_helper.to_array(fill.attribute[0].t if fill is not None else
-                                       next(t for t in m.graph.initializer if t.name == where.input[2]))
+    value = onnx.numpy_helper.to_array(producers[where.input[2]].attribute[0].t)  # (a Constant node)
     assert float(value.astype(np.float64)) == FILL_LOGIT[dtype], value
 
 
