@@ -56,7 +56,10 @@ def test_the_bundle_names_and_marks_tuned_tiles_and_specializes_each_on_zero_nan
     assert kernels[f"fa_{F16.key}_wgmma_d64_n1024"]["schedule"] == "default"  # the shipped short tile, past 512
     # each tile twice, specialized on zero_nan_rows (a register cliff of the argument: with_zero_nan_rows)
     assert kernels[name]["zero_nan_rows"] == 0 and kernels[name + "_zeronan"]["zero_nan_rows"] == 1
-    assert len(kernels) == 2 * 3
+    # the three tiles and the split-N form (manifest "split": its rows and chunk), each twice
+    split = f"fa_{F16.key}_split_d64"
+    assert kernels[split]["split"] == [16, 64] and kernels[split + "_zeronan"]["zero_nan_rows"] == 1
+    assert len(kernels) == 2 * 4
 
 
 def test_a_kernel_specialized_on_zero_nan_rows_ignores_the_argument():

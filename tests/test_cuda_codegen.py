@@ -128,12 +128,13 @@ WORKER = textwrap.dedent(r'''
             res["default"].append({"arch": arch, "spec": spec, "ok": False, "error": str(err)[-2000:]})
     from flashgemm.kernel import fused_attention_mma, fused_attention_wgmma, fused_gemm_softmax_wgmma
     for form, kernel in (("mma", fused_attention_mma), ("wgmma", fused_attention_wgmma),
-                         ("gemm_softmax_wgmma", fused_gemm_softmax_wgmma)):
+                         ("gemm_softmax_wgmma", fused_gemm_softmax_wgmma), ("split", fused_attention_mma)):
         res["attention_" + form] = []
         for arch, variant, d in req.get("attention_" + form, []):
             v = Variant(**variant)
+            kw = {"split": True} if form == "split" else {}
             try:
-                src, archs = build(tvm.IRModule({"main": kernel.runtime_func(v, d)}), arch)
+                src, archs = build(tvm.IRModule({"main": kernel.runtime_func(v, d, **kw)}), arch)
                 res["attention_" + form].append({"arch": arch, "variant": v.key, "d": d, "ok": True,
                                                  "fatbin_archs": archs, "src": src})
             except Exception as err:  # noqa: BLE001
@@ -178,6 +179,7 @@ def results(build_env):
            + [["sm_90", {"dtype": "bfloat16", "mask": "bool"}]],
            "default": [[a, s] for a, s in DEFAULT_CASES],
            "attention_mma": ATTENTION_MMA_CASES, "attention_wgmma": ATTENTION_WGMMA_CASES,
+           "attention_split": ATTENTION_SPLIT_CASES,
            "attention_gemm_softmax_wgmma": GEMM_SOFTMAX_WGMMA_CASES}
     return _run_worker(build_env, req)
 
@@ -286,6 +288,31 @@ def test_attention_mma_builds(results, case):
     assert "__shfl_xor_sync" in src
     _attention_epilogue_ok(src)
     assert ("__syncthreads_or" in src) == bool(variant.get("causal_fill"))  # causal_fill: the tile's need of every key
+    assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
+
+
+# FusedAttention's split-N form (fused_attention_mma.runtime_func's split): a decoder step's variants
+ATTENTION_SPLIT_CASES = [
+    ("sm_80", {"dtype": "float16", "trans_b": True, "has_bias": True}, 64),
+    ("sm_90", {"dtype": "bfloat16", "trans_b": True, "has_bias": True, "causal": True, "causal_fill": True}, 128),
+    ("sm_89", {"dtype": "float16", "mask": "bool"}, 80),  # K as [D, N]
+]
+
+
+@pytest.mark.parametrize("case", range(len(ATTENTION_SPLIT_CASES)))
+def test_attention_split_builds(results, case):
+    """Two kernels: the splits' (mma.sync, a block a row tile and split, its partial rows written to the float32
+    workspace, no O store and no causal V_last pass) and the combine (a block a row, O stored with zero_or_o's
+    division and zero-row select)."""
+    arch, variant, d = ATTENTION_SPLIT_CASES[case]
+    r = results["attention_split"][case]
+    assert r["ok"], r.get("error")
+    src, ab = r["src"], "bf16" if variant["dtype"] == "bfloat16" else "f16"
+    kernels = re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+)\) (\w+)\(([^)]*)\) \{', src)
+    assert [(name, "Work_ptr" in params, "O_ptr" in params) for _, name, params in kernels] == [
+        ("main_kernel", True, False), ("main_kernel_1", True, True)], [k[1] for k in kernels]
+    assert src.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32") > 0
+    assert "exp2f(" in src and "__shfl_xor_sync" in src
     assert r["fatbin_archs"] and all(a == int(arch[3:]) for a in r["fatbin_archs"]), r["fatbin_archs"]
 
 

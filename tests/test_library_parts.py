@@ -41,7 +41,7 @@ def test_a_bundle_in_parts_serves_every_kernel_and_a_rebuild_drops_stale_parts(t
     monkeypatch.setattr(kernel_library, "library_parts", lambda n, cores=None: min(3, n))
     out = export_bundle(tmp_path / "b", "llvm", variants=VARIANTS, log=lambda *a: None)
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["format"] == kernel_library.MANIFEST_FORMAT == 5
+    assert manifest["format"] == kernel_library.MANIFEST_FORMAT == 6
     assert manifest["kernels"] == [KERNELS_SO, "flashgemm_kernels.1.so", "flashgemm_kernels.2.so"]
     assert all(p.is_file() for p in kernel_libraries(out)) and not list(out.glob("*.tmp"))
 

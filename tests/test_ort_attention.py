@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -301,6 +302,39 @@ def test_tensor_core_kernel_bias_and_mask_of_rows(sess_opts, device, v, n, monke
     assert f"fa_{v.key}{served}" in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.key)
+@pytest.mark.parametrize("d, m", [(128, 1), (64, 9), (80, 1)])
+@pytest.mark.parametrize("zero_nan_rows", [0, 1], ids=["nan-rows", "zero-nan-rows"])
+def test_split_n_kernel(sess_opts, device, v, d, m, zero_nan_rows, monkeypatch, capfd):
+    """Few query rows against many keys (a decoder's step, M = 1; speculative decoding's few, M = 9) in B x H = 6
+    row tiles, which leave the GPU's SMs idle: on CUDA the split-N kernel serves, N split across blocks and the
+    splits' partial rows combined, matching FP64 with a padding bias [B, 1, 1, N], a mask of the rows, NaN in Q's
+    row 0 of one head (a NaN row, or 0 * V with zero_nan_rows), +inf in the bias at one kept column of batch 1 (its
+    rows NaN: a split's max +inf), a fully masked row (0 * V) and NaN in V's last row (every row's column 1)."""
+    monkeypatch.setenv("FLASHGEMM_VERBOSE", "1")  # read when the kernel is created
+    b, h, n = 2, 3, 1000
+    rng = np.random.default_rng(d + m)
+    mask = _mask(v, (b, 1, m, n), rng)
+    if mask is not None:
+        mask[0, 0, m - 1] = False if v.mask in BOOL_MASK_KINDS else -np.inf  # batch 0's last row: fully masked
+        mask[1, 0, :, 700] = True if v.mask in BOOL_MASK_KINDS else 0.0
+
+    def poke(feeds):
+        feeds["Q"][0, 1, 0, 0] = np.nan
+        feeds["V"][1, n - 1, 1] = np.nan
+        if "bias" in feeds:
+            feeds["bias"][1, 0, 0, 700] = np.inf
+    k_shape = (b, h, n, d) if v.trans_b else (b, h, d, n)
+    o, ref = check(sess_opts, device, v, (b, h, m, d), k_shape, (h, n, d), (b, 1, 1, n) if v.has_bias else None,
+                   mask, scale=d ** -0.5, poke=poke, zero_nan_rows=zero_nan_rows)
+    assert np.isnan(o[:, 1, :, 1].astype(np.float32)).all()  # (V's head 1 holds the NaN)
+    err = capfd.readouterr().err
+    if device == "cuda":
+        assert re.search(rf"fa_{v.key}_split_d{d}\S* \(default, (N%8=0, )?N in \d+ splits\)", err), err
+    else:
+        assert f"fa_{v.key}_generic" in err
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("m,n,pad", [(200, 200, 70), (77, 200, 150), (130, 130, 0)],
@@ -475,12 +509,19 @@ def test_head_size_kernel_dispatch_and_bad_entries(bundle, device, tmp_path, mon
         check(so, device, v, (1, 2, 5, 16), (1, 2, 24, 16), (1, 2, 24, 16), seed=3, zero_nan_rows=zero_nan_rows)
         err = capfd.readouterr().err
         assert f"fa_{v.key}_generic ({served}) sizes=[1,2,5,24,16]" in err, (zero_nan_rows, err)
-    for bad, needle in ((dict(head_size=0), '"head_size" is not a positive integer'),
-                        (dict(zero_nan_rows=2), '"zero_nan_rows" is neither 0 nor 1'),
-                        (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
-                        (dict(max_n=0), '"max_n" is not a positive integer'),
-                        (dict(schedule="tuned"), '"schedule" disagrees with "tuned"')):
-        d = bundle_with(dict(entry, **bad), f"bad-{'-'.join(bad)}")
+    # a split-N kernel (manifest "split"): never on the CPU, whose calls keep the kernels above
+    so = session_options(bundle_with([dict(entry, n_multiple=1), dict(entry, n_multiple=1, split=[16, 64])], "split"))
+    check(so, device, v, (1, 2, 1, 16), (1, 2, 4096, 16), (1, 2, 4096, 16), seed=5)
+    assert f"fa_{v.key}_generic (default) sizes=[1,2,1,4096,16]" in capfd.readouterr().err
+    bad_entries = ((dict(head_size=0), '"head_size" is not a positive integer'),
+                   (dict(zero_nan_rows=2), '"zero_nan_rows" is neither 0 nor 1'),
+                   (dict(n_multiple=0), '"n_multiple" is not a positive integer'),
+                   (dict(max_n=0), '"max_n" is not a positive integer'),
+                   (dict(split=[0, 64]), '"split" is not \\[rows, chunk\\] of positive integers'),
+                   (dict(split=[16]), '"split" is not \\[rows, chunk\\] of positive integers'),
+                   (dict(schedule="tuned"), '"schedule" disagrees with "tuned"'))
+    for i, (bad, needle) in enumerate(bad_entries):
+        d = bundle_with(dict(entry, **bad), f"bad-{i}")
         opts = ort.SessionOptions()
         opts.add_session_config_entry(BUNDLE_DIR_CONFIG_KEY, str(d))
         with pytest.raises(Exception, match="functions\\[\\d+\\]." + needle.replace('"', '.')):
@@ -714,7 +755,6 @@ def test_rewrite_attention_tiny_decoders(sess_opts, device, name, padding, decod
     assert all(helper.get_node_attr_value(n, "causal") == int(taken) for n in nodes)
     assert all(any(a.name == "causal_fill" and a.i == 1 for a in n.attribute) == taken for n in nodes)
     assert report.causal_exact == 2 * taken, report.text()
-    assert "compute one query row" not in report.text()  # (a prefill)
     rng = np.random.default_rng(1)
     feeds = {"input_ids": rng.integers(3, 128, (2, 12)).astype(np.int64), "attention_mask": np.ones((2, 12), np.int64)}
     pad = {"none": np.s_[0, :0], "right": np.s_[0, -5:], "left": np.s_[0, :5], "all": np.s_[1, :]}[padding]
@@ -736,7 +776,6 @@ def test_rewrite_attention_tiny_generation_step(sess_opts, device, padding, tmp_
     assert report.attention == 2 and not report.attention_left, report.text()
     assert [s.details["bias_shape"] for s in report.fused] == [[2, 1, 1, 16]] * 2, report.text()
     assert not any("causal_in_bias" in s.details for s in report.fused), report.text()
-    assert "2 FusedAttention site(s) compute one query row (a generation step)" in report.text()  # (batch 1: slower)
     original = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=providers(device))
     feeds = _model_feeds(original)
     feeds["attention_mask"][:] = 1

@@ -16,6 +16,7 @@ stores (N % 8, % 4, % 2, odd). Tolerances as the tests: fp16 atol 2e-3, bf16 ato
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -78,6 +79,9 @@ def _any_length_sizes(fn: dict) -> list:
 
 def sizes_of(fn: dict) -> list:
     """The sizes (b0, b1, M, N, K) a manifest function is checked at."""
+    if fn.get("split"):  # FusedAttention's split-N kernels: rows of one tile (a step's one row), N a partial chunk
+        hs, rows = fn["head_size"], fn["split"][0]
+        return [(2, 3, min(9, rows), 136, hs), (1, 2, 1, 520, hs)]
     if fn.get("head_size") and fn.get("op") == "FusedAttention":  # the tensor-core kernels: a partial tile and
         hs = fn["head_size"]                      # chunk; causal tiles that skip columns; N % 16 = 8 and 0 (a bias
         return [(2, 3, 77, 136, hs), (1, 2, 200, 208, hs)]  # or a bool mask staged in 16-byte runs, or read in place)
@@ -88,6 +92,7 @@ def sizes_of(fn: dict) -> list:
     return _any_length_sizes(fn) if fn.get("any_length") else [_sizes(fn)]
 
 
+SPLIT_WAYS = (2, 13)  # the splits a split-N kernel is checked in
 SPECIAL_ROWS = 4  # rows of the first batches that poke_special_values writes into (the last batch takes B's NaN)
 
 
@@ -191,14 +196,16 @@ def check_function(mod, fn: dict, dev, seed: int = 0, sizes: Optional[tuple] = N
               mask_fill=MASK_FILL[dtype] if fn["mask"] == "fill" else None,
               causal_fill=FILL_LOGIT[dtype] if fn.get("causal_fill") else None)
     # FusedAttention: both ways of its zero_nan_rows argument, NaN rows kept (the reference's NaN rows) and zeroed;
-    # a kernel specialized on one (manifest "zero_nan_rows") that one, with the other passed: it must be ignored
+    # a kernel specialized on one (manifest "zero_nan_rows") that one, with the other passed: it must be ignored. A
+    # split-N kernel runs in 2 splits and in SPLIT_WAYS[1] (past N's chunks: empty splits too)
     err, nan_ok, nan_rows = 0.0, True, None
     ways = (None,) if not attention else (0, 1) if fn.get("zero_nan_rows") is None else (fn["zero_nan_rows"],)
-    for zero_nan_rows in ways:
+    for zero_nan_rows, splits in itertools.product(ways, SPLIT_WAYS if fn.get("split") else (None,)):
         out = tvm.runtime.empty((b0, b1, m, d if attention else n), dtype, dev)
         passed = () if zero_nan_rows is None else (zero_nan_rows if fn.get("zero_nan_rows") is None else
                                                    1 - zero_nan_rows,)
-        mod[fn["name"]](*args, out, np.float32(scale), *passed)
+        work = () if splits is None else (tvm.runtime.empty((splits, b0, b1, m * (d + 2)), "float32", dev),)
+        mod[fn["name"]](*args, out, *work, np.float32(scale), *passed)
         out = out.numpy().astype(np.float64)
         ref = (fused_attention_ref(a, b, v, bias, mask, zero_nan_rows=bool(zero_nan_rows), **kw) if attention
                else fused_gemm_softmax_ref(a, b, bias, mask, **kw))

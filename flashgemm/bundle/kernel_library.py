@@ -42,9 +42,10 @@ from flashgemm.bundle.compile_worker import compile_module  # noqa: F401  (the b
 
 # 2: entries name their "op" (FusedAttention's kernels); 3: FusedAttention's kernels take zero_nan_rows after the scale;
 # 4: "kernels" lists the kernel libraries (library_parts); 5: FusedAttention's kernels take any row strides of Q, K,
-# V and O (the op's BSNH views, attribute bsnh). The op library reads 1 to 5 (an older bundle's FusedAttention kernels
-# are left out before 3, serve compact tensors only before 5: flashgemm/ort/csrc/bundle.cc)
-MANIFEST_FORMAT = 5
+# V and O (the op's BSNH views, attribute bsnh); 6: FusedAttention's split-N kernels ("split", a workspace argument).
+# The op library reads 1 to 6 (an older bundle's FusedAttention kernels are left out before 3, serve compact tensors
+# only before 5: flashgemm/ort/csrc/bundle.cc)
+MANIFEST_FORMAT = 6
 KERNELS_SO = "flashgemm_kernels.so"  # the first kernel library; the others flashgemm_kernels.<i>.so
 # fewest kernels a library part holds (library_parts): a compile worker takes seconds to start (TVM's import)
 KERNELS_A_PART = 16
@@ -77,6 +78,10 @@ def attention_wgmma_name(variant: Variant, head_size: int, max_n: Optional[int] 
     return f"fa_{variant.key}_wgmma_d{head_size}" + (f"_n{max_n}" if max_n else "")
 
 
+def attention_split_name(variant: Variant, head_size: int) -> str:
+    return f"fa_{variant.key}_split_d{head_size}"
+
+
 def attention_tuned_name(variant: Variant, head_size: int, tile, max_n: Optional[int] = None) -> str:
     """A tuned tile's kernel (attention_best.served_tiles): named by its tile too, "_t" and its parameters."""
     return (f"fa_{variant.key}_{tile.form}_d{head_size}_t{'x'.join(str(p) for p in tile.params)}"
@@ -88,7 +93,8 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
     sm_90: the wgmma kernel for its head sizes (flashgemm/kernel/fused_attention_wgmma.py), every other head size and
     arch: the mma.sync kernel (fused_attention_mma.py); each head size's tiles with the longest N each serves: the
     shipped TILES, and ahead of them the tuned tiles of `tuned` (attention_best.TunedTile) for this variant
-    (attention_best.served_tiles)."""
+    (attention_best.served_tiles). Every arch and head size also ships the split-N form (fused_attention_mma's split,
+    manifest "split" [rows, chunk]), which the op takes for calls of few row tiles (a decoder's generation step)."""
     out = []
     for d in fused_attention_mma.HEAD_SIZES:
         for max_n, tile, t in served_tiles(target_name, variant, d, tuned):
@@ -108,6 +114,14 @@ def attention_tensor_core_kernels(target_name: str, variant: Variant, tuned=()) 
                 fname = name + ZERO_NAN_ROWS_SUFFIX * zero_nan_rows
                 out.append((fname, with_zero_nan_rows(tile.kernel(variant, d, name=fname), zero_nan_rows),
                             dict(fields, zero_nan_rows=zero_nan_rows)))
+        warps, mt, bn, _ = fused_attention_mma.SPLIT_TILES[d]
+        for zero_nan_rows in (0, 1):
+            fname = attention_split_name(variant, d) + ZERO_NAN_ROWS_SUFFIX * zero_nan_rows
+            func = fused_attention_mma.runtime_func(variant, d, name=fname, split=True)
+            out.append((fname, with_zero_nan_rows(func, zero_nan_rows),
+                        dict(form="split", align=fused_attention_mma.ALIGN,
+                             n_multiple=fused_attention_mma.n_multiple(variant), head_size=d, schedule="default",
+                             split=[16 * mt * warps, bn], zero_nan_rows=zero_nan_rows)))
     return out
 
 
@@ -207,7 +221,7 @@ def any_length_name(variant: Variant, bound: tuple, k: int, kind: str = "default
 def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=None, transferred=False, align=2,
            any_batch=False, schedule=None, fixed_batch=None, scale=None, bound=None, form=None, n_multiple=1,
            op="FusedGemmSoftmax", head_size=None, max_n=None, min_n=None, min_m=None, first_max_n=None, sizes=None,
-           zero_nan_rows=None):
+           zero_nan_rows=None, split=None):
     if sizes is None and shape is not None:
         sizes = [1, 1, *bound, shape.sizes[4]] if bound else shape.sizes
     return {
@@ -226,6 +240,9 @@ def _entry(name, variant, shape=None, workload=None, run_secs=None, tuned_on=Non
         # zero_nan_rows: a FusedAttention tensor-core kernel specialized on the node attribute's value (0 or 1), served
         # only to nodes with it (with_zero_nan_rows); null for the others
         "zero_nan_rows": zero_nan_rows,
+        # split: [rows, chunk] of a FusedAttention split-N kernel (fused_attention_mma's split form: a float32
+        # workspace argument after O), served to calls of M <= rows whose row tiles leave SMs idle; null for the others
+        "split": split,
         "min_n": min_n,
         "min_m": min_m,
         "first_max_n": first_max_n,

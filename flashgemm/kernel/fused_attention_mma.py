@@ -39,6 +39,10 @@ addresses) and are masked (-inf) or not stored.
 
 Requirements (the bundle entry records them; dispatch checks them): every pointer 16-byte aligned, K (the head
 size) = D in HEAD_SIZES; with K as [D, N] (trans_b = 0), N % 8 = 0 (16-byte chunks of K's rows).
+
+The split-N form (runtime_func's split; flash-decoding) serves calls of few query rows, a decoder's generation step,
+whose B x H blocks would leave most SMs idle: blockIdx.x also splits the tile's chunks, each split writes its rows'
+partial O, running max and sum to a workspace, and a second kernel combines them (SPLIT_TILES: one warp of 16 rows).
 """
 from __future__ import annotations
 
@@ -56,6 +60,9 @@ HEAD_SIZES = ATTENTION_HEAD_SIZES
 # the tile each head size ships with (warps, mt, bn, stages): the fastest of the measured sweep at W1-W3 (d = 64) and
 # the causal prefill shape (d = 128): results/h200/attention-mma-2026-12-02
 TILES = {32: (4, 2, 64, 2), 64: (4, 2, 64, 2), 80: (4, 1, 64, 2), 96: (4, 1, 64, 2), 128: (4, 1, 32, 2)}
+# the split-N form's tile (runtime_func's split), every head size: one warp of one 16-row tile, so that a call of one
+# query row (a decoder's step) wastes the least of each chunk's mma work
+SPLIT_TILES = {d: (1, 1, 64, 2) for d in HEAD_SIZES}
 ALIGN = 16  # bytes: every pointer (cp.async copies 16-byte chunks)
 LOG2E = 1.4426950408889634
 LOWEST = -3.4028234663852886e38
@@ -361,24 +368,35 @@ def Parts(variant: Variant, D: int, BN: int, NT: int, mt: int, B0, B1, M, N,
                            store_o=store_o, tile_end=tile_end, need_all=need_all)
 
 
-def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str) -> tvm.tirx.PrimFunc:
-    """The kernel with only the parameters its variant has (bias, mask), named `name`, marked scheduled."""
-    q, k, v, bias, mask, o, scale, zero_nan_rows = func.params
+def finish(func: tvm.tirx.PrimFunc, variant: Variant, name: str, split: bool = False) -> tvm.tirx.PrimFunc:
+    """The kernel with only the parameters its variant has (bias, mask; the split form's workspace after O), named
+    `name`, marked scheduled."""
+    q, k, v, bias, mask, o, *work, scale, zero_nan_rows = func.params
     keep = [q, k, v] + ([bias] if variant.has_bias else []) + ([mask] if variant.mask != "none" else []) + [
-        o, scale, zero_nan_rows]
+        o] + (work if split else []) + [scale, zero_nan_rows]
     func = tvm.tirx.PrimFunc(keep, func.body, func.ret_type, func.attrs)
     return func.with_attr({"global_symbol": name, "tirx.is_scheduled": True})
 
 
 def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int = 64, stages: int = 2,
-                 name: str = "main") -> tvm.tirx.PrimFunc:
+                 name: str = "main", split: bool = False) -> tvm.tirx.PrimFunc:
     """The kernel fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows) for head size `d` (Q and K's K = V's D = d),
     B0, B1, M, N symbolic. Tile: `warps` warps of `mt` 16-row mma tiles each (BM = 16 mt warps rows), chunks of `bn`
-    columns, `stages` shared buffers for the K/V chunks."""
+    columns, `stages` shared buffers for the K/V chunks.
+
+    split: the split-N form (flash-decoding), for calls of few row tiles (a decoder's generation step: B x H blocks
+    of one query row would leave most SMs idle), fn(Q, K, V, [bias], [mask], O, Work, scale, zero_nan_rows) with
+    Work float32 [S, B0, B1, M (D + 2)] (the caller's workspace; S, the splits, is its first dim): blockIdx.x = row
+    tiles x S, split s computing the tile's chunks s ceil(C / S) ... of its C and writing its rows' partial O
+    accumulator (scaled to its running max m), m and l to Work; a second kernel ("combine") weighs each split by
+    exp2(m_s - max m) and stores O (zero_or_o), so that NaN rows, fully masked rows and 0 * V come out as the one-pass
+    kernel's. A causal call must be one row tile (M <= BM: the tile sees every column, so no chunk is skipped and
+    no V_last pass is needed): the op serves only M <= BM with it (manifest "split" [BM, BN]; it splits where
+    B0 B1 blocks leave SMs idle, two blocks an SM: flashgemm/ort/csrc/op.cc, SplitCount)."""
     if d not in HEAD_SIZES:
         raise ValueError(f"head size {d}: the mma kernel has {HEAD_SIZES}")
     if not warps:  # the shipped tile
-        warps, mt, bn, stages = TILES[d]
+        warps, mt, bn, stages = (SPLIT_TILES if split else TILES)[d]
     if bn % 16 or bn * d // 8 % (32 * warps) or (16 * mt * warps) * d // 8 % (32 * warps):
         raise ValueError(f"tile bn={bn} warps={warps} mt={mt}: chunks of 16 columns, whole 16-byte copies a thread")
     dt = variant.dtype
@@ -391,6 +409,9 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     KS, NTS, DTS = D // 16, BN // 8, D // 8  # k-steps of Q K^T, n8 tiles of S, n8 tiles of O
     k_tile = BN * DP if trans_b else D * BNP  # one stage's K chunk
     B0, B1, M, N = (tvm.tirx.Var(n, "int32") for n in ("B0", "B1", "M", "N"))
+    S = tvm.tirx.Var("S", "int32")  # the split form's splits (Work's first dim)
+    splits = S if split else 1
+    WR = D + 2  # a split's partial row in Work: O's accumulator, m, l
     # every row stride symbolic too: Q, K ([N, D]), V and O may be BSNH views (flashgemm/op/variant.py:canonicalize)
     sq, sk, sv = _strides("Q", 3), _strides("K", 3 if trans_b else 2), _strides("V", 3)
     k_shape = (B0, B1, N, D) if trans_b else (B0, B1, D, N)
@@ -428,23 +449,24 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
     @T.macro
     def chunk_loop(ps, bias_x, mask_x, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag, p_frag, s_acc, o_acc, m_run,
                    l_run, m_chunk, alpha, scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
-                   limit):
+                   limit, c0):
         """The chunk loop, its logits those of Parts ps: reading Bias and Mask in place, or the registers bias_x
         and mask_x (ps.fetched "columns"). Each Parts gets its own loop, so that a uniform branch between two keeps
         each loop's registers as a kernel of one would. limit: the chunks computed, of the loop's n_chunks (the
-        tile's, with causal_fill: tile_end's with need, a block-uniform value read in the loop)."""
+        tile's, with causal_fill: tile_end's with need, a block-uniform value read in the loop). c0: the first
+        chunk's index (the split form's split; else 0): iteration j computes chunk c0 + j."""
         for j in T.serial(n_chunks):
             if j < limit:
                 # the copies of chunk j + stages - 1 (its stage last held chunk j - 1)
                 nj: T.let[T.int32] = j + stages - 1
                 stn: T.let[T.int32] = nj % stages
                 if nj < limit:
-                    copy_chunk(nj, stn, Ks, Vs, Km, V, b0, b1, tid)
+                    copy_chunk(c0 + nj, stn, Ks, Vs, Km, V, b0, b1, tid)
                 T.ptx.cp.async_.commit_group()
                 T.ptx.cp.async_.wait_group(stages - 1)
                 T.tvm_storage_sync("shared")
                 st: T.let[T.int32] = j % stages
-                n0: T.let[T.int32] = j * BN
+                n0: T.let[T.int32] = (c0 + j) * BN
                 if j == 0:  # the Q tile's A fragments, once
                     for mi, ks in T.grid(mt, KS):
                         T.ptx_legacy.ldmatrix(
@@ -499,12 +521,60 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                     dtype="float32")
                 T.tvm_storage_sync("shared")
 
+    @T.macro
+    def store_partial(Work, o_acc, m_run, l_run, b0, b1, m0, sp, w, g, t4):
+        """The split form's epilogue: split sp's rows of the tile as they stand (O's accumulator, scaled to the running
+        max m; m; l summed over the quad) to Work, for combine."""
+        for mi in T.unroll(mt):
+            for h in T.unroll(2):
+                l_run[mi * 2 + h] = T.cuda.warp_sum(l_run[mi * 2 + h], 4)
+                row: T.let[T.int32] = m0 + (w * mt + mi) * 16 + h * 8 + g
+                if row < M:
+                    for dj in T.unroll(DTS):
+                        for e in T.unroll(2):
+                            Work[sp, b0, b1, row * WR + dj * 8 + t4 * 2 + e] = o_acc[(mi * DTS + dj) * 4 + h * 2 + e]
+                    if t4 == 0:
+                        Work[sp, b0, b1, row * WR + D] = m_run[mi * 2 + h]
+                        Work[sp, b0, b1, row * WR + D + 1] = l_run[mi * 2 + h]
+
+    @T.macro
+    def combine(Work, O, zero_nan_rows):
+        """The split form's second kernel, a block a row and a thread a column of O: the splits' partials weighed by
+        exp2(m_s - m) for the row's max m (1 where m_s = m, so that a +inf max weighs its split 1, not NaN), summed,
+        and O = zero_or_o(sum of accumulators, sum of l): a NaN or +inf logit's NaN l, a fully masked row's l = 0 and
+        a split's 0 * NaN in V reach O as in the one-pass kernel."""
+        for cz in T.thread_binding(B0, thread="blockIdx.z"):
+            for cy in T.thread_binding(B1, thread="blockIdx.y"):
+                for cx in T.thread_binding(M, thread="blockIdx.x"):
+                    for ct in T.thread_binding(D, thread="threadIdx.x"):
+                        with T.sblock("combine"):
+                            c0, c1, i, c = T.axis.remap("SSSS", [cz, cy, cx, ct])
+                            T.reads()
+                            T.writes()
+                            r = T.sblock_alloc_buffer((4,), "float32", scope="local")  # max, l, O's sum, a weight
+                            r[0] = T.float32(LOWEST)
+                            for sp in T.serial(S):
+                                r[0] = T.max(r[0], Work[sp, c0, c1, i * WR + D])
+                            r[1] = T.float32(0)
+                            r[2] = T.float32(0)
+                            for sp in T.serial(S):
+                                r[3] = T.Select(Work[sp, c0, c1, i * WR + D] == r[0], T.float32(1),
+                                                T.exp2(Work[sp, c0, c1, i * WR + D] - r[0]))
+                                r[1] = r[1] + Work[sp, c0, c1, i * WR + D + 1] * r[3]
+                                r[2] = r[2] + Work[sp, c0, c1, i * WR + c] * r[3]
+                            O[c0, c1, i, c] = T.cast(zero_or_o(r[2], r[1], zero_nan_rows), dt)
+
     def chunk_limit(m0, need):  # the chunks the tile at m0 computes (Parts.tile_end; need: need_all's)
         return (parts.tile_end(m0, BM, need) + BN - 1) // BN
 
+    def own_limit(m0, need, c0, n_chunks):
+        """The chunks this block computes: the tile's (chunk_limit), or the split form's share of them from c0, at
+        most n_chunks (so that no split copies its neighbour's first chunk)."""
+        return T.min(chunk_limit(m0, need) - c0, n_chunks) if split else chunk_limit(m0, need)
+
     @T.prim_func(s_tir=True)
     def fused_attention_mma(q_h: T.handle, k_h: T.handle, v_h: T.handle, bias_h: T.handle, mask_h: T.handle,
-                            o_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
+                            o_h: T.handle, work_h: T.handle, scale: T.float32, zero_nan_rows: T.int32):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         Q = T.match_buffer(q_h, (B0, B1, M, D), dt, strides=(*sq, 1), align=16)
         Km = T.match_buffer(k_h, k_shape, dt, strides=k_strides, align=16)
@@ -513,18 +583,20 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
         Mask = T.match_buffer(mask_h, (B0, B1, M, N), mask_dtype, strides=_strides("mask", 4), align=1,
                               offset_factor=1)
         O = T.match_buffer(o_h, (B0, B1, M, D), dt, strides=(*_strides("O", 3), 1), align=16, offset_factor=1)
+        if split:
+            Work = T.match_buffer(work_h, (S, B0, B1, M * WR), "float32")
         O32 = T.decl_buffer((B0 * O.strides[0] // 2,), "uint32", data=O.data)  # two elements a word
         # causal: per V_SPLITS bands of V's rows, 1 + the last row of each column holding a NaN or inf (0: none)
         V_last = T.alloc_buffer((V_SPLITS, B0, B1, D), "int32")
-        if causal:
+        if causal and not split:
             parts.record_v_last(V, V_last)
         for bz in T.thread_binding(B0, thread="blockIdx.z"):
             for by in T.thread_binding(B1, thread="blockIdx.y"):
-                for bx in T.thread_binding((M + BM - 1) // BM, thread="blockIdx.x"):
+                for bx in T.thread_binding((M + BM - 1) // BM * splits, thread="blockIdx.x"):
                     for ty in T.thread_binding(warps, thread="threadIdx.y"):
                         for tx in T.thread_binding(32, thread="threadIdx.x"):
                             with T.sblock("attention"):
-                                b0, b1, bt, w, lane = T.axis.remap("SSSSS", [bz, by, bx, ty, tx])
+                                b0, b1, bs, w, lane = T.axis.remap("SSSSS", [bz, by, bx, ty, tx])
                                 T.reads()
                                 T.writes()
                                 Qs = T.sblock_alloc_buffer((BM * DP,), dt, scope="shared.dyn")
@@ -550,6 +622,8 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 g: T.let[T.int32] = lane // 4
                                 t4: T.let[T.int32] = lane % 4
                                 # causal: the longest tiles (the last rows) first, so that the short ones fill the tail
+                                bt: T.let[T.int32] = bs // splits  # the row tile, and its split
+                                sp: T.let[T.int32] = bs % splits
                                 m0: T.let[T.int32] = ((M + BM - 1) // BM - 1 - bt if causal else bt) * BM
                                 scale_l2: T.let[T.float32] = scale * T.float32(LOG2E)
                                 if variant.causal_fill:
@@ -557,7 +631,10 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                 # chunks: all of N, or (causal) up to the tile's last visible column (causal_fill:
                                 # the loop reaches N, and limit, read in it, says how far the tile computes)
                                 n_end: T.let[T.int32] = parts.tile_end(m0, BM)
-                                n_chunks: T.let[T.int32] = (n_end + BN - 1) // BN
+                                # split: a split's share of the tile's chunks, from its first c0 (the last
+                                # splits' may be short or empty: their partial rows are a fully masked row's)
+                                n_chunks: T.let[T.int32] = ((n_end + BN - 1) // BN + splits - 1) // splits
+                                c0: T.let[T.int32] = sp * n_chunks
                                 for i in T.unroll(mt * DTS * 4):
                                     o_acc[i] = T.float32(0)
                                 for i in T.unroll(mt * 2):
@@ -572,27 +649,35 @@ def runtime_func(variant: Variant, d: int, warps: int = 0, mt: int = 1, bn: int 
                                         b0 * sq[0] + b1 * sq[1] + T.min(m0 + r, M - 1) * sq[2] + ch * 8, 16, dtype=dt)
                                 # chunk 0's K and V (stage 0), with the Q tile in one group
                                 for st in T.unroll(stages - 1):
-                                    if st < chunk_limit(m0, fill_need):
-                                        copy_chunk(st, st, Ks, Vs, Km, V, b0, b1, tid)
+                                    if st < own_limit(m0, fill_need, c0, n_chunks):
+                                        copy_chunk(c0 + st, st, Ks, Vs, Km, V, b0, b1, tid)
                                     T.ptx.cp.async_.commit_group()
-                                parts.find_v_bad(v_bad, v_last, V_last, b0, b1, parts.tile_end(m0, BM, fill_need), tid)
+                                if not split:
+                                    parts.find_v_bad(v_bad, v_last, V_last, b0, b1, parts.tile_end(m0, BM, fill_need),
+                                                     tid)
                                 if by_columns:
                                     if cols.one_row(Bias, Mask):
                                         chunk_loop(cols, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag,
                                                    p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha, scale_l2, b0,
                                                    b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
-                                                   chunk_limit(m0, fill_need))
+                                                   own_limit(m0, fill_need, c0, n_chunks), c0)
                                     else:
                                         chunk_loop(parts, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag,
                                                    b_frag, p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha,
                                                    scale_l2, b0, b1, m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
-                                                   chunk_limit(m0, fill_need))
+                                                   own_limit(m0, fill_need, c0, n_chunks), c0)
                                 else:
                                     chunk_loop(parts, bias_c, mask_c, Bias, Mask, Km, V, Qs, Ks, Vs, q_frag, b_frag,
                                                p_frag, s_acc, o_acc, m_run, l_run, m_chunk, alpha, scale_l2, b0, b1,
                                                m0, w, lane, g, t4, tid, n_chunks, zero_nan_rows,
-                                               chunk_limit(m0, fill_need))
+                                               own_limit(m0, fill_need, c0, n_chunks), c0)
                                 T.ptx.cp.async_.wait_group(0)  # (a causal tile past every column copied Q only)
-                                parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4, zero_nan_rows)
+                                if split:
+                                    store_partial(Work, o_acc, m_run, l_run, b0, b1, m0, sp, w, g, t4)
+                                else:
+                                    parts.store_o(O, O32, o_acc, l_run, inv_l, v_bad, b0, b1, m0, w, g, t4,
+                                                  zero_nan_rows)
+        if split:
+            combine(Work, O, zero_nan_rows)
 
-    return finish(fused_attention_mma, variant, name)
+    return finish(fused_attention_mma, variant, name, split)

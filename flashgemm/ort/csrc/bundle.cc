@@ -20,9 +20,11 @@ namespace {
 // flashgemm/bundle/kernel_library.py:MANIFEST_FORMAT. Format 2 added FusedAttention's kernels (entries with "op");
 // format 3 gave them their trailing zero_nan_rows argument; format 4 lists several kernel libraries under "kernels"
 // (one compiled a part, in parallel); format 5's FusedAttention kernels take any row strides of Q, K, V and O (the
-// op's BSNH views). An older bundle still serves FusedGemmSoftmax; its FusedAttention kernels (another signature)
-// are left out before format 3, so a FusedAttention node asks for a rebuild, and serve only compact tensors before 5.
-constexpr int64_t kManifestFormat = 5;
+// op's BSNH views); format 6 adds FusedAttention's split-N kernels (entries with "split": a workspace argument, which
+// an older library would not pass). An older bundle still serves FusedGemmSoftmax; its FusedAttention kernels
+// (another signature) are left out before format 3, so a FusedAttention node asks for a rebuild, and serve only
+// compact tensors before 5.
+constexpr int64_t kManifestFormat = 6;
 // How to get a good bundle: a CPU-only library serves llvm bundles; a CUDA one is meant for the local GPU's.
 std::string FixHint(bool cuda_build) {
   return std::string("run flashgemm-build --target ") + (cuda_build ? "auto (the local GPU's arch)" : "llvm") +
@@ -251,6 +253,21 @@ std::unique_ptr<Bundle> Bundle::Load(const std::string& dir, bool cuda_build) {
           e.Fail("zero_nan_rows", "is neither 0 nor 1");
         k.zero_nan_rows = static_cast<int>(*q->as<int64_t>());
       }
+      // split (absent or null: none): [rows, chunk] of a split-N kernel, kept apart (FindAttentionSplit)
+      if (std::optional<tvm::ffi::Any> q = entry_obj->Get(tvm::ffi::String("split"));
+          q.has_value() && !(*q == nullptr)) {
+        auto pair = q->as<json::Array>();
+        std::optional<int64_t> rows, chunk;
+        if (pair && pair->size() == 2) {
+          rows = (*pair)[0].as<int64_t>();
+          chunk = (*pair)[1].as<int64_t>();
+        }
+        if (!rows || !chunk || *rows < 1 || *chunk < 1) e.Fail("split", "is not [rows, chunk] of positive integers");
+        k.split_rows = *rows;
+        k.split_chunk = *chunk;
+        b->attention_split_[v.Key()].push_back(std::move(k));
+        continue;
+      }
       b->attention_head_size_[v.Key()].push_back(std::move(k));
     } else if (std::optional<tvm::ffi::Any> hs = entry_obj->Get(tvm::ffi::String("head_size"));
                hs.has_value() && !(*hs == nullptr)) {
@@ -379,6 +396,16 @@ const Kernel* Bundle::FindAttention(const std::string& variant_key, int64_t k, i
         return &kernel;
   auto g = attention_generic_.find(variant_key);
   return g == attention_generic_.end() ? nullptr : &g->second;
+}
+
+const Kernel* Bundle::FindAttentionSplit(const std::string& variant_key, int64_t k, int64_t d, int64_t m, int64_t n,
+                                         int64_t ptr_align, bool zero_nan_rows) const {
+  if (auto t = attention_split_.find(variant_key); t != attention_split_.end() && k == d)
+    for (const Kernel& kernel : t->second)
+      if (kernel.head_size == k && m <= kernel.split_rows && kernel.align <= ptr_align && n % kernel.n_multiple == 0 &&
+          (kernel.zero_nan_rows < 0 || kernel.zero_nan_rows == int(zero_nan_rows)))
+        return &kernel;
+  return nullptr;
 }
 
 const Kernel* Bundle::Find(const std::string& variant_key, const Sizes& sizes, int64_t ptr_align, float scale) const {

@@ -55,6 +55,9 @@ struct Kernel {
   int64_t min_n = 0, first_max_n = 0, min_m = 0;
   // FusedAttention's kernels from manifest format 5 on: any row strides (BSNH views); older ones compact tensors only
   bool row_strides = false;
+  // manifest "split" [rows, chunk] (FusedAttention's split-N kernels, flash-decoding): serves calls of M <= rows, its
+  // splits of N in chunks of `chunk` columns, with a float32 workspace (the op's: FusedKernel::SplitCount); 0: none
+  int64_t split_rows = 0, split_chunk = 0;
 };
 
 // Thrown for every bundle problem; the message names the path and how to fix it.
@@ -83,6 +86,10 @@ class Bundle {
   // zero_nan_rows is the kernel's; else the generic one; else nullptr.
   const Kernel* FindAttention(const std::string& variant_key, int64_t k, int64_t d, int64_t n, int64_t ptr_align,
                               bool zero_nan_rows) const;
+  // FusedAttention's split-N kernel of the variant for head size k (k == d) serving M = m rows, on FindAttention's
+  // terms (alignment, N's multiple, zero_nan_rows); else nullptr. Whether to split is the caller's choice.
+  const Kernel* FindAttentionSplit(const std::string& variant_key, int64_t k, int64_t d, int64_t m, int64_t n,
+                                   int64_t ptr_align, bool zero_nan_rows) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& device() const { return device_; }  // "cpu" | "cuda"
@@ -95,6 +102,7 @@ class Bundle {
   std::unordered_map<std::string, std::vector<Kernel>> tensor_core_;  // FusedGemmSoftmax's, with a "head_size"
   std::unordered_map<std::string, Kernel> attention_generic_;  // manifest "op": "FusedAttention"
   std::unordered_map<std::string, std::vector<Kernel>> attention_head_size_;  // ... with a "head_size"
+  std::unordered_map<std::string, std::vector<Kernel>> attention_split_;  // ... with a "split"
   std::map<std::pair<std::string, Sizes>, Kernel> tuned_;  // exact [B0, B1, M, N, K]
   std::map<std::pair<std::string, std::array<int64_t, 3>>, Kernel> tuned_any_batch_;  // [M, N, K]
   // any-batch twins with one batch dim static (manifest "fixed_batch"), preferred for the calls with that value:

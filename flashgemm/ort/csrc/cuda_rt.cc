@@ -6,6 +6,7 @@ namespace flashgemm::cuda_rt {
 namespace {
 
 constexpr int kAttrMajor = 75, kAttrMinor = 76;  // cudaDevAttrComputeCapabilityMajor / Minor
+constexpr int kAttrMultiprocessors = 16;  // cudaDevAttrMultiProcessorCount
 
 struct Api {
   int (*set_device)(int) = nullptr;
@@ -66,6 +67,11 @@ std::string ZerosAsync(void** ptr, size_t bytes, void* stream) {
   err = api().Check(api().memset_async(*ptr, 0, bytes, stream), "cudaMemsetAsync");
   if (!err.empty()) api().free_async(*ptr, stream);
   return err;
+}
+
+std::string MultiprocessorCount(int device, int* count) {
+  if (!api().missing.empty()) return api().missing;
+  return api().Check(api().get_attribute(count, kAttrMultiprocessors, device), "cudaDeviceGetAttribute");
 }
 
 std::string MemsetZeroAsync(void* ptr, size_t bytes, void* stream) {

@@ -11,6 +11,8 @@ std::string SetDevice(int device);
 std::string ComputeCapability(int device, int* major, int* minor);
 // Stream-ordered: a buffer of `bytes` zero bytes valid on `stream` until FreeAsync on the same stream.
 std::string ZerosAsync(void** ptr, size_t bytes, void* stream);
+// The device's streaming multiprocessors.
+std::string MultiprocessorCount(int device, int* count);
 std::string FreeAsync(void* ptr, void* stream);
 // Stream-ordered: `bytes` zero bytes written at ptr.
 std::string MemsetZeroAsync(void* ptr, size_t bytes, void* stream);

@@ -148,6 +148,21 @@ std::string CheckArch(const Bundle& bundle, int device) {
           std::to_string(minor) + ")";
   return checked[{&bundle, device}] = err;
 }
+
+// The split-N kernels' splits (FindAttentionSplit): a call whose B0 B1 blocks of one row tile leave SMs idle (a
+// decoder's generation step) splits N so that every SM gets kSplitBlocksPerSm blocks, each split at least
+// kSplitMinChunks chunks (its copies' pipeline); 1 (no split) where the tiles alone fill the GPU or N is too short.
+// Two blocks an SM: the fastest of 2 to 64 splits at 1 x 32 heads x 4096 keys on the H200 (8 splits, 26.8 us; 13,
+// three an SM, 31.6; benchmarks/split_n_ab.py, BENCHMARKS.md "Generation steps").
+constexpr int64_t kSplitBlocksPerSm = 2, kSplitMinChunks = 2;
+int64_t SplitCount(int64_t blocks, int64_t n, int64_t chunk, int sms) {
+  if (blocks >= sms) return 1;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const int64_t s = std::min((kSplitBlocksPerSm * sms + blocks - 1) / blocks, chunks / kSplitMinChunks);
+  if (s < 2) return 1;
+  const int64_t per = (chunks + s - 1) / s;
+  return (chunks + per - 1) / per;  // (no empty split)
+}
 #endif
 
 }  // namespace
@@ -297,6 +312,18 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                         (attention_ ? " --attention)" : ")"))
                            .c_str(),
                        ORT_FAIL);
+  // FusedAttention on CUDA: the split-N kernel where the call's row tiles leave SMs idle (SplitCount)
+  int64_t splits = 1;
+#ifdef FLASHGEMM_WITH_CUDA
+  if (attention_ && dev.device_type == kDLCUDA && kernel->head_size > 0)
+    if (const Kernel* split = bundle_.FindAttentionSplit(key.Key(), c.k, c.d, c.m, c.n, ptr_align, zero_nan_rows_)) {
+      int sms = 0;
+      if (std::string err = cuda_rt::MultiprocessorCount(dev.device_id, &sms); !err.empty())
+        return Ort::Status((node_ + ": " + err).c_str(), ORT_FAIL);
+      splits = SplitCount(c.b0 * c.b1, c.n, split->split_chunk, sms);
+      if (splits > 1) kernel = split;
+    }
+#endif
   if (attention_ && (bsnh_[0] || bsnh_[1] || bsnh_[2] || bsnh_[3]) && !kernel->row_strides)
     return Ort::Status((node_ + ": attribute bsnh (tensors read and written in place as [batch, sequence, heads, "
                         "head size]) needs a bundle whose FusedAttention kernels take row strides, and " +
@@ -315,6 +342,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
                    (kernel->n_multiple > 1 ? ", N%" + std::to_string(kernel->n_multiple) + "=0" : std::string()) +
                    (kernel->any_length ? ", any length <= " + std::to_string(kernel->max_m) + "x" +
                                              std::to_string(kernel->max_n)
+                    : kernel->split_rows > 0 ? ", N in " + std::to_string(splits) + " splits"
                     : kernel->head_size > 0 && kernel->max_n > 0 ? ", N<=" + std::to_string(kernel->max_n)
                     : kernel->min_n > 0                           ? ", K=" + std::to_string(kernel->head_size)
                                                                   : std::string()))
@@ -373,13 +401,29 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   struct Restore {
     DLDevice dev;
     TVMFFIStreamHandle prev;
-    void *stream, *zeros;
+    void *stream, *zeros, *work = nullptr;
+    OrtAllocator* allocator = nullptr;
     ~Restore() {
       if (dev.device_type != kDLCUDA) return;
       TVMFFIEnvSetStream(dev.device_type, dev.device_id, prev, nullptr);
       if (zeros) cuda_rt::FreeAsync(zeros, stream);  // after the kernel, in stream order
+      if (work) allocator->Free(allocator, work);
+      if (allocator) Ort::GetApi().ReleaseAllocator(allocator);
     }
   } restore{dev, prev, stream, device_zeros};
+  // the split-N kernel's workspace, float32 [splits, B0, B1, M (D + 2)] (each split's partial rows), from the CUDA
+  // EP's allocator (its arena: no cudaMalloc a call, which measured slower than the split saves at ORT's level);
+  // freed after the launches, as ORT's own kernels free their scratch: the block's next user runs on this stream
+  if (splits > 1) {
+    const size_t bytes = static_cast<size_t>(splits * c.b0 * c.b1 * c.m * (c.d + 2)) * 4;
+    const OrtMemoryInfo* mem = out.GetTensorMemoryInfo();
+    if (OrtStatus* st = Ort::GetApi().KernelContext_GetAllocator(raw_ctx, mem, &restore.allocator))
+      return Ort::Status(st);
+    restore.work = restore.allocator->Alloc(restore.allocator, bytes);
+    if (!restore.work)
+      return Ort::Status((node_ + ": the CUDA EP's allocator gave no workspace of " + std::to_string(bytes) +
+                          " bytes for the split-N kernel").c_str(), ORT_FAIL);
+  }
 #endif
 
   // FusedAttention with N = 0: every row is fully masked, so O is zeros (the kernels' reductions over an empty row
@@ -412,8 +456,18 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   View vp(out.GetTensorMutableRawData(), dev, dt, {c.b0, c.b1, c.m, cols},
           attention_ ? c.out_strides : Strides4{c.b1 * c.m * cols, c.m * cols, cols, 1});
 
-  // fn(A, B, [bias], [mask], P, scale); FusedAttention's fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows)
-  tvm::ffi::AnyView args[8];
+  std::optional<View> vwork;
+#ifdef FLASHGEMM_WITH_CUDA
+  if (splits > 1) {
+    const int64_t row = c.m * (c.d + 2);
+    vwork.emplace(restore.work, dev, DLDataType{kDLFloat, 32, 1}, std::array<int64_t, 4>{splits, c.b0, c.b1, row},
+                  Strides4{c.b0 * c.b1 * row, c.b1 * row, row, 1});
+  }
+#endif
+
+  // fn(A, B, [bias], [mask], P, scale); FusedAttention's fn(Q, K, V, [bias], [mask], O, scale, zero_nan_rows), the
+  // split-N kernel's with its workspace after O
+  tvm::ffi::AnyView args[9];
   int n_args = 0;
   args[n_args++] = &va.t;
   args[n_args++] = &vb.t;
@@ -421,6 +475,7 @@ Ort::Status FusedKernel::Compute(OrtKernelContext* raw_ctx) const {
   if (vbias) args[n_args++] = &vbias->t;
   if (vmask) args[n_args++] = &vmask->t;
   args[n_args++] = &vp.t;
+  if (vwork) args[n_args++] = &vwork->t;
   args[n_args++] = static_cast<double>(scale_);
   if (attention_) args[n_args++] = static_cast<int64_t>(zero_nan_rows_);
 

@@ -123,16 +123,6 @@ class Report:
                          f"them absorbed (read and written in place: attribute bsnh); Q, K and V projections packed into "
                  f"one MatMul at {self.qkv_packed}")
             lines += [f"  kept P  {site}: {why}" for site, why in self.attention_left]
-            kept = {site for site, _ in self.attention_left}
-            steps = [s for s in self.fused if s.softmax not in kept and s.details.get("lengths", [0])[0] == 1 and (
-                s.details.get("bias") or "mask_shape" in s.details)]
-            if steps:
-                # one query tile a (batch, head): at batch 1 too few blocks to hide each chunk's latency, and the mask
-                # row read in every chunk; measured slower than MatMul, Softmax, MatMul there (BENCHMARKS.md)
-                lines.append(f"  note    {len(steps)} FusedAttention site(s) compute one query row (a generation step) "
-                             f"with a bias or mask: at batch 1 over a long cache the op can be slower than the "
-                             f"original graph on a GPU (its blocks, batch x heads, are too few to fill it; BENCHMARKS.md"
-                             f", \"Generation steps\"); time the model both ways there")
         lines += [f"  note    {n}" for n in self.notes]
         if self.other_softmax:
             lines.append(f"  {len(self.other_softmax)} other Softmax node(s), not fed by MatMul -> [Mul|Div] -> "
