@@ -11,7 +11,8 @@ multiples of 16) with a fully masked row where the variant has a mask. Every run
 FusedAttention's kernels run with a V beside (NaN in its last row of the first head, which reaches its column of
 every row, fully masked ones included), once with zero_nan_rows and once without: the generic one at an odd shape
 with D != K, a tensor-core one (a head_size) at a partial row tile and column chunk and at a shape where causal tiles
-skip columns. FusedGemmSoftmax's tensor-core kernels (a head_size) run those shapes and one for each width of P's
+skip columns, a split-N one (manifest "split") at a step's few rows in 2 and 13 splits (empty ones too).
+FusedGemmSoftmax's tensor-core kernels (a head_size) run those shapes and one for each width of P's
 stores (N % 8, % 4, % 2, odd). Tolerances as the tests: fp16 atol 2e-3, bf16 atol 1.6e-2.
 """
 from __future__ import annotations
